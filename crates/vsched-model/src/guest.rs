@@ -1,0 +1,164 @@
+//! Guest programs: what each vCPU's guest thread executes.
+//!
+//! A workload (crate `vsched-workloads`) compiles to one [`Program`] per vCPU. The simulator
+//! interprets it (see `sim.rs`): computing makes progress only while the vCPU runs; waiting
+//! for a lock or at a spinning barrier burns the vCPU's time without progress; blocking
+//! (I/O, a blocking barrier, exit) gives the pCPU back to the hypervisor.
+
+use std::sync::Arc;
+
+use rand::Rng;
+use vsched_engine::{StreamRng, Time};
+
+/// A duration drawn each time the instruction runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dur {
+    Fixed(Time),
+    /// Normal with the given mean and coefficient of variation, truncated at zero.
+    Jitter {
+        mean: Time,
+        cv: f64,
+    },
+    /// Exponential with the given mean (Poisson arrivals, think times).
+    Exp {
+        mean: Time,
+    },
+}
+
+/// "Forever": a compute that never finishes within any horizon (CPU hogs).
+pub const FOREVER: Time = u64::MAX / 4;
+
+impl Dur {
+    pub fn sample(&self, rng: &mut StreamRng) -> Time {
+        match *self {
+            Dur::Fixed(t) => t,
+            Dur::Jitter { mean, cv } => {
+                if cv <= 0.0 {
+                    return mean;
+                }
+                // Box-Muller: two uniforms give one standard normal.
+                let u1: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+                let u2: f64 = rng.gen();
+                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                (mean as f64 * (1.0 + cv * z)).max(0.0).round() as Time
+            }
+            Dur::Exp { mean } => {
+                let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+                (-(mean as f64) * u.ln()).round() as Time
+            }
+        }
+    }
+}
+
+/// Spinlock flavour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// FIFO tickets: the lock passes to the next waiter in line even if that waiter's vCPU
+    /// is descheduled (lock-waiter preemption).
+    Ticket,
+    /// Test-and-set: whichever spinner is running when the lock frees takes it.
+    Tas,
+}
+
+/// Which lock an acquisition takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockChoice {
+    Fixed(u32),
+    /// One of the VM's locks, uniformly at random.
+    Uniform,
+}
+
+/// How a thread waits at a barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierWait {
+    Spin,
+    Block,
+    /// Spin for at most this much running time, then block.
+    SpinThenBlock(Time),
+}
+
+/// One instruction of a guest program.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Instr {
+    Compute(Dur),
+    /// Acquire a lock, spinning while it is held. `kernel` spinning is subject to pause-loop
+    /// exiting (Intel PLE only fires at CPL 0); user-mode spinning is not.
+    Lock {
+        choice: LockChoice,
+        kernel: bool,
+    },
+    /// Release the lock acquired most recently.
+    Unlock,
+    /// Wait until every thread of the VM has arrived.
+    Barrier(BarrierWait),
+    /// Block for a duration (I/O, sleep), then wake.
+    Io(Dur),
+    /// Start of a loop body run `times` times (None = forever). `end` is the index of the
+    /// matching [`Instr::EndRepeat`].
+    Repeat {
+        times: Option<u64>,
+        end: usize,
+    },
+    EndRepeat,
+    /// Marks the start / end of a request (web serving latency and throughput).
+    RequestBegin,
+    RequestEnd,
+    Exit,
+}
+
+/// An immutable guest program, shared by the threads that run it.
+pub type Program = Arc<[Instr]>;
+
+/// Builds programs with well-formed loops.
+#[derive(Default)]
+pub struct ProgramBuilder {
+    instrs: Vec<Instr>,
+    open: Vec<usize>,
+}
+
+impl ProgramBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, instr: Instr) -> &mut Self {
+        self.instrs.push(instr);
+        self
+    }
+
+    /// Opens a loop; close it with [`ProgramBuilder::end_repeat`].
+    pub fn repeat(&mut self, times: Option<u64>) -> &mut Self {
+        assert!(times != Some(0), "an empty loop is the caller's to skip");
+        self.open.push(self.instrs.len());
+        self.instrs.push(Instr::Repeat { times, end: 0 });
+        self
+    }
+
+    pub fn end_repeat(&mut self) -> &mut Self {
+        let start = self.open.pop().expect("end_repeat without repeat");
+        let end = self.instrs.len();
+        if let Instr::Repeat { end: e, .. } = &mut self.instrs[start] {
+            *e = end;
+        }
+        self.instrs.push(Instr::EndRepeat);
+        self
+    }
+
+    /// Finishes the program, appending `Exit`.
+    pub fn build(mut self) -> Program {
+        assert!(self.open.is_empty(), "unclosed loop");
+        self.instrs.push(Instr::Exit);
+        self.instrs.into()
+    }
+}
+
+/// What a workload hands the simulator for one VM.
+#[derive(Debug, Clone)]
+pub struct GuestSpec {
+    /// One program per vCPU.
+    pub programs: Vec<Program>,
+    pub locks: u32,
+    pub lock_kind: LockKind,
+    /// True when every thread eventually exits, so the VM has a completion time.
+    pub finite: bool,
+}

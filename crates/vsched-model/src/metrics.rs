@@ -1,0 +1,119 @@
+//! What a run reports. Every figure is defined here, once.
+//!
+//! Per VM:
+//! - `completion_s`: when the VM's last thread exited (null for a never-ending workload, or
+//!   if the run stopped first).
+//! - `cpu_s`: time its vCPUs held a pCPU (including dispatch overheads).
+//! - `spin_s`: the part of `cpu_s` spent spinning on locks or barriers (wasted).
+//! - `steal_s`: time its vCPUs were runnable but not running (waiting in a run queue).
+//! - `lock_holder_preemptions`: times a vCPU was descheduled while holding a lock.
+//! - `lock_waiter_preemptions`: times a ticket lock was handed to a waiter whose vCPU was
+//!   not running (the lock then sits idle until that vCPU runs).
+//! - `ple_exits`: pause-loop exits.
+//! - `wake_latency_us_mean`: mean time from a wake-up to running.
+//! - `cpu_share`: `cpu_s` over host capacity (pCPUs x elapsed); `weight_share`: weight over
+//!   the sum of all VMs' weights.
+//! - `requests`, `throughput_rps`, `latency_ms_mean`, `latency_ms_p99`: for serving
+//!   workloads; a request's latency runs from the I/O completion that delivers it to the end
+//!   of its processing.
+//!
+//! Per host: `utilization` (busy pCPU time over capacity), `frag_idle_s` (pCPU idle time
+//! while at least one vCPU was runnable and waiting), `context_switches`, `ipis`,
+//! `migrations`, `sched_invocations`, `ple_exits`, `fairness` and `policy_counters`.
+//! `fairness` is Jain's index over the CPU-bound VMs (blocked less than 5% of their vCPU
+//! time) of (share of the CPU those VMs received) / (share of their total weight): 1.0 when
+//! CPU is split exactly by weight, lower otherwise; null if no VM is CPU-bound.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VmMetrics {
+    pub name: String,
+    pub workload: String,
+    #[serde(rename = "type")]
+    pub vm_type: String,
+    pub vcpus: usize,
+    pub weight: u32,
+    pub cap: u32,
+    pub completion_s: Option<f64>,
+    pub cpu_s: f64,
+    pub spin_s: f64,
+    pub steal_s: f64,
+    pub spin_share: Option<f64>,
+    pub lock_holder_preemptions: u64,
+    pub lock_waiter_preemptions: u64,
+    pub ple_exits: u64,
+    pub wake_latency_us_mean: Option<f64>,
+    pub cpu_share: f64,
+    pub weight_share: f64,
+    pub requests: u64,
+    pub throughput_rps: Option<f64>,
+    pub latency_ms_mean: Option<f64>,
+    pub latency_ms_p99: Option<f64>,
+    #[serde(skip)]
+    pub blocked_fraction: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HostMetrics {
+    pub pcpus: usize,
+    pub utilization: f64,
+    pub frag_idle_s: f64,
+    pub context_switches: u64,
+    pub ipis: u64,
+    pub migrations: u64,
+    pub sched_invocations: u64,
+    pub ple_exits: u64,
+    pub fairness: Option<f64>,
+    pub policy_counters: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunMetrics {
+    pub sim_s: f64,
+    pub events: u64,
+    pub vms: Vec<VmMetrics>,
+    pub host: HostMetrics,
+}
+
+/// Jain's fairness index of CPU received against weight, over the CPU-bound VMs.
+pub fn weighted_fairness(vms: &[VmMetrics]) -> Option<f64> {
+    let bound: Vec<&VmMetrics> = vms.iter().filter(|v| v.blocked_fraction < 0.05).collect();
+    let cpu: f64 = bound.iter().map(|v| v.cpu_s).sum();
+    let weight: f64 = bound.iter().map(|v| v.weight as f64).sum();
+    if bound.is_empty() || cpu <= 0.0 || weight <= 0.0 {
+        return None;
+    }
+    let x: Vec<f64> = bound
+        .iter()
+        .map(|v| (v.cpu_s / cpu) / (v.weight as f64 / weight))
+        .collect();
+    let sum: f64 = x.iter().sum();
+    let sum_sq: f64 = x.iter().map(|a| a * a).sum();
+    Some(sum * sum / (x.len() as f64 * sum_sq))
+}
+
+/// The value at quantile `q` of a list, nearest-rank.
+pub fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let xs: Vec<u64> = (1..=100).collect();
+        assert_eq!(quantile(&xs, 0.99), Some(99));
+        assert_eq!(quantile(&xs, 1.0), Some(100));
+        assert_eq!(quantile(&[7], 0.5), Some(7));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+}

@@ -1,0 +1,295 @@
+//! Named parameters of policies and workloads, with defaults, docs and typed access.
+//!
+//! A policy or workload declares its parameters as a `&'static [ParamSpec]`; the scenario
+//! loader hands it a [`Params`] holding what the user wrote, already checked against the
+//! specs (no unknown key, every value of the declared type), so typed getters cannot fail.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A parameter value as written in a scenario file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+}
+
+impl Value {
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a number",
+            Value::Bool(_) => "a boolean",
+            Value::Str(_) => "a string",
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// The declaration of one parameter.
+#[derive(Debug, Clone)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub default: Default,
+    pub doc: &'static str,
+}
+
+/// A default value; `&'static` so specs can live in constants.
+#[derive(Debug, Clone, Copy)]
+pub enum Default {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(&'static str),
+}
+
+impl Default {
+    pub fn to_value(self) -> Value {
+        match self {
+            Default::Int(i) => Value::Int(i),
+            Default::Float(x) => Value::Float(x),
+            Default::Bool(b) => Value::Bool(b),
+            Default::Str(s) => Value::Str(s.to_string()),
+        }
+    }
+}
+
+/// Bad input: the dotted path of the offending field and what was expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// Checked parameters: what the user wrote merged over the declared defaults.
+#[derive(Debug, Clone)]
+pub struct Params {
+    path: String,
+    values: BTreeMap<&'static str, Value>,
+}
+
+impl Params {
+    /// Checks `given` against `specs` and fills in defaults. `path` is where these
+    /// parameters sit in the scenario (e.g. `vm[1].workload`), used in error messages.
+    pub fn check(
+        path: &str,
+        specs: &'static [ParamSpec],
+        given: &BTreeMap<String, Value>,
+    ) -> Result<Params, ConfigError> {
+        let mut values = BTreeMap::new();
+        for spec in specs {
+            values.insert(spec.name, spec.default.to_value());
+        }
+        for (key, value) in given {
+            let Some(spec) = specs.iter().find(|s| s.name == key) else {
+                let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
+                let expected = if known.is_empty() {
+                    "no parameters are accepted here".to_string()
+                } else {
+                    format!("expected one of {}", known.join(", "))
+                };
+                return Err(ConfigError::new(
+                    format!("{path}.{key}"),
+                    format!("unknown key; {expected}"),
+                ));
+            };
+            let value = match (spec.default, value) {
+                (Default::Int(_), Value::Int(_))
+                | (Default::Float(_), Value::Float(_))
+                | (Default::Bool(_), Value::Bool(_))
+                | (Default::Str(_), Value::Str(_)) => value.clone(),
+                // An integer is a fine number.
+                (Default::Float(_), Value::Int(i)) => Value::Float(*i as f64),
+                (default, other) => {
+                    return Err(ConfigError::new(
+                        format!("{path}.{key}"),
+                        format!(
+                            "expected {}, got {} {other}",
+                            default.to_value().kind(),
+                            other.kind()
+                        ),
+                    ))
+                }
+            };
+            values.insert(spec.name, value);
+        }
+        Ok(Params {
+            path: path.to_string(),
+            values,
+        })
+    }
+
+    fn field(&self, name: &str) -> String {
+        format!("{}.{name}", self.path)
+    }
+
+    fn get(&self, name: &str) -> &Value {
+        self.values
+            .get(name)
+            .unwrap_or_else(|| panic!("parameter {name} was not declared"))
+    }
+
+    pub fn int(&self, name: &str) -> i64 {
+        match self.get(name) {
+            Value::Int(i) => *i,
+            other => panic!("parameter {name} is {other:?}, not an integer"),
+        }
+    }
+
+    pub fn float(&self, name: &str) -> f64 {
+        match self.get(name) {
+            Value::Float(x) => *x,
+            Value::Int(i) => *i as f64,
+            other => panic!("parameter {name} is {other:?}, not a number"),
+        }
+    }
+
+    pub fn bool(&self, name: &str) -> bool {
+        match self.get(name) {
+            Value::Bool(b) => *b,
+            other => panic!("parameter {name} is {other:?}, not a boolean"),
+        }
+    }
+
+    pub fn str(&self, name: &str) -> &str {
+        match self.get(name) {
+            Value::Str(s) => s,
+            other => panic!("parameter {name} is {other:?}, not a string"),
+        }
+    }
+
+    /// An error about parameter `name`, located at its path in the scenario.
+    pub fn invalid(&self, name: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.field(name), message)
+    }
+
+    /// An integer at least `min`.
+    pub fn int_at_least(&self, name: &str, min: i64) -> Result<i64, ConfigError> {
+        let v = self.int(name);
+        if v < min {
+            return Err(ConfigError::new(
+                self.field(name),
+                format!("expected an integer >= {min}, got {v}"),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// A number in `[min, max]`.
+    pub fn float_in(&self, name: &str, min: f64, max: f64) -> Result<f64, ConfigError> {
+        let v = self.float(name);
+        if !(v >= min && v <= max) {
+            let range = if max.is_infinite() {
+                format!(">= {min}")
+            } else {
+                format!("in [{min}, {max}]")
+            };
+            return Err(ConfigError::new(
+                self.field(name),
+                format!("expected a number {range}, got {v}"),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// One of a fixed set of strings.
+    pub fn choice(&self, name: &str, choices: &[&str]) -> Result<String, ConfigError> {
+        let v = self.str(name);
+        if !choices.contains(&v) {
+            let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+            return Err(ConfigError::new(
+                self.field(name),
+                format!("expected one of {}, got {v:?}", quoted.join(", ")),
+            ));
+        }
+        Ok(v.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPECS: &[ParamSpec] = &[
+        ParamSpec {
+            name: "n",
+            default: Default::Int(3),
+            doc: "",
+        },
+        ParamSpec {
+            name: "x",
+            default: Default::Float(0.5),
+            doc: "",
+        },
+        ParamSpec {
+            name: "kind",
+            default: Default::Str("a"),
+            doc: "",
+        },
+    ];
+
+    fn given(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_fill_in_and_ints_widen_to_floats() {
+        let p = Params::check("w", SPECS, &given(&[("x", Value::Int(2))])).unwrap();
+        assert_eq!(p.int("n"), 3);
+        assert_eq!(p.float("x"), 2.0);
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_name_the_field() {
+        let e =
+            Params::check("vm[0].workload", SPECS, &given(&[("nn", Value::Int(1))])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "vm[0].workload.nn: unknown key; expected one of n, x, kind"
+        );
+        let e = Params::check("w", SPECS, &given(&[("n", Value::Str("3".into()))])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.n: expected an integer, got a string \"3\""
+        );
+        let p = Params::check("w", SPECS, &given(&[("kind", Value::Str("c".into()))])).unwrap();
+        assert_eq!(
+            p.choice("kind", &["a", "b"]).unwrap_err().to_string(),
+            "w.kind: expected one of \"a\", \"b\", got \"c\""
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! The policy interface, modelled on Xen's `struct scheduler` and Linux `sched_ext_ops`.
+//!
+//! A policy owns every runnable vCPU that is not running: it keeps them in whatever queues
+//! it likes, and the simulator asks it which vCPU each pCPU runs next. It acts on the world
+//! only through [`Cx`] (see `sim.rs`): read the clock and the topology, send a reschedule IPI
+//! to pCPUs, set timers, bump counters. That narrow waist is what will let the same policy
+//! code drive real KVM vCPUs later.
+//!
+//! Callbacks, in lifecycle order. Every callback except `pick_next` has a default that does
+//! nothing; `here` in the contracts means the pCPU the callback runs on, if any.
+
+use vsched_engine::Time;
+
+use crate::ids::{PcpuId, VcpuId};
+use crate::params::{ConfigError, ParamSpec, Params};
+use crate::sim::Cx;
+
+/// Why a vCPU yields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YieldReason {
+    /// A pause-loop exit: the vCPU spun longer than the PLE window.
+    PauseLoopExit,
+}
+
+/// What a pCPU does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The vCPU to run, or `None` to go idle.
+    pub next: Option<VcpuId>,
+    /// When to call `pick_next` again on this pCPU; `None` for no timer (idle, or run until
+    /// something else triggers a reschedule).
+    pub slice_ns: Option<Time>,
+}
+
+impl Decision {
+    pub fn run(v: VcpuId, slice_ns: Time) -> Self {
+        Decision {
+            next: Some(v),
+            slice_ns: Some(slice_ns),
+        }
+    }
+    pub fn idle() -> Self {
+        Decision {
+            next: None,
+            slice_ns: None,
+        }
+    }
+}
+
+/// A vCPU scheduling policy.
+pub trait Policy {
+    /// Called once when the host and its domains exist, before any vCPU is inserted.
+    /// Set up per-pCPU / per-domain state and the first policy timers here.
+    fn init(&mut self, _cx: &mut Cx) {}
+
+    /// Period of the per-pCPU tick (`tick` below), or `None` for a tickless policy.
+    fn tick_period_ns(&self) -> Option<Time> {
+        None
+    }
+
+    /// `v` was created runnable: choose its run queue. Contract: afterwards the policy owns
+    /// `v` until `pick_next` returns it; it may tickle pCPUs with `cx.resched`.
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId);
+
+    /// `v` is being destroyed (it is not running): forget it.
+    fn vcpu_remove(&mut self, _cx: &mut Cx, _v: VcpuId) {}
+
+    /// `v` was blocked and is runnable again (I/O done, barrier released, kick). Contract:
+    /// queue it somewhere `pick_next` will find it; tickle a pCPU if it should run soon.
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId);
+
+    /// `v` blocked while running on `here`. The simulator calls `pick_next(here, Some(v))`
+    /// right after; `v` must not be queued (it is not runnable).
+    fn sleep(&mut self, _cx: &mut Cx, _v: VcpuId) {}
+
+    /// `v`, running on `here`, yields (a pause-loop exit). It keeps running unless the policy
+    /// asks for a reschedule (`cx.resched(here)`).
+    fn yield_(&mut self, _cx: &mut Cx, _v: VcpuId, _why: YieldReason) {}
+
+    /// The critical path: pCPU `pcpu` needs a decision (start of run, slice end, an IPI, the
+    /// current vCPU blocked or yielded). `prev` is what ran on it (maybe no longer runnable:
+    /// check `cx.is_runnable`). Contract: return a runnable vCPU that is not running on
+    /// another pCPU (or `prev` itself), or idle; if `prev` is runnable and not returned, keep
+    /// it queued. The simulator validates the decision and fails the run if it is unusable.
+    fn pick_next(&mut self, cx: &mut Cx, pcpu: PcpuId, prev: Option<VcpuId>) -> Decision;
+
+    /// The periodic tick on `pcpu` (see `tick_period_ns`).
+    fn tick(&mut self, _cx: &mut Cx, _pcpu: PcpuId) {}
+
+    /// A policy timer set with `cx.set_timer(at, id)` fired.
+    fn timer(&mut self, _cx: &mut Cx, _id: u64) {}
+}
+
+/// How a policy appears in the registry and in `vsched policies`.
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: &'static [ParamSpec],
+    /// Builds the policy from checked parameters; range errors name the parameter.
+    pub build: fn(&Params) -> Result<Box<dyn Policy>, ConfigError>,
+}

@@ -1,0 +1,1262 @@
+//! The host simulator: pCPUs, domains, vCPUs, guest threads, and the event loop that joins
+//! them to a [`Policy`].
+//!
+//! # Time and events
+//! Everything happens at integer-nanosecond instants. At one instant, events are handled in
+//! this order (the engine's `priority`), then in the order they were scheduled:
+//! 1. guest progress (a compute finishes, a spin limit or the PLE window is reached),
+//! 2. wake-ups from outside the guest (I/O completion, a barrier release after its IPI),
+//! 3. policy timers (e.g. Credit's accounting), 4. per-pCPU ticks, 5. slice ends,
+//! 6. reschedule requests (IPIs and local reschedules).
+//! So a scheduling decision at time t sees every state change that happened at t.
+//!
+//! # Guest execution
+//! A vCPU dispatched at `t` starts executing guest code at `t + overhead` (scheduler cost,
+//! plus a context switch if it replaces another vCPU, plus the migration penalty if it last
+//! ran on another pCPU). Progress is analytic: a compute of `d` that starts at `s` finishes at
+//! `s + d` unless the vCPU is descheduled first, in which case what is left is kept. Spinning
+//! is a state, not a loop of events: a spinner costs one event when it starts, one when its
+//! wait ends, and one per pause-loop exit. Each running vCPU has at most one pending guest
+//! event, stamped with a generation number; descheduling bumps the generation, which cancels
+//! the event in O(1) (a stale event is dropped when it surfaces and is not counted).
+//!
+//! # Pause-loop exiting (PLE)
+//! Intel VT-x exits when a guest in kernel mode executes PAUSE in a loop longer than
+//! `ple_window` cycles, PAUSEs closer than `ple_gap` cycles counting as one loop. A spinner
+//! here pauses continuously, so the gap never splits a loop: continuous kernel-mode spinning
+//! of `ple_window_cycles / cpu_ghz` ns raises an exit, which the policy sees as `yield_`; the
+//! window restarts after each exit and each time the vCPU is scheduled in.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use vsched_engine::{EventQueue, RngStreams, StreamRng, Ticket, Time, NS_PER_US};
+
+use crate::guest::{BarrierWait, GuestSpec, Instr, LockChoice, LockKind, Program, FOREVER};
+use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::metrics::{quantile, weighted_fairness, HostMetrics, RunMetrics, VmMetrics};
+use crate::policy::{Decision, Policy, YieldReason};
+use crate::trace::Trace;
+use rand::Rng;
+
+/// Host hardware and hypervisor overheads. Defaults are order-of-magnitude figures for a
+/// 2010s x86 server running Xen or KVM; every one can be set in the scenario's `[host]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    pub pcpus: usize,
+    /// Clock used to turn PLE cycle counts into time.
+    pub cpu_ghz: f64,
+    /// Saving one vCPU's state and loading another's (VMCS switch, register state).
+    pub context_switch_ns: Time,
+    /// From sending an IPI to the target pCPU entering its scheduler.
+    pub ipi_latency_ns: Time,
+    /// Cache refill a vCPU pays (no progress) after it moves to another pCPU.
+    pub migration_penalty_ns: Time,
+    /// Cost of one scheduler invocation on a pCPU (charged before the chosen vCPU runs).
+    pub sched_cost_ns: Time,
+    /// PLE window in cycles (0 disables pause-loop exiting). Xen and KVM default: 4096.
+    pub ple_window_cycles: u64,
+    /// PLE gap in cycles. Recorded for completeness; see the module notes for why it does
+    /// not change a continuous spin.
+    pub ple_gap_cycles: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            pcpus: 4,
+            cpu_ghz: 2.0,
+            context_switch_ns: 2 * NS_PER_US,
+            ipi_latency_ns: 2 * NS_PER_US,
+            migration_penalty_ns: 20 * NS_PER_US,
+            sched_cost_ns: NS_PER_US / 2,
+            ple_window_cycles: 4096,
+            ple_gap_cycles: 128,
+        }
+    }
+}
+
+impl HostConfig {
+    pub fn ple_window_ns(&self) -> Option<Time> {
+        (self.ple_window_cycles > 0).then(|| {
+            ((self.ple_window_cycles as f64) / self.cpu_ghz)
+                .round()
+                .max(1.0) as Time
+        })
+    }
+}
+
+/// A VM's type, used by co-scheduling policies (seed 003): HIT (high-throughput) VMs are
+/// scheduled vCPU by vCPU; CON (concurrent) VMs want their vCPUs to run together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmType {
+    Hit,
+    Con,
+}
+
+impl VmType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VmType::Hit => "HIT",
+            VmType::Con => "CON",
+        }
+    }
+}
+
+/// A domain as the scenario describes it.
+#[derive(Debug, Clone)]
+pub struct DomainConfig {
+    pub name: String,
+    pub weight: u32,
+    /// Percent of one pCPU; 0 = no cap.
+    pub cap: u32,
+    pub vm_type: VmType,
+    /// Workload name, for reports.
+    pub workload: String,
+    pub guest: GuestSpec,
+}
+
+/// What policies may read about a domain.
+#[derive(Debug, Clone)]
+pub struct DomainInfo {
+    pub name: String,
+    pub vcpus: usize,
+    pub weight: u32,
+    pub cap: u32,
+    pub vm_type: VmType,
+    /// Global id of the domain's vCPU 0; its vCPUs are `first_vcpu .. first_vcpu + vcpus`.
+    pub first_vcpu: VcpuId,
+}
+
+/// The host-level state of a vCPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VcpuState {
+    Running(PcpuId),
+    /// Runnable but not running: waiting in some policy queue (this is steal time).
+    Runnable,
+    Blocked,
+}
+
+/// What the vCPU's guest thread is doing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Thread {
+    /// About to interpret its next instruction.
+    Ready,
+    Computing {
+        left: Time,
+    },
+    SpinLock {
+        lock: u32,
+        kernel: bool,
+    },
+    /// Spinning at the barrier; `limit_left` is the spinning time left before blocking.
+    SpinBarrier {
+        limit_left: Option<Time>,
+    },
+    BlockedIo,
+    BlockedBarrier,
+    Exited,
+}
+
+impl Thread {
+    fn spinning(self) -> bool {
+        matches!(self, Thread::SpinLock { .. } | Thread::SpinBarrier { .. })
+    }
+}
+
+struct Vcpu {
+    dom: DomId,
+    index: usize,
+    state: VcpuState,
+    state_since: Time,
+    running_ns: Time,
+    runnable_ns: Time,
+    blocked_ns: Time,
+    spin_ns: Time,
+    last_pcpu: Option<PcpuId>,
+    /// Guest code runs from here on (after the dispatch overheads).
+    run_from: Time,
+    /// Progress has been accounted up to here.
+    synced_to: Time,
+    /// Continuous kernel spinning (for PLE) is measured from here.
+    ple_from: Time,
+    gen: u32,
+    woke_at: Option<Time>,
+    program: Program,
+    pc: usize,
+    loops: Vec<(usize, Option<u64>)>,
+    thread: Thread,
+    held: Vec<u32>,
+    /// When the I/O that delivers the next request completed.
+    io_done_at: Option<Time>,
+    request_start: Time,
+    ple_exits: u64,
+}
+
+struct Pcpu {
+    curr: Option<VcpuId>,
+    since: Time,
+    busy_ns: Time,
+    idle_ns: Time,
+    slice_gen: u32,
+    resched_gen: u32,
+    resched_due: Option<Time>,
+}
+
+#[derive(Default)]
+struct Lock {
+    holder: Option<VcpuId>,
+    /// Ticket order (ticket locks) or the set of spinners (test-and-set).
+    waiters: VecDeque<VcpuId>,
+}
+
+struct Dom {
+    info: DomainInfo,
+    workload: String,
+    lock_kind: LockKind,
+    locks: Vec<Lock>,
+    barrier_waiters: Vec<VcpuId>,
+    barrier_arrived: usize,
+    rng: StreamRng,
+    finite: bool,
+    alive: usize,
+    finished_at: Option<Time>,
+    lock_holder_preemptions: u64,
+    lock_waiter_preemptions: u64,
+    wake_latency_sum: Time,
+    wakes: u64,
+    request_latencies: Vec<Time>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Guest { v: VcpuId, gen: u32 },
+    Wake { v: VcpuId },
+    Timer { id: u64 },
+    Tick { p: PcpuId },
+    SliceEnd { p: PcpuId, gen: u32 },
+    Resched { p: PcpuId, gen: u32 },
+}
+
+impl Ev {
+    /// Tie-break at one instant (see the module notes).
+    fn priority(&self) -> u8 {
+        match self {
+            Ev::Guest { .. } => 0,
+            Ev::Wake { .. } => 1,
+            Ev::Timer { .. } => 2,
+            Ev::Tick { .. } => 3,
+            Ev::SliceEnd { .. } => 4,
+            Ev::Resched { .. } => 5,
+        }
+    }
+}
+
+/// Everything but the policy. Policies see it through [`Cx`].
+pub struct Core {
+    pub host: HostConfig,
+    queue: EventQueue<Ev>,
+    pcpus: Vec<Pcpu>,
+    vcpus: Vec<Vcpu>,
+    doms: Vec<Dom>,
+    policy_rng: StreamRng,
+    counters: BTreeMap<&'static str, u64>,
+    ple_window_ns: Option<Time>,
+    // Host-wide tallies.
+    events: u64,
+    context_switches: u64,
+    ipis: u64,
+    migrations: u64,
+    sched_invocations: u64,
+    ple_exits: u64,
+    // Fragmentation: idle pCPUs while some vCPU waited.
+    n_idle: usize,
+    n_waiting: usize,
+    frag_since: Time,
+    frag_idle_ns: Time,
+    // Work for the current instant.
+    to_advance: VecDeque<VcpuId>,
+    to_sleep: VecDeque<(VcpuId, PcpuId)>,
+    to_yield: VecDeque<VcpuId>,
+    unfinished: usize,
+    trace: Option<Trace>,
+    error: Option<String>,
+}
+
+/// The policy's window on the simulator. `here` is the pCPU the callback runs on, if any.
+pub struct Cx<'a> {
+    core: &'a mut Core,
+    here: Option<PcpuId>,
+}
+
+impl<'a> Cx<'a> {
+    /// Current time in nanoseconds.
+    pub fn now(&self) -> Time {
+        self.core.queue.now()
+    }
+    pub fn n_pcpus(&self) -> usize {
+        self.core.pcpus.len()
+    }
+    pub fn n_vcpus(&self) -> usize {
+        self.core.vcpus.len()
+    }
+    pub fn domains(&self) -> impl ExactSizeIterator<Item = &DomainInfo> {
+        self.core.doms.iter().map(|d| &d.info)
+    }
+    pub fn domain(&self, d: DomId) -> &DomainInfo {
+        &self.core.doms[d].info
+    }
+    /// The domain of vCPU `v`.
+    pub fn dom_of(&self, v: VcpuId) -> DomId {
+        self.core.vcpus[v].dom
+    }
+    /// The index of `v` within its domain (its `vcpu_id`).
+    pub fn vcpu_index(&self, v: VcpuId) -> usize {
+        self.core.vcpus[v].index
+    }
+    pub fn state(&self, v: VcpuId) -> VcpuState {
+        self.core.vcpus[v].state
+    }
+    /// Runnable or running.
+    pub fn is_runnable(&self, v: VcpuId) -> bool {
+        self.core.vcpus[v].state != VcpuState::Blocked
+    }
+    pub fn running_on(&self, v: VcpuId) -> Option<PcpuId> {
+        match self.core.vcpus[v].state {
+            VcpuState::Running(p) => Some(p),
+            _ => None,
+        }
+    }
+    /// The pCPU `v` last ran on.
+    pub fn last_pcpu(&self, v: VcpuId) -> Option<PcpuId> {
+        self.core.vcpus[v].last_pcpu
+    }
+    /// The vCPU `p` is running, or `None` if idle.
+    pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
+        self.core.pcpus[p].curr
+    }
+    /// The pCPU this callback runs on, if any.
+    pub fn here(&self) -> Option<PcpuId> {
+        self.here
+    }
+
+    /// Ask `p` to call `pick_next`. On `here` it happens at once; on another pCPU it is an
+    /// IPI that lands after the host's IPI latency (and is counted).
+    pub fn resched(&mut self, p: PcpuId) {
+        let now = self.now();
+        if Some(p) == self.here {
+            self.core.request_resched(p, now);
+        } else {
+            let at = now + self.core.host.ipi_latency_ns;
+            if self.core.request_resched(p, at) {
+                self.core.ipis += 1;
+            }
+        }
+    }
+
+    /// Calls `timer(id)` at time `at` (not before now).
+    pub fn set_timer(&mut self, at: Time, id: u64) -> Ticket {
+        let at = at.max(self.now());
+        self.core
+            .queue
+            .schedule(at, Ev::Timer { id }.priority(), Ev::Timer { id })
+    }
+
+    pub fn cancel_timer(&mut self, ticket: Ticket) {
+        self.core.queue.cancel(ticket);
+    }
+
+    /// Adds one to a policy-specific counter, reported under `host.policy_counters`.
+    pub fn count(&mut self, name: &'static str) {
+        *self.core.counters.entry(name).or_insert(0) += 1;
+    }
+
+    /// The policy's own seeded random stream.
+    pub fn rng(&mut self) -> &mut StreamRng {
+        &mut self.core.policy_rng
+    }
+}
+
+/// A host, its domains and a policy, ready to run.
+pub struct Simulation {
+    core: Core,
+    policy: Box<dyn Policy>,
+}
+
+/// How a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    Horizon,
+    /// When every finite workload has finished (still capped by the horizon).
+    AllDone,
+}
+
+impl Simulation {
+    pub fn new(
+        host: HostConfig,
+        domains: Vec<DomainConfig>,
+        policy: Box<dyn Policy>,
+        seed: u64,
+    ) -> Self {
+        let streams = RngStreams::new(seed);
+        let mut vcpus = Vec::new();
+        let mut doms = Vec::new();
+        let mut unfinished = 0;
+        for (d, cfg) in domains.into_iter().enumerate() {
+            let first_vcpu = vcpus.len();
+            let n = cfg.guest.programs.len();
+            for (index, program) in cfg.guest.programs.iter().enumerate() {
+                vcpus.push(Vcpu {
+                    dom: d,
+                    index,
+                    state: VcpuState::Runnable,
+                    state_since: 0,
+                    running_ns: 0,
+                    runnable_ns: 0,
+                    blocked_ns: 0,
+                    spin_ns: 0,
+                    last_pcpu: None,
+                    run_from: 0,
+                    synced_to: 0,
+                    ple_from: 0,
+                    gen: 0,
+                    woke_at: None,
+                    program: program.clone(),
+                    pc: 0,
+                    loops: Vec::new(),
+                    thread: Thread::Ready,
+                    held: Vec::new(),
+                    io_done_at: None,
+                    request_start: 0,
+                    ple_exits: 0,
+                });
+            }
+            if cfg.guest.finite {
+                unfinished += 1;
+            }
+            doms.push(Dom {
+                info: DomainInfo {
+                    name: cfg.name,
+                    vcpus: n,
+                    weight: cfg.weight,
+                    cap: cfg.cap,
+                    vm_type: cfg.vm_type,
+                    first_vcpu,
+                },
+                workload: cfg.workload,
+                lock_kind: cfg.guest.lock_kind,
+                locks: (0..cfg.guest.locks).map(|_| Lock::default()).collect(),
+                barrier_waiters: Vec::new(),
+                barrier_arrived: 0,
+                rng: streams.stream(1 + d as u64),
+                finite: cfg.guest.finite,
+                alive: n,
+                finished_at: None,
+                lock_holder_preemptions: 0,
+                lock_waiter_preemptions: 0,
+                wake_latency_sum: 0,
+                wakes: 0,
+                request_latencies: Vec::new(),
+            });
+        }
+        let n_waiting = vcpus.len();
+        let pcpus = (0..host.pcpus)
+            .map(|_| Pcpu {
+                curr: None,
+                since: 0,
+                busy_ns: 0,
+                idle_ns: 0,
+                slice_gen: 0,
+                resched_gen: 0,
+                resched_due: None,
+            })
+            .collect();
+        let ple_window_ns = host.ple_window_ns();
+        let core = Core {
+            n_idle: host.pcpus,
+            host,
+            queue: EventQueue::new(),
+            pcpus,
+            vcpus,
+            doms,
+            policy_rng: streams.stream(0),
+            counters: BTreeMap::new(),
+            ple_window_ns,
+            events: 0,
+            context_switches: 0,
+            ipis: 0,
+            migrations: 0,
+            sched_invocations: 0,
+            ple_exits: 0,
+            n_waiting,
+            frag_since: 0,
+            frag_idle_ns: 0,
+            to_advance: VecDeque::new(),
+            to_sleep: VecDeque::new(),
+            to_yield: VecDeque::new(),
+            unfinished,
+            trace: None,
+            error: None,
+        };
+        Simulation { core, policy }
+    }
+
+    /// Records per-pCPU run intervals, keeping at most `limit` of them.
+    pub fn enable_trace(&mut self, limit: usize) {
+        self.core.trace = Some(Trace::new(limit));
+    }
+
+    pub fn take_trace(&mut self) -> Option<Trace> {
+        self.core.trace.take()
+    }
+
+    /// Runs until the horizon (or until every finite workload finished, with `AllDone`).
+    /// `progress(now)` is called every few thousand events. Returns an error if the policy
+    /// made an unusable decision.
+    pub fn run(
+        &mut self,
+        horizon: Time,
+        until: Until,
+        progress: &mut dyn FnMut(Time),
+    ) -> Result<RunMetrics, String> {
+        self.start();
+        let mut end = horizon;
+        while let Some(t) = self.core.queue.peek_time() {
+            if t > horizon {
+                break;
+            }
+            let (now, ev) = self.core.queue.pop().expect("peeked");
+            if self.handle(ev) {
+                self.core.events += 1;
+            }
+            self.drain();
+            if let Some(e) = self.core.error.take() {
+                return Err(e);
+            }
+            #[cfg(debug_assertions)]
+            self.core.check_invariants();
+            if until == Until::AllDone
+                && self.core.unfinished == 0
+                && self.core.doms.iter().any(|d| d.finite)
+            {
+                end = now;
+                break;
+            }
+            if self.core.events % 8192 == 0 {
+                progress(now);
+            }
+        }
+        Ok(self.core.finish(end))
+    }
+
+    fn start(&mut self) {
+        let mut cx = Cx {
+            core: &mut self.core,
+            here: None,
+        };
+        self.policy.init(&mut cx);
+        for v in 0..cx.core.vcpus.len() {
+            self.policy.vcpu_insert(&mut cx, v);
+        }
+        if let Some(period) = self.policy.tick_period_ns() {
+            for p in 0..cx.core.pcpus.len() {
+                cx.core
+                    .queue
+                    .schedule(period, Ev::Tick { p }.priority(), Ev::Tick { p });
+            }
+        }
+        for p in 0..cx.core.pcpus.len() {
+            cx.core.request_resched(p, 0);
+        }
+    }
+
+    /// Handles one event; false if it was stale (cancelled by a generation bump).
+    fn handle(&mut self, ev: Ev) -> bool {
+        let core = &mut self.core;
+        match ev {
+            Ev::Guest { v, gen } => {
+                if core.vcpus[v].gen != gen {
+                    return false;
+                }
+                core.guest_event(v);
+            }
+            Ev::Wake { v } => {
+                let now = core.queue.now();
+                let vc = &mut core.vcpus[v];
+                debug_assert_eq!(vc.state, VcpuState::Blocked);
+                if vc.thread == Thread::BlockedIo {
+                    vc.io_done_at = Some(now);
+                }
+                vc.thread = Thread::Ready;
+                vc.woke_at = Some(now);
+                core.set_state(v, VcpuState::Runnable);
+                self.policy.wake(&mut Cx { core, here: None }, v);
+            }
+            Ev::Timer { id } => self.policy.timer(&mut Cx { core, here: None }, id),
+            Ev::Tick { p } => {
+                self.policy.tick(
+                    &mut Cx {
+                        core,
+                        here: Some(p),
+                    },
+                    p,
+                );
+                if let Some(period) = self.policy.tick_period_ns() {
+                    let at = self.core.queue.now() + period;
+                    self.core
+                        .queue
+                        .schedule(at, Ev::Tick { p }.priority(), Ev::Tick { p });
+                }
+            }
+            Ev::SliceEnd { p, gen } => {
+                if core.pcpus[p].slice_gen != gen {
+                    return false;
+                }
+                self.schedule(p);
+            }
+            Ev::Resched { p, gen } => {
+                if core.pcpus[p].resched_gen != gen {
+                    return false;
+                }
+                self.schedule(p);
+            }
+        }
+        true
+    }
+
+    /// Asks the policy what `p` runs next and makes it so.
+    fn schedule(&mut self, p: PcpuId) {
+        let prev = self.core.pcpus[p].curr;
+        let decision = self.policy.pick_next(
+            &mut Cx {
+                core: &mut self.core,
+                here: Some(p),
+            },
+            p,
+            prev,
+        );
+        if let Err(e) = self.core.dispatch(p, decision) {
+            self.core.error.get_or_insert(e);
+        }
+    }
+
+    /// Runs the guest steps and policy notifications this instant produced, until quiet.
+    fn drain(&mut self) {
+        loop {
+            if let Some(v) = self.core.to_advance.pop_front() {
+                self.core.advance(v);
+            } else if let Some((v, p)) = self.core.to_sleep.pop_front() {
+                self.policy.sleep(
+                    &mut Cx {
+                        core: &mut self.core,
+                        here: Some(p),
+                    },
+                    v,
+                );
+                self.schedule(p);
+            } else if let Some(v) = self.core.to_yield.pop_front() {
+                let VcpuState::Running(p) = self.core.vcpus[v].state else {
+                    continue;
+                };
+                self.policy.yield_(
+                    &mut Cx {
+                        core: &mut self.core,
+                        here: Some(p),
+                    },
+                    v,
+                    YieldReason::PauseLoopExit,
+                );
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+impl Core {
+    fn now(&self) -> Time {
+        self.queue.now()
+    }
+
+    /// Schedules a reschedule of `p` at `at`; false if one at or before `at` is pending.
+    fn request_resched(&mut self, p: PcpuId, at: Time) -> bool {
+        let pc = &mut self.pcpus[p];
+        if matches!(pc.resched_due, Some(due) if due <= at) {
+            return false;
+        }
+        pc.resched_gen = pc.resched_gen.wrapping_add(1);
+        pc.resched_due = Some(at);
+        let ev = Ev::Resched {
+            p,
+            gen: pc.resched_gen,
+        };
+        self.queue.schedule(at, ev.priority(), ev);
+        true
+    }
+
+    /// Moves the fragmentation integral up to now.
+    fn integrate_frag(&mut self) {
+        let now = self.now();
+        if self.n_waiting > 0 {
+            self.frag_idle_ns += self.n_idle as Time * (now - self.frag_since);
+        }
+        self.frag_since = now;
+    }
+
+    fn set_state(&mut self, v: VcpuId, new: VcpuState) {
+        let now = self.now();
+        self.integrate_frag();
+        let vc = &mut self.vcpus[v];
+        let spent = now - vc.state_since;
+        match vc.state {
+            VcpuState::Running(_) => vc.running_ns += spent,
+            VcpuState::Runnable => {
+                vc.runnable_ns += spent;
+                self.n_waiting -= 1;
+            }
+            VcpuState::Blocked => vc.blocked_ns += spent,
+        }
+        if new == VcpuState::Runnable {
+            self.n_waiting += 1;
+        }
+        vc.state = new;
+        vc.state_since = now;
+    }
+
+    fn set_curr(&mut self, p: PcpuId, next: Option<VcpuId>) {
+        let now = self.now();
+        let pc = &mut self.pcpus[p];
+        if pc.curr.is_some() == next.is_some() {
+            pc.curr = next;
+            return;
+        }
+        self.integrate_frag();
+        let pc = &mut self.pcpus[p];
+        let spent = now - pc.since;
+        if pc.curr.is_some() {
+            pc.busy_ns += spent;
+            self.n_idle += 1;
+        } else {
+            pc.idle_ns += spent;
+            self.n_idle -= 1;
+        }
+        pc.since = now;
+        pc.curr = next;
+    }
+
+    /// Applies a policy decision on `p`.
+    fn dispatch(&mut self, p: PcpuId, d: Decision) -> Result<(), String> {
+        let now = self.now();
+        let prev = self.pcpus[p].curr;
+        self.sched_invocations += 1;
+        {
+            let pc = &mut self.pcpus[p];
+            pc.slice_gen = pc.slice_gen.wrapping_add(1);
+            pc.resched_gen = pc.resched_gen.wrapping_add(1);
+            pc.resched_due = None;
+        }
+        if let Some(v) = d.next {
+            if v >= self.vcpus.len() {
+                return Err(format!(
+                    "policy error: pCPU {p} was given vCPU {v}, which does not exist"
+                ));
+            }
+            let ok = match self.vcpus[v].state {
+                VcpuState::Runnable => true,
+                VcpuState::Running(q) => q == p && prev == Some(v),
+                VcpuState::Blocked => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "policy error at t={now} ns: pCPU {p} was given vCPU {v} in state {:?}",
+                    self.vcpus[v].state
+                ));
+            }
+        }
+        if prev != d.next {
+            if let Some(u) = prev {
+                self.deschedule(u);
+            }
+        }
+        self.set_curr(p, d.next);
+        if let Some(v) = d.next {
+            let switching = prev != Some(v);
+            let mut overhead = self.host.sched_cost_ns;
+            if switching {
+                overhead += self.host.context_switch_ns;
+                self.context_switches += 1;
+                let vc = &self.vcpus[v];
+                if vc.last_pcpu.is_some() && vc.last_pcpu != Some(p) {
+                    overhead += self.host.migration_penalty_ns;
+                    self.migrations += 1;
+                }
+                if let Some(w) = vc.woke_at {
+                    let dom = &mut self.doms[vc.dom];
+                    dom.wake_latency_sum += now - w;
+                    dom.wakes += 1;
+                }
+                self.set_state(v, VcpuState::Running(p));
+                let vc = &mut self.vcpus[v];
+                vc.woke_at = None;
+                vc.last_pcpu = Some(p);
+            } else {
+                self.sync(v);
+            }
+            let vc = &mut self.vcpus[v];
+            vc.run_from = now + overhead;
+            vc.synced_to = now;
+            vc.ple_from = vc.run_from;
+            if let Some(t) = &mut self.trace {
+                t.open(p, v, vc.dom, vc.index, now, vc.thread.spinning());
+            }
+            self.arm(v);
+        } else if let Some(t) = &mut self.trace {
+            t.close(p, now);
+        }
+        if let Some(s) = d.slice_ns {
+            let gen = self.pcpus[p].slice_gen;
+            let ev = Ev::SliceEnd { p, gen };
+            self.queue.schedule(now + s.max(1), ev.priority(), ev);
+        }
+        Ok(())
+    }
+
+    /// Takes `v` off its pCPU: it stops making progress; a runnable vCPU starts waiting.
+    fn deschedule(&mut self, v: VcpuId) {
+        self.sync(v);
+        let vc = &mut self.vcpus[v];
+        vc.gen = vc.gen.wrapping_add(1);
+        if let VcpuState::Running(_) = vc.state {
+            if !vc.held.is_empty() {
+                self.doms[vc.dom].lock_holder_preemptions += 1;
+            }
+            self.set_state(v, VcpuState::Runnable);
+        }
+    }
+
+    /// Accounts the guest progress of a running vCPU up to now.
+    fn sync(&mut self, v: VcpuId) {
+        let now = self.now();
+        let vc = &mut self.vcpus[v];
+        let from = vc.synced_to.max(vc.run_from);
+        vc.synced_to = now;
+        if !matches!(vc.state, VcpuState::Running(_)) || now <= from {
+            return;
+        }
+        let elapsed = now - from;
+        match &mut vc.thread {
+            Thread::Computing { left } => *left -= elapsed.min(*left),
+            Thread::SpinLock { .. } => vc.spin_ns += elapsed,
+            Thread::SpinBarrier { limit_left } => {
+                vc.spin_ns += elapsed;
+                if let Some(l) = limit_left {
+                    *l -= elapsed.min(*l);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// (Re)schedules the single pending guest event of a running vCPU.
+    fn arm(&mut self, v: VcpuId) {
+        let now = self.now();
+        let ple = self.ple_window_ns;
+        let vc = &mut self.vcpus[v];
+        vc.gen = vc.gen.wrapping_add(1);
+        if !matches!(vc.state, VcpuState::Running(_)) {
+            return;
+        }
+        let from = now.max(vc.run_from);
+        let at = match vc.thread {
+            Thread::Ready => Some(from),
+            Thread::Computing { left } => Some(from.saturating_add(left)),
+            Thread::SpinLock { lock, kernel } => {
+                let dom = &self.doms[vc.dom];
+                if dom.lock_kind == LockKind::Tas && dom.locks[lock as usize].holder.is_none() {
+                    Some(from) // the lock is free: grab it as soon as we execute
+                } else if kernel {
+                    ple.map(|w| vc.ple_from.max(vc.run_from) + w)
+                } else {
+                    None
+                }
+            }
+            Thread::SpinBarrier { limit_left } => limit_left.map(|l| from + l),
+            Thread::BlockedIo | Thread::BlockedBarrier | Thread::Exited => None,
+        };
+        if let Some(at) = at {
+            if at < FOREVER {
+                let ev = Ev::Guest { v, gen: vc.gen };
+                self.queue.schedule(at, ev.priority(), ev);
+            }
+        }
+    }
+
+    /// A running vCPU's pending guest event fired.
+    fn guest_event(&mut self, v: VcpuId) {
+        self.sync(v);
+        let now = self.now();
+        let vc = &mut self.vcpus[v];
+        match vc.thread {
+            Thread::Ready => self.to_advance.push_back(v),
+            Thread::Computing { left } => {
+                if left == 0 {
+                    vc.thread = Thread::Ready;
+                    self.to_advance.push_back(v);
+                } else {
+                    self.arm(v);
+                }
+            }
+            Thread::SpinLock { lock, .. } => {
+                let dom = &mut self.doms[vc.dom];
+                if dom.lock_kind == LockKind::Tas && dom.locks[lock as usize].holder.is_none() {
+                    let l = &mut dom.locks[lock as usize];
+                    l.waiters.retain(|&w| w != v);
+                    l.holder = Some(v);
+                    vc.held.push(lock);
+                    vc.thread = Thread::Ready;
+                    self.to_advance.push_back(v);
+                } else {
+                    // Continuous spinning reached the PLE window: exit to the hypervisor.
+                    vc.ple_exits += 1;
+                    vc.ple_from = now;
+                    self.ple_exits += 1;
+                    self.to_yield.push_back(v);
+                    self.arm(v);
+                }
+            }
+            Thread::SpinBarrier {
+                limit_left: Some(0),
+            } => {
+                vc.thread = Thread::BlockedBarrier;
+                self.block(v);
+            }
+            _ => self.arm(v),
+        }
+        self.trace_state(v);
+    }
+
+    /// Records a run/spin change of a running vCPU in the trace.
+    fn trace_state(&mut self, v: VcpuId) {
+        if let Some(t) = &mut self.trace {
+            let vc = &self.vcpus[v];
+            if let VcpuState::Running(p) = vc.state {
+                t.set_spinning(p, self.queue.now(), vc.thread.spinning());
+            }
+        }
+    }
+
+    /// The running thread of `v` blocks: its pCPU reschedules in this same instant (until
+    /// then it is still `curr` there, for zero time).
+    fn block(&mut self, v: VcpuId) {
+        self.sync(v);
+        let vc = &mut self.vcpus[v];
+        vc.gen = vc.gen.wrapping_add(1);
+        let VcpuState::Running(p) = vc.state else {
+            unreachable!("only a running thread blocks")
+        };
+        self.set_state(v, VcpuState::Blocked);
+        self.to_sleep.push_back((v, p));
+    }
+
+    /// Makes a waiting thread continue (it got its lock, or its barrier opened).
+    fn release_waiter(&mut self, w: VcpuId) {
+        self.sync(w);
+        let vc = &mut self.vcpus[w];
+        match vc.thread {
+            Thread::BlockedBarrier => {
+                // A blocked waiter is woken by an IPI from the releasing vCPU.
+                vc.thread = Thread::Ready;
+                let at = self.queue.now() + self.host.ipi_latency_ns;
+                self.ipis += 1;
+                self.queue
+                    .schedule(at, Ev::Wake { v: w }.priority(), Ev::Wake { v: w });
+            }
+            _ => {
+                vc.thread = Thread::Ready;
+                self.arm(w);
+                self.trace_state(w);
+            }
+        }
+    }
+
+    /// Interprets `v`'s program from its current instruction until it must wait.
+    fn advance(&mut self, v: VcpuId) {
+        let now = self.now();
+        debug_assert!(matches!(self.vcpus[v].state, VcpuState::Running(_)));
+        for _ in 0..1_000_000 {
+            let vc = &mut self.vcpus[v];
+            let d = vc.dom;
+            let instr = vc.program[vc.pc].clone();
+            vc.pc += 1;
+            match instr {
+                Instr::Compute(dur) => {
+                    let t = dur.sample(&mut self.doms[d].rng);
+                    if t > 0 {
+                        self.vcpus[v].thread = Thread::Computing { left: t };
+                        self.arm(v);
+                        self.trace_state(v);
+                        return;
+                    }
+                }
+                Instr::Lock { choice, kernel } => {
+                    let dom = &mut self.doms[d];
+                    let lock = match choice {
+                        LockChoice::Fixed(l) => l,
+                        LockChoice::Uniform => dom.rng.gen_range(0..dom.locks.len() as u32),
+                    };
+                    let l = &mut dom.locks[lock as usize];
+                    let ticket_queue_empty = dom.lock_kind == LockKind::Tas || l.waiters.is_empty();
+                    if l.holder.is_none() && ticket_queue_empty {
+                        l.holder = Some(v);
+                        vc.held.push(lock);
+                    } else {
+                        l.waiters.push_back(v);
+                        vc.thread = Thread::SpinLock { lock, kernel };
+                        vc.ple_from = now.max(vc.run_from);
+                        self.arm(v);
+                        self.trace_state(v);
+                        return;
+                    }
+                }
+                Instr::Unlock => {
+                    let lock = vc
+                        .held
+                        .pop()
+                        .expect("workload unlocks a lock it does not hold");
+                    self.unlock(d, lock);
+                }
+                Instr::Barrier(wait) => {
+                    let dom = &mut self.doms[d];
+                    dom.barrier_arrived += 1;
+                    if dom.barrier_arrived == dom.info.vcpus {
+                        dom.barrier_arrived = 0;
+                        for w in std::mem::take(&mut dom.barrier_waiters) {
+                            self.release_waiter(w);
+                        }
+                        continue;
+                    }
+                    dom.barrier_waiters.push(v);
+                    match wait {
+                        BarrierWait::Block => {
+                            vc.thread = Thread::BlockedBarrier;
+                            self.block(v);
+                        }
+                        BarrierWait::Spin => vc.thread = Thread::SpinBarrier { limit_left: None },
+                        BarrierWait::SpinThenBlock(l) => {
+                            vc.thread = Thread::SpinBarrier {
+                                limit_left: Some(l),
+                            }
+                        }
+                    }
+                    self.arm(v);
+                    self.trace_state(v);
+                    return;
+                }
+                Instr::Io(dur) => {
+                    let t = dur.sample(&mut self.doms[d].rng);
+                    self.vcpus[v].thread = Thread::BlockedIo;
+                    self.queue
+                        .schedule(now + t, Ev::Wake { v }.priority(), Ev::Wake { v });
+                    self.block(v);
+                    return;
+                }
+                Instr::Repeat { times, .. } => vc.loops.push((vc.pc, times)),
+                Instr::EndRepeat => {
+                    let top = vc.loops.last_mut().expect("EndRepeat without Repeat");
+                    match top.1 {
+                        None => vc.pc = top.0,
+                        Some(n) if n > 1 => {
+                            top.1 = Some(n - 1);
+                            vc.pc = top.0;
+                        }
+                        _ => {
+                            vc.loops.pop();
+                        }
+                    }
+                }
+                Instr::RequestBegin => vc.request_start = vc.io_done_at.take().unwrap_or(now),
+                Instr::RequestEnd => {
+                    let latency = now - vc.request_start;
+                    self.doms[d].request_latencies.push(latency);
+                }
+                Instr::Exit => {
+                    vc.thread = Thread::Exited;
+                    let dom = &mut self.doms[d];
+                    dom.alive -= 1;
+                    if dom.alive == 0 && dom.finite {
+                        dom.finished_at = Some(now);
+                        self.unfinished -= 1;
+                    }
+                    self.block(v);
+                    return;
+                }
+            }
+        }
+        panic!("guest program of vCPU {v} loops without taking time");
+    }
+
+    /// Releases `lock` of domain `d` and hands it on.
+    fn unlock(&mut self, d: DomId, lock: u32) {
+        let dom = &mut self.doms[d];
+        let l = &mut dom.locks[lock as usize];
+        l.holder = None;
+        let next = match dom.lock_kind {
+            // Ticket: the next ticket in line owns the lock now, running or not.
+            LockKind::Ticket => l.waiters.pop_front(),
+            // Test-and-set: one of the spinners that is executing right now wins the race.
+            LockKind::Tas => {
+                let now = self.queue.now();
+                let vcpus = &self.vcpus;
+                let running: Vec<usize> = (0..l.waiters.len())
+                    .filter(|&i| {
+                        let w = &vcpus[l.waiters[i]];
+                        matches!(w.state, VcpuState::Running(_)) && w.run_from <= now
+                    })
+                    .collect();
+                if running.is_empty() {
+                    None
+                } else {
+                    let pick = running[dom.rng.gen_range(0..running.len())];
+                    l.waiters.remove(pick)
+                }
+            }
+        };
+        let Some(w) = next else { return };
+        l.holder = Some(w);
+        let wc = &mut self.vcpus[w];
+        wc.held.push(lock);
+        if !matches!(wc.state, VcpuState::Running(_)) {
+            dom.lock_waiter_preemptions += 1;
+        }
+        // A running waiter continues through a guest event in this same instant.
+        self.release_waiter(w);
+    }
+
+    /// Debug-build checks after every event: a vCPU never runs on two pCPUs, and pCPU and
+    /// vCPU states agree.
+    #[cfg(debug_assertions)]
+    fn check_invariants(&self) {
+        let mut running = vec![false; self.vcpus.len()];
+        for (p, pc) in self.pcpus.iter().enumerate() {
+            if let Some(v) = pc.curr {
+                assert!(!running[v], "vCPU {v} runs on two pCPUs");
+                running[v] = true;
+                assert_eq!(
+                    self.vcpus[v].state,
+                    VcpuState::Running(p),
+                    "pCPU {p} runs vCPU {v} in another state"
+                );
+            }
+        }
+        for (v, vc) in self.vcpus.iter().enumerate() {
+            if let VcpuState::Running(p) = vc.state {
+                assert_eq!(
+                    self.pcpus[p].curr,
+                    Some(v),
+                    "vCPU {v} thinks it runs on pCPU {p}"
+                );
+            }
+        }
+    }
+
+    /// Closes all accounting at `end` and builds the report.
+    fn finish(&mut self, end: Time) -> RunMetrics {
+        let now = end.max(self.now());
+        self.queue.advance_to(now);
+        for v in 0..self.vcpus.len() {
+            self.sync(v);
+            let s = self.vcpus[v].state;
+            self.set_state(v, s);
+        }
+        for p in 0..self.pcpus.len() {
+            let curr = self.pcpus[p].curr;
+            let pc = &mut self.pcpus[p];
+            if curr.is_some() {
+                pc.busy_ns += now - pc.since;
+            } else {
+                pc.idle_ns += now - pc.since;
+            }
+            pc.since = now;
+            if let Some(t) = &mut self.trace {
+                t.close(p, now);
+            }
+        }
+        self.integrate_frag();
+        for pc in &self.pcpus {
+            assert_eq!(
+                pc.busy_ns + pc.idle_ns,
+                now,
+                "pCPU busy + idle must equal elapsed time"
+            );
+        }
+        for vc in &self.vcpus {
+            assert_eq!(
+                vc.running_ns + vc.runnable_ns + vc.blocked_ns,
+                now,
+                "vCPU running + waiting + blocked must equal its lifetime"
+            );
+        }
+        let busy: Time = self.pcpus.iter().map(|p| p.busy_ns).sum();
+        let total_weight: f64 = self.doms.iter().map(|d| d.info.weight as f64).sum();
+        let capacity = (now as f64) * self.pcpus.len() as f64;
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        let secs = |ns: Time| ns as f64 / 1e9;
+        let mut vms = Vec::new();
+        for dom in &mut self.doms {
+            let vcpus = &self.vcpus[dom.info.first_vcpu..dom.info.first_vcpu + dom.info.vcpus];
+            let cpu_ns: Time = vcpus.iter().map(|v| v.running_ns).sum();
+            let spin_ns: Time = vcpus.iter().map(|v| v.spin_ns).sum();
+            let blocked_ns: Time = vcpus.iter().map(|v| v.blocked_ns).sum();
+            dom.request_latencies.sort_unstable();
+            let lat = &dom.request_latencies;
+            let serving = !lat.is_empty();
+            vms.push(VmMetrics {
+                name: dom.info.name.clone(),
+                workload: dom.workload.clone(),
+                vm_type: dom.info.vm_type.as_str().to_string(),
+                vcpus: dom.info.vcpus,
+                weight: dom.info.weight,
+                cap: dom.info.cap,
+                completion_s: dom.finished_at.map(secs),
+                cpu_s: secs(cpu_ns),
+                spin_s: secs(spin_ns),
+                steal_s: secs(vcpus.iter().map(|v| v.runnable_ns).sum()),
+                spin_share: (cpu_ns > 0).then(|| spin_ns as f64 / cpu_ns as f64),
+                lock_holder_preemptions: dom.lock_holder_preemptions,
+                lock_waiter_preemptions: dom.lock_waiter_preemptions,
+                ple_exits: vcpus.iter().map(|v| v.ple_exits).sum(),
+                wake_latency_us_mean: (dom.wakes > 0)
+                    .then(|| dom.wake_latency_sum as f64 / dom.wakes as f64 / 1e3),
+                cpu_share: ratio(cpu_ns as f64, capacity),
+                weight_share: ratio(dom.info.weight as f64, total_weight),
+                requests: lat.len() as u64,
+                throughput_rps: serving.then(|| ratio(lat.len() as f64, secs(now))),
+                latency_ms_mean: serving
+                    .then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6),
+                latency_ms_p99: quantile(lat, 0.99).map(|l| l as f64 / 1e6),
+                blocked_fraction: ratio(blocked_ns as f64, (now as f64) * vcpus.len() as f64),
+            });
+        }
+        let fairness = weighted_fairness(&vms);
+        RunMetrics {
+            sim_s: secs(now),
+            events: self.events,
+            vms,
+            host: HostMetrics {
+                pcpus: self.pcpus.len(),
+                utilization: ratio(busy as f64, capacity),
+                frag_idle_s: secs(self.frag_idle_ns),
+                context_switches: self.context_switches,
+                ipis: self.ipis,
+                migrations: self.migrations,
+                sched_invocations: self.sched_invocations,
+                ple_exits: self.ple_exits,
+                fairness,
+                policy_counters: self
+                    .counters
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect(),
+            },
+        }
+    }
+}

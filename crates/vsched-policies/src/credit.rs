@@ -1,0 +1,596 @@
+//! `credit` — Xen's Credit1 scheduler (xen/common/sched/credit.c).
+//!
+//! # How it works
+//! Credit is proportional share with a fixed currency. Every accounting period (one time
+//! slice, 30 ms) the master pCPU hands out `credits_per_tslice × pCPUs` credits among the
+//! *active* domains in proportion to `weight × active vCPUs`, bounded by each domain's cap
+//! (`csched_acct`). A running vCPU burns 10 credits per ms (`burn_credits`). A vCPU with
+//! credit left is UNDER, one in debt is OVER; each pCPU runs the head of its own run queue,
+//! UNDER before OVER, FIFO within a priority, for a 30 ms slice (`csched_schedule`). A vCPU
+//! that wakes while UNDER is BOOSTed above both, and loses BOOST only when a 10 ms tick finds
+//! it running (`csched_unit_acct`), so a vCPU doing short I/O bursts stays boosted. A waking
+//! vCPU tickles its pCPU (if idle, or if it outranks the current vCPU and nobody is idle) or
+//! else one idle pCPU (`__runq_tickle`); a pCPU with nothing better than OVER work steals a
+//! strictly higher-priority vCPU from a peer's run queue (`csched_load_balance`,
+//! `csched_runq_steal`). A vCPU whose credit exceeds one slice's worth is idle-ish: it leaves
+//! the active list and halves its credit. Capped domains that overspend are parked until
+//! their credit turns positive again.
+//!
+//! # Fidelity notes (what we approximate)
+//! - Credit arithmetic follows `csched_acct` step by step (integer rounding included).
+//!   `burn_credits` keeps the sub-credit residual and restarts the charge at `now`.
+//! - Initial placement spreads vCPUs round robin over pCPUs in creation order (Xen's
+//!   `_csched_cpu_pick` at insert spreads them over idle pCPUs, the same result when VMs
+//!   boot one after the other on a quiet host).
+//! - The tick-time migration check of `csched_unit_acct` (an SMT/NUMA-aware
+//!   `_csched_cpu_pick`) is not modelled: our topology is flat, and idle-pCPU work stealing
+//!   already moves waiting vCPUs to idle pCPUs.
+//! - No soft affinity, pinning or cpupools; every vCPU may run on every pCPU.
+//! - The ticks of all pCPUs fire at the same instants (Xen starts them per pCPU at boot).
+//!
+//! Suits: the baseline every seed paper measures against. Known weakness: blind to guest
+//! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
+
+use vsched_model::{
+    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo,
+    Time, VcpuId, YieldReason, NS_PER_MS, NS_PER_US,
+};
+
+// ---- Constants (defaults; each is a scenario parameter) ----
+
+/// Time slice and accounting period: Xen's `sched_credit_tslice_ms` default.
+const TSLICE_MS: i64 = 30;
+/// Ticks per slice (`CSCHED_TICKS_PER_TSLICE`): one tick every 10 ms.
+const TICKS_PER_TSLICE: i64 = 3;
+/// Credits burnt per ms of running (`CSCHED_CREDITS_PER_MSEC`).
+const CREDITS_PER_MSEC: i64 = 10;
+/// A vCPU runs at least this long before a reschedule may replace it
+/// (`sched_ratelimit_us`, default 1000).
+const RATELIMIT_US: i64 = 1_000;
+/// A busy pCPU looks for work to steal at most this often (`load_balance_ratelimit`, 1 ms).
+const LOAD_BALANCE_RATELIMIT_US: i64 = 1_000;
+/// Never program a slice timer shorter than this (`CSCHED_MIN_TIMER`, 100 µs).
+const MIN_TIMER_NS: Time = 100 * NS_PER_US;
+
+/// Priorities (`CSCHED_PRI_*`); larger runs first.
+const PRI_BOOST: i8 = 0;
+const PRI_UNDER: i8 = -1;
+const PRI_OVER: i8 = -2;
+/// What an idle pCPU competes with when it looks for work to steal.
+const PRI_IDLE: i8 = -64;
+
+/// The accounting timer's id.
+const TIMER_ACCT: u64 = 0;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "tslice_ms",
+        default: ParamDefault::Int(TSLICE_MS),
+        doc: "time slice and accounting period, ms",
+    },
+    ParamSpec {
+        name: "ticks_per_tslice",
+        default: ParamDefault::Int(TICKS_PER_TSLICE),
+        doc: "ticks per slice (tick = tslice / this)",
+    },
+    ParamSpec {
+        name: "credits_per_msec",
+        default: ParamDefault::Int(CREDITS_PER_MSEC),
+        doc: "credits burnt per ms of CPU",
+    },
+    ParamSpec {
+        name: "ratelimit_us",
+        default: ParamDefault::Int(RATELIMIT_US),
+        doc: "minimum run time before preemption, µs (0 = off)",
+    },
+    ParamSpec {
+        name: "load_balance_ratelimit_us",
+        default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
+        doc: "minimum interval between work-stealing passes of a busy pCPU, µs",
+    },
+    ParamSpec {
+        name: "boost",
+        default: ParamDefault::Bool(true),
+        doc: "raise waking UNDER vCPUs to BOOST",
+    },
+    ParamSpec {
+        name: "tickle_one_idle",
+        default: ParamDefault::Bool(true),
+        doc: "wake one idle pCPU per tickle, not all",
+    },
+];
+
+// ---- State, by scope ----
+
+struct PcpuState {
+    /// Run queue, head first, ordered by priority then arrival.
+    runq: Vec<VcpuId>,
+    /// In `idlers` (Xen's mask): ran idle at its last schedule and has not been tickled.
+    idle: bool,
+    last_load_balance: Time,
+    /// The accounting epoch this run queue was last sorted in.
+    sort_epoch: u64,
+}
+
+#[derive(Clone)]
+struct VcpuState {
+    credit: i64,
+    /// Sub-credit remainder of burnt time, in (ns × credits per ms).
+    residual: u64,
+    pri: i8,
+    /// Credits are burnt from here.
+    start_time: Time,
+    /// When it was last scheduled in (for the rate limit).
+    run_start: Time,
+    /// The pCPU whose run queue it belongs to (Xen's `v->processor`).
+    processor: PcpuId,
+    queued: bool,
+    yielding: bool,
+    parked: bool,
+    active: bool,
+}
+
+struct DomState {
+    weight: u32,
+    cap: u32,
+    /// Active vCPUs, in activation order.
+    active_vcpus: Vec<VcpuId>,
+}
+
+pub struct Credit {
+    // Configuration.
+    tslice_ns: Time,
+    tick_ns: Time,
+    credits_per_msec: i64,
+    credits_per_tslice: i64,
+    ratelimit_ns: Time,
+    load_balance_ratelimit_ns: Time,
+    boost: bool,
+    tickle_one_idle: bool,
+    // State.
+    pcpus: Vec<PcpuState>,
+    vcpus: Vec<VcpuState>,
+    doms: Vec<DomState>,
+    /// Active domains, in list order (`csched_acct` reorders it).
+    active_doms: Vec<DomId>,
+    /// Sum over active domains of weight × active vCPUs (`prv->weight`).
+    weight_total: i64,
+    credit_balance: i64,
+    sort_epoch: u64,
+    last_tickle: PcpuId,
+    balance_bias: PcpuId,
+}
+
+impl Credit {
+    /// `burn_credits`: charge a running vCPU for the time since `start_time`.
+    fn burn_credits(&mut self, v: VcpuId, now: Time) {
+        let s = &mut self.vcpus[v];
+        if now <= s.start_time {
+            return;
+        }
+        let val = (now - s.start_time) * self.credits_per_msec as u64 + s.residual;
+        s.credit -= (val / NS_PER_MS) as i64;
+        s.residual = val % NS_PER_MS;
+        s.start_time = now;
+    }
+
+    /// `__csched_unit_acct_start`: `v` joins its domain's active list.
+    fn acct_start(&mut self, cx: &Cx, v: VcpuId) {
+        if self.vcpus[v].active {
+            return;
+        }
+        let d = cx.dom_of(v);
+        self.vcpus[v].active = true;
+        let dom = &mut self.doms[d];
+        dom.active_vcpus.push(v);
+        if dom.active_vcpus.len() == 1 {
+            self.active_doms.push(d);
+        }
+        self.weight_total += dom.weight as i64;
+    }
+
+    /// `__csched_unit_acct_stop_locked`: `v` leaves the active list.
+    fn acct_stop(&mut self, cx: &Cx, v: VcpuId) {
+        let d = cx.dom_of(v);
+        self.vcpus[v].active = false;
+        let dom = &mut self.doms[d];
+        dom.active_vcpus.retain(|&u| u != v);
+        self.weight_total -= dom.weight as i64;
+        if dom.active_vcpus.is_empty() {
+            self.active_doms.retain(|&e| e != d);
+        }
+    }
+
+    /// `__runq_insert`: after every vCPU of equal or higher priority; a yielding vCPU also
+    /// goes behind the first lower-priority one, if there is one.
+    fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
+        let pri = self.vcpus[v].pri;
+        let runq = &self.pcpus[p].runq;
+        let mut i = runq
+            .iter()
+            .position(|&u| pri > self.vcpus[u].pri)
+            .unwrap_or(runq.len());
+        if self.vcpus[v].yielding && i < runq.len() {
+            i += 1;
+        }
+        self.pcpus[p].runq.insert(i, v);
+        let s = &mut self.vcpus[v];
+        s.queued = true;
+        s.processor = p;
+    }
+
+    fn runq_remove(&mut self, v: VcpuId) {
+        let s = &mut self.vcpus[v];
+        if s.queued {
+            s.queued = false;
+            self.pcpus[s.processor].runq.retain(|&u| u != v);
+        }
+    }
+
+    /// `csched_runq_sort`: re-sort a run queue after accounting changed priorities (stable,
+    /// so FIFO order within a priority is kept).
+    fn runq_sort(&mut self, p: PcpuId) {
+        if self.pcpus[p].sort_epoch == self.sort_epoch {
+            return;
+        }
+        self.pcpus[p].sort_epoch = self.sort_epoch;
+        let vcpus = &self.vcpus;
+        self.pcpus[p].runq.sort_by_key(|&u| -(vcpus[u].pri as i16));
+    }
+
+    fn cur_pri(&self, cx: &Cx, p: PcpuId) -> i8 {
+        cx.curr(p).map_or(PRI_IDLE, |u| self.vcpus[u].pri)
+    }
+
+    /// `__runq_tickle`: after `v` was queued on its processor, send a reschedule to the
+    /// pCPU(s) that should look at it.
+    fn tickle(&mut self, cx: &mut Cx, v: VcpuId) {
+        let p = self.vcpus[v].processor;
+        let new_pri = self.vcpus[v].pri;
+        let cur_pri = self.cur_pri(cx, p);
+        let any_idle = self.pcpus.iter().any(|s| s.idle);
+        let mut targets = Vec::new();
+        if cx.curr(p).is_none() || (!any_idle && new_pri > cur_pri) {
+            targets.push(p);
+        } else if any_idle {
+            let n = self.pcpus.len();
+            let idlers: Vec<PcpuId> = (1..=n)
+                .map(|k| (self.last_tickle + k) % n)
+                .filter(|&q| self.pcpus[q].idle)
+                .collect();
+            if self.tickle_one_idle {
+                self.last_tickle = idlers[0];
+                targets.push(idlers[0]);
+            } else {
+                targets = idlers;
+            }
+        }
+        for q in targets {
+            // Tickled pCPUs leave the idlers mask at once, so the next wake-up picks another.
+            self.pcpus[q].idle = false;
+            cx.count("credit.tickles");
+            cx.resched(q);
+        }
+    }
+
+    /// `csched_runq_steal` over peers, round robin from the last pCPU stolen from
+    /// (`balance_bias`): take the first queued vCPU of strictly higher priority than `pri`.
+    fn load_balance(&mut self, cx: &mut Cx, p: PcpuId, pri: i8) -> Option<VcpuId> {
+        let n = self.pcpus.len();
+        for k in 1..=n {
+            let peer = (self.balance_bias + k) % n;
+            if peer == p || self.pcpus[peer].idle {
+                continue;
+            }
+            // The queue is sorted by priority: scan while entries still outrank `pri`.
+            let found = self.pcpus[peer]
+                .runq
+                .iter()
+                .copied()
+                .take_while(|&u| self.vcpus[u].pri > pri)
+                .find(|&u| cx.running_on(u).is_none());
+            if let Some(u) = found {
+                self.runq_remove(u);
+                self.balance_bias = peer;
+                cx.count("credit.steals");
+                return Some(u);
+            }
+        }
+        None
+    }
+
+    /// `csched_acct`: share out a period's credits among active domains.
+    fn account(&mut self, cx: &mut Cx) {
+        let weight_total = self.weight_total;
+        let mut credit_total = self.credits_per_tslice * self.pcpus.len() as i64;
+        if self.credit_balance < 0 {
+            credit_total -= self.credit_balance;
+        }
+        if weight_total == 0 {
+            self.credit_balance = 0;
+            return;
+        }
+        let mut weight_left = weight_total;
+        let mut credit_balance = 0i64;
+        let mut credit_xtra = false;
+        let doms = self.active_doms.clone();
+        for &d in &doms {
+            let (weight, cap, n_active) = {
+                let dom = &self.doms[d];
+                (
+                    dom.weight as i64,
+                    dom.cap as i64,
+                    dom.active_vcpus.len() as i64,
+                )
+            };
+            weight_left -= weight * n_active;
+            // At most enough credit to run every active vCPU for a whole period, more only
+            // when the system as a whole is in debt.
+            let mut credit_peak = n_active * self.credits_per_tslice;
+            if self.credit_balance < 0 {
+                credit_peak +=
+                    (-self.credit_balance * weight * n_active + (weight_total - 1)) / weight_total;
+            }
+            let mut credit_cap = 0;
+            if cap != 0 {
+                credit_cap = (cap * self.credits_per_tslice + 99) / 100;
+                credit_peak = credit_peak.min(credit_cap);
+                credit_cap = (credit_cap + (n_active - 1)) / n_active;
+            }
+            let mut credit_fair =
+                (credit_total * weight * n_active + (weight_total - 1)) / weight_total;
+            if credit_fair < credit_peak {
+                credit_xtra = true;
+            } else {
+                if weight_left != 0 {
+                    // Give other domains a chance at the credits this one cannot use.
+                    credit_total += ((credit_fair - credit_peak) * weight_total
+                        + (weight_left - 1))
+                        / weight_left;
+                }
+                if credit_xtra {
+                    // Lazily keep domains with spare credit at the head of the list.
+                    if let Some(i) = self.active_doms.iter().position(|&e| e == d) {
+                        self.active_doms.remove(i);
+                        self.active_doms.insert(0, d);
+                    }
+                }
+                credit_fair = credit_peak;
+            }
+            let credit_fair_per_vcpu = (credit_fair + (n_active - 1)) / n_active;
+            for v in self.doms[d].active_vcpus.clone() {
+                let s = &mut self.vcpus[v];
+                s.credit += credit_fair_per_vcpu;
+                if s.credit < 0 {
+                    s.pri = PRI_OVER;
+                    if cap != 0 && s.credit < -credit_cap && !s.parked {
+                        // Over its cap: pause it until its credit is positive again.
+                        s.parked = true;
+                        cx.count("credit.parks");
+                        if s.queued {
+                            self.runq_remove(v);
+                        } else if let Some(q) = cx.running_on(v) {
+                            cx.resched(q);
+                        }
+                    }
+                    let s = &mut self.vcpus[v];
+                    s.credit = s.credit.max(-self.credits_per_tslice);
+                } else {
+                    s.pri = PRI_UNDER;
+                    if s.parked {
+                        s.parked = false;
+                        if cx.is_runnable(v) && cx.running_on(v).is_none() {
+                            let p = self.vcpus[v].processor;
+                            self.runq_insert(p, v);
+                            self.tickle(cx, v);
+                        }
+                    }
+                    if self.vcpus[v].credit > self.credits_per_tslice {
+                        // Not using its share: stop earning, and keep half as a head start.
+                        self.acct_stop(cx, v);
+                        self.vcpus[v].credit /= 2;
+                    }
+                }
+                credit_balance += self.vcpus[v].credit;
+            }
+        }
+        self.credit_balance = credit_balance;
+        self.sort_epoch += 1;
+    }
+}
+
+impl Policy for Credit {
+    /// Contract: per-pCPU state exists, and the master accounting timer is armed.
+    fn init(&mut self, cx: &mut Cx) {
+        self.pcpus = (0..cx.n_pcpus())
+            .map(|_| PcpuState {
+                runq: Vec::new(),
+                idle: true,
+                last_load_balance: 0,
+                sort_epoch: 0,
+            })
+            .collect();
+        self.doms = cx
+            .domains()
+            .map(|d| DomState {
+                weight: d.weight,
+                cap: d.cap,
+                active_vcpus: Vec::new(),
+            })
+            .collect();
+        self.vcpus = vec![
+            VcpuState {
+                credit: 0,
+                residual: 0,
+                pri: PRI_UNDER,
+                start_time: 0,
+                run_start: 0,
+                processor: 0,
+                queued: false,
+                yielding: false,
+                parked: false,
+                active: false,
+            };
+            cx.n_vcpus()
+        ];
+        let at = cx.now() + self.tslice_ns;
+        cx.set_timer(at, TIMER_ACCT);
+    }
+
+    fn tick_period_ns(&self) -> Option<Time> {
+        Some(self.tick_ns)
+    }
+
+    /// Contract: queue the new vCPU on a pCPU chosen round robin (see fidelity notes).
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
+        let p = v % cx.n_pcpus();
+        self.runq_insert(p, v);
+    }
+
+    /// `csched_unit_wake`: BOOST an UNDER vCPU, queue it on its processor, tickle.
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        if self.vcpus[v].queued || self.vcpus[v].parked || cx.running_on(v).is_some() {
+            return;
+        }
+        if self.boost && self.vcpus[v].pri == PRI_UNDER {
+            self.vcpus[v].pri = PRI_BOOST;
+            cx.count("credit.boosts");
+        }
+        let p = self.vcpus[v].processor;
+        self.runq_insert(p, v);
+        self.tickle(cx, v);
+    }
+
+    /// `csched_unit_yield` (reached from Xen's PLE handler): set YIELD and reschedule.
+    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, _why: YieldReason) {
+        self.vcpus[v].yielding = true;
+        if let Some(p) = cx.here() {
+            cx.resched(p);
+        }
+    }
+
+    /// `csched_schedule`.
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        let now = cx.now();
+        if let Some(cur) = prev {
+            self.burn_credits(cur, now);
+            let s = &self.vcpus[cur];
+            let still_running = cx.running_on(cur) == Some(p);
+            let runtime = now - s.run_start;
+            // Rate limit: a vCPU that ran less than `ratelimit` keeps the pCPU.
+            if self.ratelimit_ns > 0
+                && still_running
+                && !s.yielding
+                && !s.parked
+                && runtime < self.ratelimit_ns
+            {
+                cx.count("credit.ratelimited");
+                return Decision::run(cur, (self.ratelimit_ns - runtime).max(MIN_TIMER_NS));
+            }
+            if still_running && !s.parked {
+                self.runq_insert(p, cur);
+            }
+        }
+        let head_pri = self.pcpus[p]
+            .runq
+            .first()
+            .map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
+        let may_balance = head_pri == PRI_IDLE
+            || now.saturating_sub(self.pcpus[p].last_load_balance) > self.load_balance_ratelimit_ns;
+        let snext = if head_pri <= PRI_OVER && may_balance {
+            self.pcpus[p].last_load_balance = now;
+            match self.load_balance(cx, p, head_pri) {
+                Some(u) => Some(u),
+                None => self.pcpus[p].runq.first().copied(),
+            }
+        } else {
+            self.pcpus[p].runq.first().copied()
+        };
+        if let Some(cur) = prev {
+            self.vcpus[cur].yielding = false;
+        }
+        match snext {
+            Some(v) => {
+                self.runq_remove(v);
+                self.pcpus[p].idle = false;
+                let s = &mut self.vcpus[v];
+                s.processor = p;
+                s.start_time = now;
+                if prev != Some(v) {
+                    s.run_start = now;
+                }
+                Decision::run(v, self.tslice_ns)
+            }
+            None => {
+                self.pcpus[p].idle = true;
+                Decision::idle()
+            }
+        }
+    }
+
+    /// `csched_tick` + `csched_unit_acct`: BOOST ends here and only here; the running vCPU
+    /// is charged and (re)joins the active list; the run queue is re-sorted after accounting.
+    fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
+        if let Some(v) = cx.curr(p) {
+            if self.vcpus[v].pri == PRI_BOOST {
+                self.vcpus[v].pri = PRI_UNDER;
+            }
+            self.burn_credits(v, cx.now());
+            self.acct_start(cx, v);
+        }
+        self.runq_sort(p);
+    }
+
+    /// The master's accounting timer (`csched_acct`), every slice.
+    fn timer(&mut self, cx: &mut Cx, id: u64) {
+        debug_assert_eq!(id, TIMER_ACCT);
+        self.account(cx);
+        let at = cx.now() + self.tslice_ns;
+        cx.set_timer(at, TIMER_ACCT);
+    }
+}
+
+fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    let tslice_ms = params.int_at_least("tslice_ms", 1)?;
+    let ticks = params.int_at_least("ticks_per_tslice", 1)?;
+    let credits_per_msec = params.int_at_least("credits_per_msec", 1)?;
+    let ratelimit_us = params.int_at_least("ratelimit_us", 0)?;
+    if ratelimit_us > tslice_ms * 1000 {
+        return Err(params.invalid(
+            "ratelimit_us",
+            format!(
+                "expected at most tslice_ms × 1000 = {}, got {ratelimit_us}",
+                tslice_ms * 1000
+            ),
+        ));
+    }
+    let lb_us = params.int_at_least("load_balance_ratelimit_us", 0)?;
+    let tslice_ns = tslice_ms as Time * NS_PER_MS;
+    Ok(Box::new(Credit {
+        tslice_ns,
+        tick_ns: tslice_ns / ticks as Time,
+        credits_per_msec,
+        credits_per_tslice: credits_per_msec * tslice_ms,
+        ratelimit_ns: ratelimit_us as Time * NS_PER_US,
+        load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
+        boost: params.bool("boost"),
+        tickle_one_idle: params.bool("tickle_one_idle"),
+        pcpus: Vec::new(),
+        vcpus: Vec::new(),
+        doms: Vec::new(),
+        active_doms: Vec::new(),
+        weight_total: 0,
+        credit_balance: 0,
+        sort_epoch: 0,
+        last_tickle: 0,
+        balance_bias: 0,
+    }))
+}
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "credit",
+    description:
+        "Xen Credit1: weights, caps, 30 ms slices, BOOST/UNDER/OVER, tickling and work stealing",
+    params: PARAMS,
+    build,
+};

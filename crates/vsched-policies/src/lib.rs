@@ -1,0 +1,23 @@
+//! vsched's scheduling policies, one per file, and the registry that names them.
+//!
+//! To add a policy: write `src/<name>.rs` following `rr.rs` (header essay, constants with
+//! units, state by scope, callbacks in lifecycle order, `INFO` at the bottom), then list its
+//! `INFO` in [`REGISTRY`].
+
+pub mod credit;
+pub mod rr;
+
+use vsched_model::PolicyInfo;
+
+/// Every policy, by name.
+pub const REGISTRY: &[PolicyInfo] = &[rr::INFO, credit::INFO];
+
+/// Looks a policy up by name.
+pub fn find(name: &str) -> Option<&'static PolicyInfo> {
+    REGISTRY.iter().find(|p| p.name == name)
+}
+
+/// Names of all policies, for error messages.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|p| p.name).collect()
+}

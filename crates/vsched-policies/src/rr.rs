@@ -1,0 +1,89 @@
+//! `rr` — global round robin, the reference policy.
+//!
+//! What it does: one FIFO of runnable vCPUs shared by all pCPUs; a pCPU that needs work takes
+//! the head and runs it for a fixed slice; a preempted or yielding vCPU goes to the tail; a
+//! waking vCPU goes to the tail and kicks one idle pCPU.
+//! Where it comes from: the textbook round robin; it is here as the smallest complete
+//! example of the [`Policy`] contract, in the spirit of sched_ext's `scx_simple`.
+//! Suits: teaching, and as a sanity baseline. Weakness: ignores weights, caps and sibling
+//! relations entirely, so lock holders are preempted as often as anyone.
+
+use std::collections::VecDeque;
+
+use vsched_model::{
+    ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
+    VcpuId, YieldReason, NS_PER_US,
+};
+
+/// Default slice: 10 ms, the order of a Linux CFS period on a loaded host.
+const DEFAULT_SLICE_US: i64 = 10_000;
+
+const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "slice_us",
+    default: ParamDefault::Int(DEFAULT_SLICE_US),
+    doc: "time slice in microseconds",
+}];
+
+pub struct RoundRobin {
+    slice_ns: Time,
+    /// Runnable vCPUs that are not running, oldest first.
+    queue: VecDeque<VcpuId>,
+    /// pCPUs already sent a reschedule that has not landed yet, so one idle pCPU is not
+    /// kicked twice for two wake-ups.
+    kicked: Vec<bool>,
+}
+
+impl Policy for RoundRobin {
+    fn init(&mut self, cx: &mut Cx) {
+        self.kicked = vec![false; cx.n_pcpus()];
+    }
+
+    /// Contract: every new vCPU joins the tail of the queue.
+    fn vcpu_insert(&mut self, _cx: &mut Cx, v: VcpuId) {
+        self.queue.push_back(v);
+    }
+
+    /// Contract: queue the woken vCPU and kick one idle, not yet kicked pCPU.
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.queue.push_back(v);
+        if let Some(p) = (0..cx.n_pcpus()).find(|&p| cx.curr(p).is_none() && !self.kicked[p]) {
+            self.kicked[p] = true;
+            cx.resched(p);
+        }
+    }
+
+    /// Contract: a yield gives up the rest of the slice (the vCPU goes to the tail).
+    fn yield_(&mut self, cx: &mut Cx, _v: VcpuId, _why: YieldReason) {
+        if let Some(p) = cx.here() {
+            cx.resched(p);
+        }
+    }
+
+    /// Contract: requeue a still-runnable `prev` at the tail, run the head.
+    fn pick_next(&mut self, cx: &mut Cx, pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
+        self.kicked[pcpu] = false;
+        if let Some(p) = prev.filter(|&p| cx.is_runnable(p)) {
+            self.queue.push_back(p);
+        }
+        match self.queue.pop_front() {
+            Some(v) => Decision::run(v, self.slice_ns),
+            None => Decision::idle(),
+        }
+    }
+}
+
+fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    let slice_us = params.int_at_least("slice_us", 1)?;
+    Ok(Box::new(RoundRobin {
+        slice_ns: slice_us as Time * NS_PER_US,
+        queue: VecDeque::new(),
+        kicked: Vec::new(),
+    }))
+}
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "rr",
+    description: "Global round robin with a fixed slice: the ~100-line reference policy",
+    params: PARAMS,
+    build,
+};

@@ -1,0 +1,28 @@
+//! `cpu_hog`: every vCPU computes forever and never synchronizes.
+//!
+//! Models the "CPU hog" row of workloads.md: the CPU-bound filler threads of seed 000 ("a
+//! multiplication in a loop"). Never finishes, so it has no completion time.
+
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, Params, ProgramBuilder, FOREVER};
+
+use crate::WorkloadInfo;
+
+fn build(_params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+    let mut b = ProgramBuilder::new();
+    b.push(Instr::Compute(Dur::Fixed(FOREVER)));
+    let program = b.build();
+    Ok(GuestSpec {
+        programs: vec![program; vcpus],
+        locks: 0,
+        lock_kind: LockKind::Ticket,
+        finite: false,
+    })
+}
+
+pub const INFO: WorkloadInfo = WorkloadInfo {
+    name: "cpu_hog",
+    description: "Every vCPU computes forever (CPU-bound filler)",
+    models: "CPU hog",
+    params: &[],
+    build,
+};

@@ -1,0 +1,28 @@
+//! `idle`: a VM whose vCPUs only sleep (halted, never runnable).
+//!
+//! Models an idle guest, such as the idle HIT domains beside the measured one in seed 004's
+//! LU experiment. It takes no CPU; it still counts in the host's total weight.
+
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, Params, ProgramBuilder, FOREVER};
+
+use crate::WorkloadInfo;
+
+fn build(_params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+    let mut b = ProgramBuilder::new();
+    b.push(Instr::Io(Dur::Fixed(FOREVER)));
+    let program = b.build();
+    Ok(GuestSpec {
+        programs: vec![program; vcpus],
+        locks: 0,
+        lock_kind: LockKind::Ticket,
+        finite: false,
+    })
+}
+
+pub const INFO: WorkloadInfo = WorkloadInfo {
+    name: "idle",
+    description: "Every vCPU sleeps for ever (an idle guest)",
+    models: "(no row: an idle guest)",
+    params: &[],
+    build,
+};

@@ -1,0 +1,46 @@
+//! Guest workload models. Each workload compiles its parameters into one guest program per
+//! vCPU (see `vsched_model::guest`) and documents which rows of
+//! `shared/specs/workloads.md` it models.
+//!
+//! To add a workload: write `src/<name>.rs` with a `pub const INFO: WorkloadInfo` and list it
+//! in [`REGISTRY`].
+
+pub mod bsp;
+pub mod cpu_hog;
+pub mod idle;
+pub mod spinlock;
+pub mod web;
+
+use vsched_model::{ConfigError, GuestSpec, ParamSpec, Params};
+
+/// How a workload appears in the registry and in `vsched workloads`.
+pub struct WorkloadInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The rows of shared/specs/workloads.md this model is built from.
+    pub models: &'static str,
+    pub params: &'static [ParamSpec],
+    /// Builds the guest for a VM with `vcpus` vCPUs; range errors name the parameter.
+    pub build: fn(&Params, usize) -> Result<GuestSpec, ConfigError>,
+}
+
+pub const REGISTRY: &[WorkloadInfo] = &[
+    cpu_hog::INFO,
+    idle::INFO,
+    spinlock::INFO,
+    bsp::INFO,
+    web::INFO,
+];
+
+pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
+    REGISTRY.iter().find(|w| w.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|w| w.name).collect()
+}
+
+/// Microseconds (as the user writes them) to nanoseconds.
+pub(crate) fn us(x: f64) -> vsched_model::Time {
+    (x * 1_000.0).round() as vsched_model::Time
+}

@@ -1,0 +1,100 @@
+//! `spinlock`: threads compute, then take one of a few spinlocks for a short critical
+//! section, `iterations` times.
+//!
+//! Models the kernel-lock part of the Kernbench row of workloads.md (µs critical sections,
+//! frequent acquisitions) and the per-cell locks of SPLASH-2 Barnes, reduced to their
+//! synchronization skeleton. This is the classic lock-holder-preemption micro-benchmark:
+//! with `lock_kind = "ticket"` a preempted waiter also stalls the queue behind it.
+//! Waiters spin in guest kernel mode by default, so pause-loop exiting applies
+//! (`mode = "user"` for user-level spinlocks, which PLE does not see).
+
+use vsched_model::{
+    ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params,
+    ProgramBuilder,
+};
+
+use crate::{us, WorkloadInfo};
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "iterations",
+        default: ParamDefault::Int(10_000),
+        doc: "lock acquisitions per thread",
+    },
+    ParamSpec {
+        name: "compute_us",
+        default: ParamDefault::Float(50.0),
+        doc: "mean compute between acquisitions, µs",
+    },
+    ParamSpec {
+        name: "cs_us",
+        default: ParamDefault::Float(10.0),
+        doc: "critical section length, µs",
+    },
+    ParamSpec {
+        name: "jitter",
+        default: ParamDefault::Float(0.2),
+        doc: "coefficient of variation of the compute phase",
+    },
+    ParamSpec {
+        name: "locks",
+        default: ParamDefault::Int(1),
+        doc: "number of locks; each acquisition picks one uniformly",
+    },
+    ParamSpec {
+        name: "lock_kind",
+        default: ParamDefault::Str("ticket"),
+        doc: "\"ticket\" (FIFO) or \"tas\" (test-and-set)",
+    },
+    ParamSpec {
+        name: "mode",
+        default: ParamDefault::Str("kernel"),
+        doc: "\"kernel\" (PLE applies) or \"user\" spinning",
+    },
+];
+
+fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+    let iterations = params.int_at_least("iterations", 1)? as u64;
+    let compute_us = params.float_in("compute_us", 0.0, f64::INFINITY)?;
+    let cs_us = params.float_in("cs_us", 0.0, f64::INFINITY)?;
+    if compute_us + cs_us <= 0.0 {
+        return Err(params.invalid("compute_us", "expected compute_us + cs_us > 0"));
+    }
+    let jitter = params.float_in("jitter", 0.0, 10.0)?;
+    let locks = params.int_at_least("locks", 1)? as u32;
+    let lock_kind = match params.choice("lock_kind", &["ticket", "tas"])?.as_str() {
+        "ticket" => LockKind::Ticket,
+        _ => LockKind::Tas,
+    };
+    let kernel = params.choice("mode", &["kernel", "user"])? == "kernel";
+    let choice = if locks == 1 {
+        LockChoice::Fixed(0)
+    } else {
+        LockChoice::Uniform
+    };
+    let mut b = ProgramBuilder::new();
+    b.repeat(Some(iterations))
+        .push(Instr::Compute(Dur::Jitter {
+            mean: us(compute_us),
+            cv: jitter,
+        }))
+        .push(Instr::Lock { choice, kernel })
+        .push(Instr::Compute(Dur::Fixed(us(cs_us))))
+        .push(Instr::Unlock)
+        .end_repeat();
+    let program = b.build();
+    Ok(GuestSpec {
+        programs: vec![program; vcpus],
+        locks,
+        lock_kind,
+        finite: true,
+    })
+}
+
+pub const INFO: WorkloadInfo = WorkloadInfo {
+    name: "spinlock",
+    description: "Compute, then a short critical section under a spinlock, N times per thread",
+    models: "Kernbench (guest-kernel spinlocks), SPLASH-2 Barnes (per-cell locks)",
+    params: PARAMS,
+    build,
+};

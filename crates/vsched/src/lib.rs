@@ -1,0 +1,173 @@
+//! vsched facade: the one crate the Python bindings (and Rust users) call.
+//!
+//! It turns scenario text into simulations, runs repetitions and renders the JSON report.
+//! The PyO3 layer depends on exactly these items:
+//! - [`run_scenario_json`], [`validate_scenario`], [`policies_json`], [`workloads_json`],
+//!   [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
+
+pub mod report;
+pub mod scenario;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+pub use scenario::Scenario;
+
+/// The embedded default scenario that `vsched demo` runs (scenarios/lhp-demo.toml).
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lhp-demo.toml");
+/// The standard benchmark scenario of `vsched bench` (scenarios/bench.toml).
+pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
+/// Default bound on the number of trace spans written.
+pub const DEFAULT_TRACE_LIMIT: usize = 1_000_000;
+
+/// Options given on the command line that override the scenario's `[run]` table.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub seed: Option<u64>,
+    pub reps: Option<u32>,
+    pub trace_path: Option<PathBuf>,
+    /// Maximum number of trace spans written (0 = [`DEFAULT_TRACE_LIMIT`]).
+    pub trace_limit: usize,
+}
+
+/// A progress report, emitted at most every 100 ms of wall-clock time while runs go on.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub rep: u32,
+    pub reps: u32,
+    pub sim_s: f64,
+    pub horizon_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// Bad input: one line naming the field path and what was expected.
+    Scenario(String),
+    /// A file could not be written (trace).
+    Io(String),
+    /// A policy made an unusable decision (a bug in the policy, not in the input).
+    Policy(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Scenario(m) | Error::Io(m) | Error::Policy(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn parse(text: &str) -> Result<Scenario, Error> {
+    Scenario::parse(text).map_err(|e| Error::Scenario(e.to_string()))
+}
+
+/// Checks a scenario without running it.
+pub fn validate_scenario(toml_text: &str) -> Result<(), Error> {
+    parse(toml_text).map(|_| ())
+}
+
+/// Runs a scenario (all its repetitions) and returns the JSON report as text.
+pub fn run_scenario_json(
+    toml_text: &str,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<String, Error> {
+    let scenario = parse(toml_text)?;
+    let seed = opts.seed.unwrap_or(scenario.seed);
+    let reps = opts.reps.unwrap_or(scenario.reps);
+    scenario::check_reps("--reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;
+    let limit = if opts.trace_limit == 0 {
+        DEFAULT_TRACE_LIMIT
+    } else {
+        opts.trace_limit
+    };
+    let horizon_s = vsched_engine::ns_to_secs(scenario.horizon);
+    let mut last = Instant::now();
+    let mut on_progress = |rep: u32, now: u64| {
+        if last.elapsed() >= Duration::from_millis(100) {
+            last = Instant::now();
+            progress(Progress {
+                rep,
+                reps,
+                sim_s: vsched_engine::ns_to_secs(now),
+                horizon_s,
+            });
+        }
+    };
+    let trace_limit = opts.trace_path.as_ref().map(|_| limit);
+    let (runs, trace) = report::run_reps(&scenario, seed, reps, trace_limit, &mut on_progress)
+        .map_err(Error::Policy)?;
+    if let (Some(path), Some(trace)) = (&opts.trace_path, trace) {
+        let doc = report::trace_json(&scenario, seed, &trace, limit);
+        std::fs::write(path, doc.to_string())
+            .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+    }
+    Ok(report::document(&scenario, seed, reps, &runs).to_string())
+}
+
+/// Every policy with its description and parameters, as JSON.
+pub fn policies_json() -> String {
+    let list: Vec<_> = vsched_policies::REGISTRY
+        .iter()
+        .map(|p| json!({"name": p.name, "description": p.description, "params": params_json(p.params)}))
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+/// Every workload with its description, the workloads.md rows it models and its parameters.
+pub fn workloads_json() -> String {
+    let list: Vec<_> = vsched_workloads::REGISTRY
+        .iter()
+        .map(|w| json!({"name": w.name, "description": w.description, "models": w.models, "params": params_json(w.params)}))
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}
+
+fn params_json(specs: &[vsched_model::ParamSpec]) -> serde_json::Value {
+    use vsched_model::ParamDefault as D;
+    specs
+        .iter()
+        .map(|s| {
+            let default = match s.default {
+                D::Int(i) => json!(i),
+                D::Float(x) => json!(x),
+                D::Bool(b) => json!(b),
+                D::Str(t) => json!(t),
+            };
+            json!({"name": s.name, "default": default, "doc": s.doc})
+        })
+        .collect()
+}
+
+/// Runs the standard benchmark scenario (optionally with another simulated length) once and
+/// reports simulator speed.
+pub fn bench_json(sim_s: Option<f64>) -> Result<String, Error> {
+    let mut scenario = parse(BENCH_SCENARIO)?;
+    if let Some(s) = sim_s {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(Error::Scenario(format!(
+                "--sim-s: expected a number of seconds > 0, got {s}"
+            )));
+        }
+        scenario.horizon = vsched_engine::secs_to_ns(s);
+    }
+    let (runs, _) = report::run_reps(&scenario, scenario.seed, 1, None, &mut |_, _| {})
+        .map_err(Error::Policy)?;
+    let run = &runs[0];
+    let wall = run.wall_s.max(1e-9);
+    Ok(json!({
+        "scenario": scenario.name,
+        "pcpus": scenario.host.pcpus,
+        "vcpus": scenario.vms.iter().map(|v| v.vcpus).sum::<usize>(),
+        "sim_s": run.metrics.sim_s,
+        "events": run.metrics.events,
+        "wall_s": run.wall_s,
+        "events_per_s": run.metrics.events as f64 / wall,
+        "sim_s_per_wall_s": run.metrics.sim_s / wall,
+    })
+    .to_string())
+}

@@ -1,0 +1,177 @@
+//! Runs a scenario's repetitions and renders the JSON report.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value as Json};
+use vsched_model::{RunMetrics, Trace, Until};
+
+use crate::scenario::Scenario;
+
+/// One repetition: its seed, the metrics, and how long it took on the wall clock.
+#[derive(Serialize)]
+pub struct RunRecord {
+    pub seed: u64,
+    pub wall_s: f64,
+    #[serde(flatten)]
+    pub metrics: RunMetrics,
+}
+
+/// Mean and sample standard deviation (0 for a single value); `None` for no values.
+pub fn mean_std(xs: &[f64]) -> Option<(f64, f64)> {
+    if xs.is_empty() {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    Some((mean, var.sqrt()))
+}
+
+fn put_stats(obj: &mut serde_json::Map<String, Json>, key: &str, xs: &[f64]) {
+    let (m, s) = match mean_std(xs) {
+        Some((m, s)) => (json!(m), json!(s)),
+        None => (Json::Null, Json::Null),
+    };
+    obj.insert(format!("{key}_mean"), m);
+    obj.insert(format!("{key}_std"), s);
+}
+
+/// Per-VM and host means and standard deviations over the repetitions.
+pub fn summarize(runs: &[RunRecord]) -> Json {
+    let Some(first) = runs.first() else {
+        return json!({ "vms": [], "host": {} });
+    };
+    let mut vms = Vec::new();
+    for (i, vm) in first.metrics.vms.iter().enumerate() {
+        let col = |f: &dyn Fn(&vsched_model::VmMetrics) -> Option<f64>| -> Vec<f64> {
+            runs.iter().filter_map(|r| f(&r.metrics.vms[i])).collect()
+        };
+        let mut o = serde_json::Map::new();
+        o.insert("name".into(), json!(vm.name));
+        let completions = col(&|v| v.completion_s);
+        o.insert("runs_finished".into(), json!(completions.len()));
+        put_stats(&mut o, "completion_s", &completions);
+        put_stats(&mut o, "cpu_s", &col(&|v| Some(v.cpu_s)));
+        put_stats(&mut o, "spin_s", &col(&|v| Some(v.spin_s)));
+        put_stats(&mut o, "steal_s", &col(&|v| Some(v.steal_s)));
+        put_stats(&mut o, "spin_share", &col(&|v| v.spin_share));
+        put_stats(
+            &mut o,
+            "lock_holder_preemptions",
+            &col(&|v| Some(v.lock_holder_preemptions as f64)),
+        );
+        put_stats(
+            &mut o,
+            "lock_waiter_preemptions",
+            &col(&|v| Some(v.lock_waiter_preemptions as f64)),
+        );
+        put_stats(&mut o, "wake_latency_us", &col(&|v| v.wake_latency_us_mean));
+        put_stats(&mut o, "throughput_rps", &col(&|v| v.throughput_rps));
+        put_stats(&mut o, "latency_ms", &col(&|v| v.latency_ms_mean));
+        vms.push(Json::Object(o));
+    }
+    let hcol = |f: &dyn Fn(&vsched_model::HostMetrics) -> Option<f64>| -> Vec<f64> {
+        runs.iter().filter_map(|r| f(&r.metrics.host)).collect()
+    };
+    let mut host = serde_json::Map::new();
+    put_stats(&mut host, "utilization", &hcol(&|h| Some(h.utilization)));
+    put_stats(&mut host, "frag_idle_s", &hcol(&|h| Some(h.frag_idle_s)));
+    put_stats(
+        &mut host,
+        "context_switches",
+        &hcol(&|h| Some(h.context_switches as f64)),
+    );
+    put_stats(&mut host, "ipis", &hcol(&|h| Some(h.ipis as f64)));
+    put_stats(&mut host, "fairness", &hcol(&|h| h.fairness));
+    json!({ "vms": vms, "host": Json::Object(host) })
+}
+
+/// Runs every repetition of `scenario`. `on_progress(rep, sim_ns)` is called every few
+/// thousand events; the first repetition is traced if `trace_limit` is given.
+pub fn run_reps(
+    scenario: &Scenario,
+    seed: u64,
+    reps: u32,
+    trace_limit: Option<usize>,
+    on_progress: &mut dyn FnMut(u32, u64),
+) -> Result<(Vec<RunRecord>, Option<Trace>), String> {
+    let mut records = Vec::new();
+    let mut trace = None;
+    for rep in 0..reps {
+        let run_seed = seed.wrapping_add(rep as u64);
+        let mut sim = scenario.build(run_seed);
+        if let (0, Some(limit)) = (rep, trace_limit) {
+            sim.enable_trace(limit);
+        }
+        let started = Instant::now();
+        let metrics = sim.run(scenario.horizon, scenario.until, &mut |now| {
+            on_progress(rep, now)
+        })?;
+        let wall_s = started.elapsed().as_secs_f64();
+        if rep == 0 {
+            trace = sim.take_trace();
+        }
+        records.push(RunRecord {
+            seed: run_seed,
+            wall_s,
+            metrics,
+        });
+    }
+    Ok((records, trace))
+}
+
+/// The whole JSON report.
+pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -> Json {
+    json!({
+        "scenario": scenario.name,
+        "policy": scenario.policy.name,
+        "pcpus": scenario.host.pcpus,
+        "horizon_s": vsched_engine::ns_to_secs(scenario.horizon),
+        "until": match scenario.until { Until::Horizon => "horizon", Until::AllDone => "all_done" },
+        "seed": seed,
+        "reps": reps,
+        "runs": runs,
+        "summary": summarize(runs),
+    })
+}
+
+/// Renders a trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing):
+/// one thread per pCPU, one complete ("X") event per run interval, category `run` or `spin`.
+pub fn trace_json(scenario: &Scenario, seed: u64, trace: &Trace, limit: usize) -> Json {
+    let mut events = Vec::with_capacity(trace.spans().len() + scenario.host.pcpus);
+    for p in 0..scenario.host.pcpus {
+        events.push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": p, "args": {"name": format!("pCPU {p}")}}));
+    }
+    for s in trace.spans() {
+        let vm = &scenario.vms[s.dom].name;
+        events.push(json!({
+            "ph": "X",
+            "name": format!("{vm}.v{}", s.index),
+            "cat": if s.spinning { "spin" } else { "run" },
+            "pid": 0,
+            "tid": s.pcpu,
+            "ts": s.start as f64 / 1e3,
+            "dur": (s.end - s.start) as f64 / 1e3,
+            "args": {"vm": vm, "vcpu": s.index},
+        }));
+    }
+    json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "scenario": scenario.name,
+            "policy": scenario.policy.name,
+            "seed": seed,
+            "pcpus": scenario.host.pcpus,
+            "vms": scenario.vms.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
+            "span_limit": limit,
+            "spans": trace.spans().len(),
+            "dropped_spans": trace.dropped(),
+        },
+    })
+}
