@@ -39,16 +39,27 @@ pub fn ns_to_secs(t: Time) -> f64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(u64);
 
+/// A queued event. The order `(time, priority, seq)` is packed into one integer so the heap
+/// compares a single u128 (time in the high 64 bits, then priority, then a 56-bit sequence).
 struct Entry<E> {
-    time: Time,
-    priority: u8,
-    seq: u64,
+    key: u128,
     payload: E,
+}
+
+const SEQ_BITS: u32 = 56;
+
+impl<E> Entry<E> {
+    fn time(&self) -> Time {
+        (self.key >> 64) as Time
+    }
+    fn seq(&self) -> u64 {
+        (self.key as u64) & ((1 << SEQ_BITS) - 1)
+    }
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.seq == other.seq
+        self.key == other.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -60,7 +71,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     // BinaryHeap is a max-heap: reverse so the smallest (time, priority, seq) pops first.
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.priority, other.seq).cmp(&(self.time, self.priority, self.seq))
+        other.key.cmp(&self.key)
     }
 }
 
@@ -82,13 +93,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue {
-            heap: BinaryHeap::new(),
-            now: 0,
-            next_seq: 0,
-            cancelled: HashSet::new(),
-            popped: 0,
-        }
+        EventQueue { heap: BinaryHeap::new(), now: 0, next_seq: 0, cancelled: HashSet::new(), popped: 0 }
     }
 
     /// Current simulated time: the time of the last popped event.
@@ -112,19 +117,13 @@ impl<E> EventQueue<E> {
 
     /// Schedules `payload` at absolute time `at` (never before now) with a tie-break priority.
     pub fn schedule(&mut self, at: Time, priority: u8, payload: E) -> Ticket {
-        debug_assert!(
-            at >= self.now,
-            "event scheduled in the past: {at} < {}",
-            self.now
-        );
+        debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry {
-            time: at.max(self.now),
-            priority,
-            seq,
-            payload,
-        });
+        debug_assert!(seq < 1 << SEQ_BITS);
+        let time = at.max(self.now) as u128;
+        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | seq as u128;
+        self.heap.push(Entry { key, payload });
         Ticket(seq)
     }
 
@@ -139,12 +138,12 @@ impl<E> EventQueue<E> {
     /// Removes and returns the next live event, advancing the clock to its time.
     pub fn pop(&mut self) -> Option<(Time, E)> {
         while let Some(entry) = self.heap.pop() {
-            if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq) {
+            if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq()) {
                 continue;
             }
-            self.now = entry.time;
+            self.now = entry.time();
             self.popped += 1;
-            return Some((entry.time, entry.payload));
+            return Some((self.now, entry.payload));
         }
         None
     }
@@ -152,13 +151,13 @@ impl<E> EventQueue<E> {
     /// Moves the clock forward to `t` without delivering anything (closing a run at its
     /// horizon). Events before `t` must have been popped already.
     pub fn advance_to(&mut self, t: Time) {
-        debug_assert!(self.peek_time().map_or(true, |next| next >= t));
+        debug_assert!(self.peek_time().is_none_or(|next| next >= t));
         self.now = self.now.max(t);
     }
 
     /// Time of the next event (cancelled ones included), without popping it.
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| e.time)
+        self.heap.peek().map(|e| e.time())
     }
 }
 
@@ -246,22 +245,10 @@ mod tests {
 
     #[test]
     fn streams_are_reproducible_and_independent() {
-        let a: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(RngStreams::new(1).stream(3), |r, _| Some(r.gen()))
-            .collect();
-        let b: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(RngStreams::new(1).stream(3), |r, _| Some(r.gen()))
-            .collect();
-        let c: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(RngStreams::new(1).stream(4), |r, _| Some(r.gen()))
-            .collect();
-        let d: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(RngStreams::new(2).stream(3), |r, _| Some(r.gen()))
-            .collect();
+        let a: Vec<u64> = (0..4).map(|_| 0).scan(RngStreams::new(1).stream(3), |r, _| Some(r.gen())).collect();
+        let b: Vec<u64> = (0..4).map(|_| 0).scan(RngStreams::new(1).stream(3), |r, _| Some(r.gen())).collect();
+        let c: Vec<u64> = (0..4).map(|_| 0).scan(RngStreams::new(1).stream(4), |r, _| Some(r.gen())).collect();
+        let d: Vec<u64> = (0..4).map(|_| 0).scan(RngStreams::new(2).stream(3), |r, _| Some(r.gen())).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, d);

@@ -86,10 +86,7 @@ pub fn weighted_fairness(vms: &[VmMetrics]) -> Option<f64> {
     if bound.is_empty() || cpu <= 0.0 || weight <= 0.0 {
         return None;
     }
-    let x: Vec<f64> = bound
-        .iter()
-        .map(|v| (v.cpu_s / cpu) / (v.weight as f64 / weight))
-        .collect();
+    let x: Vec<f64> = bound.iter().map(|v| (v.cpu_s / cpu) / (v.weight as f64 / weight)).collect();
     let sum: f64 = x.iter().sum();
     let sum_sq: f64 = x.iter().map(|a| a * a).sum();
     Some(sum * sum / (x.len() as f64 * sum_sq))

@@ -75,10 +75,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            path: path.into(),
-            message: message.into(),
-        }
+        ConfigError { path: path.into(), message: message.into() }
     }
 }
 
@@ -119,10 +116,7 @@ impl Params {
                 } else {
                     format!("expected one of {}", known.join(", "))
                 };
-                return Err(ConfigError::new(
-                    format!("{path}.{key}"),
-                    format!("unknown key; {expected}"),
-                ));
+                return Err(ConfigError::new(format!("{path}.{key}"), format!("unknown key; {expected}")));
             };
             let value = match (spec.default, value) {
                 (Default::Int(_), Value::Int(_))
@@ -134,20 +128,13 @@ impl Params {
                 (default, other) => {
                     return Err(ConfigError::new(
                         format!("{path}.{key}"),
-                        format!(
-                            "expected {}, got {} {other}",
-                            default.to_value().kind(),
-                            other.kind()
-                        ),
+                        format!("expected {}, got {} {other}", default.to_value().kind(), other.kind()),
                     ))
                 }
             };
             values.insert(spec.name, value);
         }
-        Ok(Params {
-            path: path.to_string(),
-            values,
-        })
+        Ok(Params { path: path.to_string(), values })
     }
 
     fn field(&self, name: &str) -> String {
@@ -155,9 +142,7 @@ impl Params {
     }
 
     fn get(&self, name: &str) -> &Value {
-        self.values
-            .get(name)
-            .unwrap_or_else(|| panic!("parameter {name} was not declared"))
+        self.values.get(name).unwrap_or_else(|| panic!("parameter {name} was not declared"))
     }
 
     pub fn int(&self, name: &str) -> i64 {
@@ -198,10 +183,7 @@ impl Params {
     pub fn int_at_least(&self, name: &str, min: i64) -> Result<i64, ConfigError> {
         let v = self.int(name);
         if v < min {
-            return Err(ConfigError::new(
-                self.field(name),
-                format!("expected an integer >= {min}, got {v}"),
-            ));
+            return Err(ConfigError::new(self.field(name), format!("expected an integer >= {min}, got {v}")));
         }
         Ok(v)
     }
@@ -210,15 +192,8 @@ impl Params {
     pub fn float_in(&self, name: &str, min: f64, max: f64) -> Result<f64, ConfigError> {
         let v = self.float(name);
         if !(v >= min && v <= max) {
-            let range = if max.is_infinite() {
-                format!(">= {min}")
-            } else {
-                format!("in [{min}, {max}]")
-            };
-            return Err(ConfigError::new(
-                self.field(name),
-                format!("expected a number {range}, got {v}"),
-            ));
+            let range = if max.is_infinite() { format!(">= {min}") } else { format!("in [{min}, {max}]") };
+            return Err(ConfigError::new(self.field(name), format!("expected a number {range}, got {v}")));
         }
         Ok(v)
     }
@@ -242,28 +217,13 @@ mod tests {
     use super::*;
 
     const SPECS: &[ParamSpec] = &[
-        ParamSpec {
-            name: "n",
-            default: Default::Int(3),
-            doc: "",
-        },
-        ParamSpec {
-            name: "x",
-            default: Default::Float(0.5),
-            doc: "",
-        },
-        ParamSpec {
-            name: "kind",
-            default: Default::Str("a"),
-            doc: "",
-        },
+        ParamSpec { name: "n", default: Default::Int(3), doc: "" },
+        ParamSpec { name: "x", default: Default::Float(0.5), doc: "" },
+        ParamSpec { name: "kind", default: Default::Str("a"), doc: "" },
     ];
 
     fn given(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
     }
 
     #[test]
@@ -275,17 +235,10 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_wrong_types_name_the_field() {
-        let e =
-            Params::check("vm[0].workload", SPECS, &given(&[("nn", Value::Int(1))])).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "vm[0].workload.nn: unknown key; expected one of n, x, kind"
-        );
+        let e = Params::check("vm[0].workload", SPECS, &given(&[("nn", Value::Int(1))])).unwrap_err();
+        assert_eq!(e.to_string(), "vm[0].workload.nn: unknown key; expected one of n, x, kind");
         let e = Params::check("w", SPECS, &given(&[("n", Value::Str("3".into()))])).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "w.n: expected an integer, got a string \"3\""
-        );
+        assert_eq!(e.to_string(), "w.n: expected an integer, got a string \"3\"");
         let p = Params::check("w", SPECS, &given(&[("kind", Value::Str("c".into()))])).unwrap();
         assert_eq!(
             p.choice("kind", &["a", "b"]).unwrap_err().to_string(),

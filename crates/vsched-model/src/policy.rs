@@ -34,16 +34,10 @@ pub struct Decision {
 
 impl Decision {
     pub fn run(v: VcpuId, slice_ns: Time) -> Self {
-        Decision {
-            next: Some(v),
-            slice_ns: Some(slice_ns),
-        }
+        Decision { next: Some(v), slice_ns: Some(slice_ns) }
     }
     pub fn idle() -> Self {
-        Decision {
-            next: None,
-            slice_ns: None,
-        }
+        Decision { next: None, slice_ns: None }
     }
 }
 

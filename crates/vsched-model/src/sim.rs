@@ -6,8 +6,11 @@
 //! this order (the engine's `priority`), then in the order they were scheduled:
 //! 1. guest progress (a compute finishes, a spin limit or the PLE window is reached),
 //! 2. wake-ups from outside the guest (I/O completion, a barrier release after its IPI),
-//! 3. policy timers (e.g. Credit's accounting), 4. per-pCPU ticks, 5. slice ends,
+//! 3. policy timers (e.g. Credit's accounting),
+//! 4. per-pCPU ticks,
+//! 5. slice ends,
 //! 6. reschedule requests (IPIs and local reschedules).
+//!
 //! So a scheduling decision at time t sees every state change that happened at t.
 //!
 //! # Guest execution
@@ -77,11 +80,7 @@ impl Default for HostConfig {
 
 impl HostConfig {
     pub fn ple_window_ns(&self) -> Option<Time> {
-        (self.ple_window_cycles > 0).then(|| {
-            ((self.ple_window_cycles as f64) / self.cpu_ghz)
-                .round()
-                .max(1.0) as Time
-        })
+        (self.ple_window_cycles > 0).then(|| ((self.ple_window_cycles as f64) / self.cpu_ghz).round().max(1.0) as Time)
     }
 }
 
@@ -197,7 +196,12 @@ struct Pcpu {
     since: Time,
     busy_ns: Time,
     idle_ns: Time,
-    slice_gen: u32,
+    /// When the current slice ends (the policy's `slice_ns`), if it has a limit.
+    slice_deadline: Option<Time>,
+    /// The pending slice-end event's time. One event per pCPU serves successive slices: a
+    /// redispatch with a later deadline leaves the earlier event in place, which re-arms
+    /// itself when it fires, so pCPUs that reschedule often do not fill the queue.
+    slice_timer_at: Option<Time>,
     resched_gen: u32,
     resched_due: Option<Time>,
 }
@@ -233,7 +237,7 @@ enum Ev {
     Wake { v: VcpuId },
     Timer { id: u64 },
     Tick { p: PcpuId },
-    SliceEnd { p: PcpuId, gen: u32 },
+    SliceEnd { p: PcpuId },
     Resched { p: PcpuId, gen: u32 },
 }
 
@@ -356,9 +360,7 @@ impl<'a> Cx<'a> {
     /// Calls `timer(id)` at time `at` (not before now).
     pub fn set_timer(&mut self, at: Time, id: u64) -> Ticket {
         let at = at.max(self.now());
-        self.core
-            .queue
-            .schedule(at, Ev::Timer { id }.priority(), Ev::Timer { id })
+        self.core.queue.schedule(at, Ev::Timer { id }.priority(), Ev::Timer { id })
     }
 
     pub fn cancel_timer(&mut self, ticket: Ticket) {
@@ -376,6 +378,9 @@ impl<'a> Cx<'a> {
     }
 }
 
+/// The error of a run its progress callback stopped.
+pub const INTERRUPTED: &str = "interrupted";
+
 /// A host, its domains and a policy, ready to run.
 pub struct Simulation {
     core: Core,
@@ -391,12 +396,7 @@ pub enum Until {
 }
 
 impl Simulation {
-    pub fn new(
-        host: HostConfig,
-        domains: Vec<DomainConfig>,
-        policy: Box<dyn Policy>,
-        seed: u64,
-    ) -> Self {
+    pub fn new(host: HostConfig, domains: Vec<DomainConfig>, policy: Box<dyn Policy>, seed: u64) -> Self {
         let streams = RngStreams::new(seed);
         let mut vcpus = Vec::new();
         let mut doms = Vec::new();
@@ -465,7 +465,8 @@ impl Simulation {
                 since: 0,
                 busy_ns: 0,
                 idle_ns: 0,
-                slice_gen: 0,
+                slice_deadline: None,
+                slice_timer_at: None,
                 resched_gen: 0,
                 resched_due: None,
             })
@@ -510,13 +511,13 @@ impl Simulation {
     }
 
     /// Runs until the horizon (or until every finite workload finished, with `AllDone`).
-    /// `progress(now)` is called every few thousand events. Returns an error if the policy
-    /// made an unusable decision.
+    /// `progress(now)` is called every few thousand events; returning `false` stops the run
+    /// (an error [`INTERRUPTED`]). Returns an error if the policy made an unusable decision.
     pub fn run(
         &mut self,
         horizon: Time,
         until: Until,
-        progress: &mut dyn FnMut(Time),
+        progress: &mut dyn FnMut(Time) -> bool,
     ) -> Result<RunMetrics, String> {
         self.start();
         let mut end = horizon;
@@ -534,34 +535,26 @@ impl Simulation {
             }
             #[cfg(debug_assertions)]
             self.core.check_invariants();
-            if until == Until::AllDone
-                && self.core.unfinished == 0
-                && self.core.doms.iter().any(|d| d.finite)
-            {
+            if until == Until::AllDone && self.core.unfinished == 0 && self.core.doms.iter().any(|d| d.finite) {
                 end = now;
                 break;
             }
-            if self.core.events % 8192 == 0 {
-                progress(now);
+            if self.core.events.is_multiple_of(8192) && !progress(now) {
+                return Err(INTERRUPTED.to_string());
             }
         }
         Ok(self.core.finish(end))
     }
 
     fn start(&mut self) {
-        let mut cx = Cx {
-            core: &mut self.core,
-            here: None,
-        };
+        let mut cx = Cx { core: &mut self.core, here: None };
         self.policy.init(&mut cx);
         for v in 0..cx.core.vcpus.len() {
             self.policy.vcpu_insert(&mut cx, v);
         }
         if let Some(period) = self.policy.tick_period_ns() {
             for p in 0..cx.core.pcpus.len() {
-                cx.core
-                    .queue
-                    .schedule(period, Ev::Tick { p }.priority(), Ev::Tick { p });
+                cx.core.queue.schedule(period, Ev::Tick { p }.priority(), Ev::Tick { p });
             }
         }
         for p in 0..cx.core.pcpus.len() {
@@ -593,25 +586,27 @@ impl Simulation {
             }
             Ev::Timer { id } => self.policy.timer(&mut Cx { core, here: None }, id),
             Ev::Tick { p } => {
-                self.policy.tick(
-                    &mut Cx {
-                        core,
-                        here: Some(p),
-                    },
-                    p,
-                );
+                self.policy.tick(&mut Cx { core, here: Some(p) }, p);
                 if let Some(period) = self.policy.tick_period_ns() {
                     let at = self.core.queue.now() + period;
-                    self.core
-                        .queue
-                        .schedule(at, Ev::Tick { p }.priority(), Ev::Tick { p });
+                    self.core.queue.schedule(at, Ev::Tick { p }.priority(), Ev::Tick { p });
                 }
             }
-            Ev::SliceEnd { p, gen } => {
-                if core.pcpus[p].slice_gen != gen {
-                    return false;
+            Ev::SliceEnd { p } => {
+                let now = core.queue.now();
+                let pc = &mut core.pcpus[p];
+                if pc.slice_timer_at != Some(now) {
+                    return false; // superseded by an earlier slice-end event
                 }
-                self.schedule(p);
+                pc.slice_timer_at = None;
+                match pc.slice_deadline {
+                    Some(deadline) if deadline == now => self.schedule(p),
+                    Some(deadline) if deadline > now => {
+                        core.arm_slice_timer(p, deadline);
+                        return false; // the slice was renewed: nothing happened here
+                    }
+                    _ => return false,
+                }
             }
             Ev::Resched { p, gen } => {
                 if core.pcpus[p].resched_gen != gen {
@@ -626,14 +621,7 @@ impl Simulation {
     /// Asks the policy what `p` runs next and makes it so.
     fn schedule(&mut self, p: PcpuId) {
         let prev = self.core.pcpus[p].curr;
-        let decision = self.policy.pick_next(
-            &mut Cx {
-                core: &mut self.core,
-                here: Some(p),
-            },
-            p,
-            prev,
-        );
+        let decision = self.policy.pick_next(&mut Cx { core: &mut self.core, here: Some(p) }, p, prev);
         if let Err(e) = self.core.dispatch(p, decision) {
             self.core.error.get_or_insert(e);
         }
@@ -645,26 +633,13 @@ impl Simulation {
             if let Some(v) = self.core.to_advance.pop_front() {
                 self.core.advance(v);
             } else if let Some((v, p)) = self.core.to_sleep.pop_front() {
-                self.policy.sleep(
-                    &mut Cx {
-                        core: &mut self.core,
-                        here: Some(p),
-                    },
-                    v,
-                );
+                self.policy.sleep(&mut Cx { core: &mut self.core, here: Some(p) }, v);
                 self.schedule(p);
             } else if let Some(v) = self.core.to_yield.pop_front() {
                 let VcpuState::Running(p) = self.core.vcpus[v].state else {
                     continue;
                 };
-                self.policy.yield_(
-                    &mut Cx {
-                        core: &mut self.core,
-                        here: Some(p),
-                    },
-                    v,
-                    YieldReason::PauseLoopExit,
-                );
+                self.policy.yield_(&mut Cx { core: &mut self.core, here: Some(p) }, v, YieldReason::PauseLoopExit);
             } else {
                 break;
             }
@@ -685,10 +660,7 @@ impl Core {
         }
         pc.resched_gen = pc.resched_gen.wrapping_add(1);
         pc.resched_due = Some(at);
-        let ev = Ev::Resched {
-            p,
-            gen: pc.resched_gen,
-        };
+        let ev = Ev::Resched { p, gen: pc.resched_gen };
         self.queue.schedule(at, ev.priority(), ev);
         true
     }
@@ -750,15 +722,12 @@ impl Core {
         self.sched_invocations += 1;
         {
             let pc = &mut self.pcpus[p];
-            pc.slice_gen = pc.slice_gen.wrapping_add(1);
             pc.resched_gen = pc.resched_gen.wrapping_add(1);
             pc.resched_due = None;
         }
         if let Some(v) = d.next {
             if v >= self.vcpus.len() {
-                return Err(format!(
-                    "policy error: pCPU {p} was given vCPU {v}, which does not exist"
-                ));
+                return Err(format!("policy error: pCPU {p} was given vCPU {v}, which does not exist"));
             }
             let ok = match self.vcpus[v].state {
                 VcpuState::Runnable => true,
@@ -812,12 +781,19 @@ impl Core {
         } else if let Some(t) = &mut self.trace {
             t.close(p, now);
         }
-        if let Some(s) = d.slice_ns {
-            let gen = self.pcpus[p].slice_gen;
-            let ev = Ev::SliceEnd { p, gen };
-            self.queue.schedule(now + s.max(1), ev.priority(), ev);
+        let deadline = d.slice_ns.map(|s| now + s.max(1));
+        self.pcpus[p].slice_deadline = deadline;
+        if let Some(deadline) = deadline {
+            if !matches!(self.pcpus[p].slice_timer_at, Some(t) if t <= deadline) {
+                self.arm_slice_timer(p, deadline);
+            }
         }
         Ok(())
+    }
+
+    fn arm_slice_timer(&mut self, p: PcpuId, at: Time) {
+        self.pcpus[p].slice_timer_at = Some(at);
+        self.queue.schedule(at, Ev::SliceEnd { p }.priority(), Ev::SliceEnd { p });
     }
 
     /// Takes `v` off its pCPU: it stops making progress; a runnable vCPU starts waiting.
@@ -923,9 +899,7 @@ impl Core {
                     self.arm(v);
                 }
             }
-            Thread::SpinBarrier {
-                limit_left: Some(0),
-            } => {
+            Thread::SpinBarrier { limit_left: Some(0) } => {
                 vc.thread = Thread::BlockedBarrier;
                 self.block(v);
             }
@@ -950,9 +924,7 @@ impl Core {
         self.sync(v);
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
-        let VcpuState::Running(p) = vc.state else {
-            unreachable!("only a running thread blocks")
-        };
+        let VcpuState::Running(p) = vc.state else { unreachable!("only a running thread blocks") };
         self.set_state(v, VcpuState::Blocked);
         self.to_sleep.push_back((v, p));
     }
@@ -967,8 +939,7 @@ impl Core {
                 vc.thread = Thread::Ready;
                 let at = self.queue.now() + self.host.ipi_latency_ns;
                 self.ipis += 1;
-                self.queue
-                    .schedule(at, Ev::Wake { v: w }.priority(), Ev::Wake { v: w });
+                self.queue.schedule(at, Ev::Wake { v: w }.priority(), Ev::Wake { v: w });
             }
             _ => {
                 vc.thread = Thread::Ready;
@@ -1018,10 +989,7 @@ impl Core {
                     }
                 }
                 Instr::Unlock => {
-                    let lock = vc
-                        .held
-                        .pop()
-                        .expect("workload unlocks a lock it does not hold");
+                    let lock = vc.held.pop().expect("workload unlocks a lock it does not hold");
                     self.unlock(d, lock);
                 }
                 Instr::Barrier(wait) => {
@@ -1041,11 +1009,7 @@ impl Core {
                             self.block(v);
                         }
                         BarrierWait::Spin => vc.thread = Thread::SpinBarrier { limit_left: None },
-                        BarrierWait::SpinThenBlock(l) => {
-                            vc.thread = Thread::SpinBarrier {
-                                limit_left: Some(l),
-                            }
-                        }
+                        BarrierWait::SpinThenBlock(l) => vc.thread = Thread::SpinBarrier { limit_left: Some(l) },
                     }
                     self.arm(v);
                     self.trace_state(v);
@@ -1054,8 +1018,7 @@ impl Core {
                 Instr::Io(dur) => {
                     let t = dur.sample(&mut self.doms[d].rng);
                     self.vcpus[v].thread = Thread::BlockedIo;
-                    self.queue
-                        .schedule(now + t, Ev::Wake { v }.priority(), Ev::Wake { v });
+                    self.queue.schedule(now + t, Ev::Wake { v }.priority(), Ev::Wake { v });
                     self.block(v);
                     return;
                 }
@@ -1140,20 +1103,12 @@ impl Core {
             if let Some(v) = pc.curr {
                 assert!(!running[v], "vCPU {v} runs on two pCPUs");
                 running[v] = true;
-                assert_eq!(
-                    self.vcpus[v].state,
-                    VcpuState::Running(p),
-                    "pCPU {p} runs vCPU {v} in another state"
-                );
+                assert_eq!(self.vcpus[v].state, VcpuState::Running(p), "pCPU {p} runs vCPU {v} in another state");
             }
         }
         for (v, vc) in self.vcpus.iter().enumerate() {
             if let VcpuState::Running(p) = vc.state {
-                assert_eq!(
-                    self.pcpus[p].curr,
-                    Some(v),
-                    "vCPU {v} thinks it runs on pCPU {p}"
-                );
+                assert_eq!(self.pcpus[p].curr, Some(v), "vCPU {v} thinks it runs on pCPU {p}");
             }
         }
     }
@@ -1182,11 +1137,7 @@ impl Core {
         }
         self.integrate_frag();
         for pc in &self.pcpus {
-            assert_eq!(
-                pc.busy_ns + pc.idle_ns,
-                now,
-                "pCPU busy + idle must equal elapsed time"
-            );
+            assert_eq!(pc.busy_ns + pc.idle_ns, now, "pCPU busy + idle must equal elapsed time");
         }
         for vc in &self.vcpus {
             assert_eq!(
@@ -1224,14 +1175,12 @@ impl Core {
                 lock_holder_preemptions: dom.lock_holder_preemptions,
                 lock_waiter_preemptions: dom.lock_waiter_preemptions,
                 ple_exits: vcpus.iter().map(|v| v.ple_exits).sum(),
-                wake_latency_us_mean: (dom.wakes > 0)
-                    .then(|| dom.wake_latency_sum as f64 / dom.wakes as f64 / 1e3),
+                wake_latency_us_mean: (dom.wakes > 0).then(|| dom.wake_latency_sum as f64 / dom.wakes as f64 / 1e3),
                 cpu_share: ratio(cpu_ns as f64, capacity),
                 weight_share: ratio(dom.info.weight as f64, total_weight),
                 requests: lat.len() as u64,
                 throughput_rps: serving.then(|| ratio(lat.len() as f64, secs(now))),
-                latency_ms_mean: serving
-                    .then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6),
+                latency_ms_mean: serving.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6),
                 latency_ms_p99: quantile(lat, 0.99).map(|l| l as f64 / 1e6),
                 blocked_fraction: ratio(blocked_ns as f64, (now as f64) * vcpus.len() as f64),
             });
@@ -1251,11 +1200,7 @@ impl Core {
                 sched_invocations: self.sched_invocations,
                 ple_exits: self.ple_exits,
                 fairness,
-                policy_counters: self
-                    .counters
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), *v))
-                    .collect(),
+                policy_counters: self.counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             },
         }
     }

@@ -27,12 +27,7 @@ pub struct Trace {
 
 impl Trace {
     pub fn new(limit: usize) -> Self {
-        Trace {
-            limit,
-            spans: Vec::new(),
-            open: Vec::new(),
-            dropped: 0,
-        }
+        Trace { limit, spans: Vec::new(), open: Vec::new(), dropped: 0 }
     }
 
     pub fn spans(&self) -> &[Span] {
@@ -45,15 +40,7 @@ impl Trace {
     }
 
     /// `p` starts running `v` at `now` (a no-op if it already runs `v` in that state).
-    pub fn open(
-        &mut self,
-        p: PcpuId,
-        vcpu: VcpuId,
-        dom: DomId,
-        index: usize,
-        now: Time,
-        spinning: bool,
-    ) {
+    pub fn open(&mut self, p: PcpuId, vcpu: VcpuId, dom: DomId, index: usize, now: Time, spinning: bool) {
         if self.open.len() <= p {
             self.open.resize(p + 1, None);
         }
@@ -64,15 +51,7 @@ impl Trace {
             }
         }
         self.close(p, now);
-        self.open[p] = Some(Span {
-            pcpu: p,
-            vcpu,
-            dom,
-            index,
-            start: now,
-            end: now,
-            spinning,
-        });
+        self.open[p] = Some(Span { pcpu: p, vcpu, dom, index, start: now, end: now, spinning });
     }
 
     /// The vCPU on `p` starts or stops spinning.
@@ -82,12 +61,7 @@ impl Trace {
         };
         if s.spinning != spinning {
             self.close(p, now);
-            self.open[p] = Some(Span {
-                start: now,
-                end: now,
-                spinning,
-                ..s
-            });
+            self.open[p] = Some(Span { start: now, end: now, spinning, ..s });
         }
     }
 

@@ -58,12 +58,7 @@ fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {
         cap: 0,
         vm_type: VmType::Hit,
         workload: "test".into(),
-        guest: GuestSpec {
-            programs: vec![program; vcpus],
-            locks: 1,
-            lock_kind: LockKind::Ticket,
-            finite: true,
-        },
+        guest: GuestSpec { programs: vec![program; vcpus], locks: 1, lock_kind: LockKind::Ticket, finite: true },
     }
 }
 
@@ -84,27 +79,11 @@ fn spans(sim: &mut Simulation) -> Vec<(VcpuId, u64, u64, bool)> {
 
 #[test]
 fn round_robin_on_one_pcpu_follows_the_slices() {
-    let policy = Box::new(Fifo {
-        queue: Default::default(),
-        slice: 10 * NS_PER_MS,
-    });
-    let mut sim = Simulation::new(
-        free_host(1),
-        vec![compute_vm("a", 2, compute(15))],
-        policy,
-        1,
-    );
+    let policy = Box::new(Fifo { queue: Default::default(), slice: 10 * NS_PER_MS });
+    let mut sim = Simulation::new(free_host(1), vec![compute_vm("a", 2, compute(15))], policy, 1);
     sim.enable_trace(100);
-    let m = sim.run(NS_PER_S, Until::AllDone, &mut |_| {}).unwrap();
-    assert_eq!(
-        spans(&mut sim),
-        vec![
-            (0, 0, 10, false),
-            (1, 10, 20, false),
-            (0, 20, 25, false),
-            (1, 25, 30, false)
-        ]
-    );
+    let m = sim.run(NS_PER_S, Until::AllDone, &mut |_| true).unwrap();
+    assert_eq!(spans(&mut sim), vec![(0, 0, 10, false), (1, 10, 20, false), (0, 20, 25, false), (1, 25, 30, false)]);
     assert_eq!(m.vms[0].completion_s, Some(0.030));
     assert_eq!(m.vms[0].cpu_s, 0.030);
     // vCPU 0 waited 10-20, vCPU 1 waited 0-10 and 20-25.
@@ -117,27 +96,16 @@ fn a_ticket_lock_holder_preempted_mid_critical_section_stalls_the_waiter() {
     // Two threads on one pCPU: each takes the lock for 15 ms of critical section. The 10 ms
     // slice preempts the holder (an LHP); the waiter then spins its whole slice.
     let mut b = ProgramBuilder::new();
-    b.push(Instr::Lock {
-        choice: LockChoice::Fixed(0),
-        kernel: false,
-    })
-    .push(Instr::Compute(Dur::Fixed(15 * NS_PER_MS)))
-    .push(Instr::Unlock);
-    let policy = Box::new(Fifo {
-        queue: Default::default(),
-        slice: 10 * NS_PER_MS,
-    });
+    b.push(Instr::Lock { choice: LockChoice::Fixed(0), kernel: false })
+        .push(Instr::Compute(Dur::Fixed(15 * NS_PER_MS)))
+        .push(Instr::Unlock);
+    let policy = Box::new(Fifo { queue: Default::default(), slice: 10 * NS_PER_MS });
     let mut sim = Simulation::new(free_host(1), vec![compute_vm("a", 2, b.build())], policy, 1);
     sim.enable_trace(100);
-    let m = sim.run(NS_PER_S, Until::AllDone, &mut |_| {}).unwrap();
+    let m = sim.run(NS_PER_S, Until::AllDone, &mut |_| true).unwrap();
     assert_eq!(
         spans(&mut sim),
-        vec![
-            (0, 0, 10, false),
-            (1, 10, 20, true),
-            (0, 20, 25, false),
-            (1, 25, 40, false)
-        ],
+        vec![(0, 0, 10, false), (1, 10, 20, true), (0, 20, 25, false), (1, 25, 40, false)],
         "holder runs, waiter spins a whole slice, holder finishes, waiter gets the lock"
     );
     assert_eq!(m.vms[0].lock_holder_preemptions, 1);
@@ -153,19 +121,13 @@ fn ticket_handoff_to_a_descheduled_waiter_is_a_lock_waiter_preemption() {
     // 35-45 and is preempted (LHP 2); v2 spins 45-55; v1 releases at 60 to v2, descheduled
     // again (LWP 2); v2 runs its critical section 60-75.
     let mut b = ProgramBuilder::new();
-    b.push(Instr::Lock {
-        choice: LockChoice::Fixed(0),
-        kernel: false,
-    })
-    .push(Instr::Compute(Dur::Fixed(15 * NS_PER_MS)))
-    .push(Instr::Unlock);
-    let policy = Box::new(Fifo {
-        queue: Default::default(),
-        slice: 10 * NS_PER_MS,
-    });
+    b.push(Instr::Lock { choice: LockChoice::Fixed(0), kernel: false })
+        .push(Instr::Compute(Dur::Fixed(15 * NS_PER_MS)))
+        .push(Instr::Unlock);
+    let policy = Box::new(Fifo { queue: Default::default(), slice: 10 * NS_PER_MS });
     let mut sim = Simulation::new(free_host(1), vec![compute_vm("a", 3, b.build())], policy, 1);
     sim.enable_trace(100);
-    let m = sim.run(NS_PER_S, Until::AllDone, &mut |_| {}).unwrap();
+    let m = sim.run(NS_PER_S, Until::AllDone, &mut |_| true).unwrap();
     assert_eq!(
         spans(&mut sim),
         vec![
@@ -179,25 +141,14 @@ fn ticket_handoff_to_a_descheduled_waiter_is_a_lock_waiter_preemption() {
             (2, 60, 75, false),
         ]
     );
-    assert_eq!(
-        m.vms[0].lock_holder_preemptions, 2,
-        "v0 at 10 ms, v1 at 45 ms"
-    );
-    assert_eq!(
-        m.vms[0].lock_waiter_preemptions, 2,
-        "v1 at 35 ms, v2 at 60 ms"
-    );
+    assert_eq!(m.vms[0].lock_holder_preemptions, 2, "v0 at 10 ms, v1 at 45 ms");
+    assert_eq!(m.vms[0].lock_waiter_preemptions, 2, "v1 at 35 ms, v2 at 60 ms");
     assert_eq!(m.vms[0].completion_s, Some(0.075));
 }
 
 #[test]
 fn the_engine_refuses_a_vcpu_on_two_pcpus() {
-    let mut sim = Simulation::new(
-        free_host(2),
-        vec![compute_vm("a", 2, compute(5))],
-        Box::new(Broken),
-        1,
-    );
-    let err = sim.run(NS_PER_S, Until::AllDone, &mut |_| {}).unwrap_err();
+    let mut sim = Simulation::new(free_host(2), vec![compute_vm("a", 2, compute(5))], Box::new(Broken), 1);
+    let err = sim.run(NS_PER_S, Until::AllDone, &mut |_| true).unwrap_err();
     assert!(err.contains("pCPU 1 was given vCPU 0"), "{err}");
 }

@@ -32,8 +32,8 @@
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo,
-    Time, VcpuId, YieldReason, NS_PER_MS, NS_PER_US,
+    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
+    YieldReason, NS_PER_MS, NS_PER_US,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -63,11 +63,7 @@ const PRI_IDLE: i8 = -64;
 const TIMER_ACCT: u64 = 0;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "tslice_ms",
-        default: ParamDefault::Int(TSLICE_MS),
-        doc: "time slice and accounting period, ms",
-    },
+    ParamSpec { name: "tslice_ms", default: ParamDefault::Int(TSLICE_MS), doc: "time slice and accounting period, ms" },
     ParamSpec {
         name: "ticks_per_tslice",
         default: ParamDefault::Int(TICKS_PER_TSLICE),
@@ -88,11 +84,7 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
         doc: "minimum interval between work-stealing passes of a busy pCPU, µs",
     },
-    ParamSpec {
-        name: "boost",
-        default: ParamDefault::Bool(true),
-        doc: "raise waking UNDER vCPUs to BOOST",
-    },
+    ParamSpec { name: "boost", default: ParamDefault::Bool(true), doc: "raise waking UNDER vCPUs to BOOST" },
     ParamSpec {
         name: "tickle_one_idle",
         default: ParamDefault::Bool(true),
@@ -206,10 +198,7 @@ impl Credit {
     fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
         let pri = self.vcpus[v].pri;
         let runq = &self.pcpus[p].runq;
-        let mut i = runq
-            .iter()
-            .position(|&u| pri > self.vcpus[u].pri)
-            .unwrap_or(runq.len());
+        let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
         if self.vcpus[v].yielding && i < runq.len() {
             i += 1;
         }
@@ -254,10 +243,8 @@ impl Credit {
             targets.push(p);
         } else if any_idle {
             let n = self.pcpus.len();
-            let idlers: Vec<PcpuId> = (1..=n)
-                .map(|k| (self.last_tickle + k) % n)
-                .filter(|&q| self.pcpus[q].idle)
-                .collect();
+            let idlers: Vec<PcpuId> =
+                (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle).collect();
             if self.tickle_one_idle {
                 self.last_tickle = idlers[0];
                 targets.push(idlers[0]);
@@ -317,19 +304,14 @@ impl Credit {
         for &d in &doms {
             let (weight, cap, n_active) = {
                 let dom = &self.doms[d];
-                (
-                    dom.weight as i64,
-                    dom.cap as i64,
-                    dom.active_vcpus.len() as i64,
-                )
+                (dom.weight as i64, dom.cap as i64, dom.active_vcpus.len() as i64)
             };
             weight_left -= weight * n_active;
             // At most enough credit to run every active vCPU for a whole period, more only
             // when the system as a whole is in debt.
             let mut credit_peak = n_active * self.credits_per_tslice;
             if self.credit_balance < 0 {
-                credit_peak +=
-                    (-self.credit_balance * weight * n_active + (weight_total - 1)) / weight_total;
+                credit_peak += (-self.credit_balance * weight * n_active + (weight_total - 1)) / weight_total;
             }
             let mut credit_cap = 0;
             if cap != 0 {
@@ -337,16 +319,13 @@ impl Credit {
                 credit_peak = credit_peak.min(credit_cap);
                 credit_cap = (credit_cap + (n_active - 1)) / n_active;
             }
-            let mut credit_fair =
-                (credit_total * weight * n_active + (weight_total - 1)) / weight_total;
+            let mut credit_fair = (credit_total * weight * n_active + (weight_total - 1)) / weight_total;
             if credit_fair < credit_peak {
                 credit_xtra = true;
             } else {
                 if weight_left != 0 {
                     // Give other domains a chance at the credits this one cannot use.
-                    credit_total += ((credit_fair - credit_peak) * weight_total
-                        + (weight_left - 1))
-                        / weight_left;
+                    credit_total += ((credit_fair - credit_peak) * weight_total + (weight_left - 1)) / weight_left;
                 }
                 if credit_xtra {
                     // Lazily keep domains with spare credit at the head of the list.
@@ -403,21 +382,9 @@ impl Policy for Credit {
     /// Contract: per-pCPU state exists, and the master accounting timer is armed.
     fn init(&mut self, cx: &mut Cx) {
         self.pcpus = (0..cx.n_pcpus())
-            .map(|_| PcpuState {
-                runq: Vec::new(),
-                idle: true,
-                last_load_balance: 0,
-                sort_epoch: 0,
-            })
+            .map(|_| PcpuState { runq: Vec::new(), idle: true, last_load_balance: 0, sort_epoch: 0 })
             .collect();
-        self.doms = cx
-            .domains()
-            .map(|d| DomState {
-                weight: d.weight,
-                cap: d.cap,
-                active_vcpus: Vec::new(),
-            })
-            .collect();
+        self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
         self.vcpus = vec![
             VcpuState {
                 credit: 0,
@@ -478,12 +445,7 @@ impl Policy for Credit {
             let still_running = cx.running_on(cur) == Some(p);
             let runtime = now - s.run_start;
             // Rate limit: a vCPU that ran less than `ratelimit` keeps the pCPU.
-            if self.ratelimit_ns > 0
-                && still_running
-                && !s.yielding
-                && !s.parked
-                && runtime < self.ratelimit_ns
-            {
+            if self.ratelimit_ns > 0 && still_running && !s.yielding && !s.parked && runtime < self.ratelimit_ns {
                 cx.count("credit.ratelimited");
                 return Decision::run(cur, (self.ratelimit_ns - runtime).max(MIN_TIMER_NS));
             }
@@ -491,10 +453,7 @@ impl Policy for Credit {
                 self.runq_insert(p, cur);
             }
         }
-        let head_pri = self.pcpus[p]
-            .runq
-            .first()
-            .map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
+        let head_pri = self.pcpus[p].runq.first().map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
         let may_balance = head_pri == PRI_IDLE
             || now.saturating_sub(self.pcpus[p].last_load_balance) > self.load_balance_ratelimit_ns;
         let snext = if head_pri <= PRI_OVER && may_balance {
@@ -558,10 +517,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     if ratelimit_us > tslice_ms * 1000 {
         return Err(params.invalid(
             "ratelimit_us",
-            format!(
-                "expected at most tslice_ms × 1000 = {}, got {ratelimit_us}",
-                tslice_ms * 1000
-            ),
+            format!("expected at most tslice_ms × 1000 = {}, got {ratelimit_us}", tslice_ms * 1000),
         ));
     }
     let lb_us = params.int_at_least("load_balance_ratelimit_us", 0)?;
@@ -589,8 +545,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "credit",
-    description:
-        "Xen Credit1: weights, caps, 30 ms slices, BOOST/UNDER/OVER, tickling and work stealing",
+    description: "Xen Credit1: weights, caps, 30 ms slices, BOOST/UNDER/OVER, tickling and work stealing",
     params: PARAMS,
     build,
 };

@@ -11,18 +11,15 @@
 use std::collections::VecDeque;
 
 use vsched_model::{
-    ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
-    VcpuId, YieldReason, NS_PER_US,
+    ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, YieldReason,
+    NS_PER_US,
 };
 
 /// Default slice: 10 ms, the order of a Linux CFS period on a loaded host.
 const DEFAULT_SLICE_US: i64 = 10_000;
 
-const PARAMS: &[ParamSpec] = &[ParamSpec {
-    name: "slice_us",
-    default: ParamDefault::Int(DEFAULT_SLICE_US),
-    doc: "time slice in microseconds",
-}];
+const PARAMS: &[ParamSpec] =
+    &[ParamSpec { name: "slice_us", default: ParamDefault::Int(DEFAULT_SLICE_US), doc: "time slice in microseconds" }];
 
 pub struct RoundRobin {
     slice_ns: Time,
@@ -74,11 +71,7 @@ impl Policy for RoundRobin {
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     let slice_us = params.int_at_least("slice_us", 1)?;
-    Ok(Box::new(RoundRobin {
-        slice_ns: slice_us as Time * NS_PER_US,
-        queue: VecDeque::new(),
-        kicked: Vec::new(),
-    }))
+    Ok(Box::new(RoundRobin { slice_ns: slice_us as Time * NS_PER_US, queue: VecDeque::new(), kicked: Vec::new() }))
 }
 
 pub const INFO: PolicyInfo = PolicyInfo {

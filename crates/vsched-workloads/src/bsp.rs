@@ -8,33 +8,20 @@
 //! `spin-then-block` with `spin_limit_us` of spinning first (libgomp's GOMP_SPINCOUNT).
 
 use vsched_model::{
-    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params,
-    ProgramBuilder,
+    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
 };
 
 use crate::{us, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "supersteps",
-        default: ParamDefault::Int(100),
-        doc: "number of compute + barrier steps",
-    },
-    ParamSpec {
-        name: "compute_ms",
-        default: ParamDefault::Float(10.0),
-        doc: "mean compute per superstep, ms",
-    },
+    ParamSpec { name: "supersteps", default: ParamDefault::Int(100), doc: "number of compute + barrier steps" },
+    ParamSpec { name: "compute_ms", default: ParamDefault::Float(10.0), doc: "mean compute per superstep, ms" },
     ParamSpec {
         name: "jitter",
         default: ParamDefault::Float(0.1),
         doc: "coefficient of variation of per-thread compute",
     },
-    ParamSpec {
-        name: "wait",
-        default: ParamDefault::Str("spin"),
-        doc: "\"spin\", \"block\" or \"spin-then-block\"",
-    },
+    ParamSpec { name: "wait", default: ParamDefault::Str("spin"), doc: "\"spin\", \"block\" or \"spin-then-block\"" },
     ParamSpec {
         name: "spin_limit_us",
         default: ParamDefault::Float(200.0),
@@ -46,36 +33,22 @@ fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
     let supersteps = params.int_at_least("supersteps", 1)? as u64;
     let compute_ms = params.float_in("compute_ms", 0.0, f64::INFINITY)?;
     if compute_ms <= 0.0 {
-        return Err(params.invalid(
-            "compute_ms",
-            format!("expected a number > 0, got {compute_ms}"),
-        ));
+        return Err(params.invalid("compute_ms", format!("expected a number > 0, got {compute_ms}")));
     }
     let jitter = params.float_in("jitter", 0.0, 10.0)?;
     let spin_limit = us(params.float_in("spin_limit_us", 0.0, f64::INFINITY)?);
-    let wait = match params
-        .choice("wait", &["spin", "block", "spin-then-block"])?
-        .as_str()
-    {
+    let wait = match params.choice("wait", &["spin", "block", "spin-then-block"])?.as_str() {
         "spin" => BarrierWait::Spin,
         "block" => BarrierWait::Block,
         _ => BarrierWait::SpinThenBlock(spin_limit),
     };
     let mut b = ProgramBuilder::new();
     b.repeat(Some(supersteps))
-        .push(Instr::Compute(Dur::Jitter {
-            mean: us(compute_ms * 1_000.0),
-            cv: jitter,
-        }))
+        .push(Instr::Compute(Dur::Jitter { mean: us(compute_ms * 1_000.0), cv: jitter }))
         .push(Instr::Barrier(wait))
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec {
-        programs: vec![program; vcpus],
-        locks: 0,
-        lock_kind: LockKind::Ticket,
-        finite: true,
-    })
+    Ok(GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: true })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -11,12 +11,7 @@ fn build(_params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
     let mut b = ProgramBuilder::new();
     b.push(Instr::Compute(Dur::Fixed(FOREVER)));
     let program = b.build();
-    Ok(GuestSpec {
-        programs: vec![program; vcpus],
-        locks: 0,
-        lock_kind: LockKind::Ticket,
-        finite: false,
-    })
+    Ok(GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -24,13 +24,7 @@ pub struct WorkloadInfo {
     pub build: fn(&Params, usize) -> Result<GuestSpec, ConfigError>,
 }
 
-pub const REGISTRY: &[WorkloadInfo] = &[
-    cpu_hog::INFO,
-    idle::INFO,
-    spinlock::INFO,
-    bsp::INFO,
-    web::INFO,
-];
+pub const REGISTRY: &[WorkloadInfo] = &[cpu_hog::INFO, idle::INFO, spinlock::INFO, bsp::INFO, web::INFO];
 
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     REGISTRY.iter().find(|w| w.name == name)

@@ -9,28 +9,15 @@
 //! (`mode = "user"` for user-level spinlocks, which PLE does not see).
 
 use vsched_model::{
-    ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params,
-    ProgramBuilder,
+    ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
 };
 
 use crate::{us, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "iterations",
-        default: ParamDefault::Int(10_000),
-        doc: "lock acquisitions per thread",
-    },
-    ParamSpec {
-        name: "compute_us",
-        default: ParamDefault::Float(50.0),
-        doc: "mean compute between acquisitions, µs",
-    },
-    ParamSpec {
-        name: "cs_us",
-        default: ParamDefault::Float(10.0),
-        doc: "critical section length, µs",
-    },
+    ParamSpec { name: "iterations", default: ParamDefault::Int(10_000), doc: "lock acquisitions per thread" },
+    ParamSpec { name: "compute_us", default: ParamDefault::Float(50.0), doc: "mean compute between acquisitions, µs" },
+    ParamSpec { name: "cs_us", default: ParamDefault::Float(10.0), doc: "critical section length, µs" },
     ParamSpec {
         name: "jitter",
         default: ParamDefault::Float(0.2),
@@ -67,28 +54,16 @@ fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
         _ => LockKind::Tas,
     };
     let kernel = params.choice("mode", &["kernel", "user"])? == "kernel";
-    let choice = if locks == 1 {
-        LockChoice::Fixed(0)
-    } else {
-        LockChoice::Uniform
-    };
+    let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
     let mut b = ProgramBuilder::new();
     b.repeat(Some(iterations))
-        .push(Instr::Compute(Dur::Jitter {
-            mean: us(compute_us),
-            cv: jitter,
-        }))
+        .push(Instr::Compute(Dur::Jitter { mean: us(compute_us), cv: jitter }))
         .push(Instr::Lock { choice, kernel })
         .push(Instr::Compute(Dur::Fixed(us(cs_us))))
         .push(Instr::Unlock)
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec {
-        programs: vec![program; vcpus],
-        locks,
-        lock_kind,
-        finite: true,
-    })
+    Ok(GuestSpec { programs: vec![program; vcpus], locks, lock_kind, finite: true })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -6,9 +6,7 @@
 //! request's latency runs from its arrival to the end of its processing, so it includes the
 //! time the woken vCPU waits for a pCPU (which is what Credit's BOOST shortens).
 
-use vsched_model::{
-    ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
-};
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
 use crate::{us, WorkloadInfo};
 
@@ -18,11 +16,7 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Int(0),
         doc: "requests per vCPU (0 = serve until the horizon)",
     },
-    ParamSpec {
-        name: "service_us",
-        default: ParamDefault::Float(200.0),
-        doc: "mean CPU time per request, µs",
-    },
+    ParamSpec { name: "service_us", default: ParamDefault::Float(200.0), doc: "mean CPU time per request, µs" },
     ParamSpec {
         name: "jitter",
         default: ParamDefault::Float(0.3),
@@ -47,25 +41,16 @@ fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
     b.repeat((requests > 0).then_some(requests))
         .push(Instr::Io(Dur::Exp { mean: us(io_us) }))
         .push(Instr::RequestBegin)
-        .push(Instr::Compute(Dur::Jitter {
-            mean: us(service_us),
-            cv: jitter,
-        }))
+        .push(Instr::Compute(Dur::Jitter { mean: us(service_us), cv: jitter }))
         .push(Instr::RequestEnd)
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec {
-        programs: vec![program; vcpus],
-        locks: 0,
-        lock_kind: LockKind::Ticket,
-        finite: requests > 0,
-    })
+    Ok(GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: requests > 0 })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {
     name: "web",
-    description:
-        "Request serving: wait for a request (I/O), process it; reports throughput and latency",
+    description: "Request serving: wait for a request (I/O), process it; reports throughput and latency",
     models: "httperf web server (seed 003)",
     params: PARAMS,
     build,

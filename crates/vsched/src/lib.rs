@@ -17,6 +17,8 @@ pub use scenario::Scenario;
 
 /// The embedded default scenario that `vsched demo` runs (scenarios/lhp-demo.toml).
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lhp-demo.toml");
+/// The demo's baseline: its spinlock VM without the hogs (scenarios/lhp-alone.toml).
+pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/lhp-alone.toml");
 /// The standard benchmark scenario of `vsched bench` (scenarios/bench.toml).
 pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
 /// Default bound on the number of trace spans written.
@@ -33,6 +35,7 @@ pub struct RunOptions {
 }
 
 /// A progress report, emitted at most every 100 ms of wall-clock time while runs go on.
+/// The callback returns `false` to stop the run ([`Error::Interrupted`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
     pub rep: u32,
@@ -49,12 +52,15 @@ pub enum Error {
     Io(String),
     /// A policy made an unusable decision (a bug in the policy, not in the input).
     Policy(String),
+    /// The progress callback asked to stop.
+    Interrupted,
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Scenario(m) | Error::Io(m) | Error::Policy(m) => f.write_str(m),
+            Error::Interrupted => f.write_str("interrupted"),
         }
     }
 }
@@ -74,39 +80,37 @@ pub fn validate_scenario(toml_text: &str) -> Result<(), Error> {
 pub fn run_scenario_json(
     toml_text: &str,
     opts: &RunOptions,
-    progress: &mut dyn FnMut(Progress),
+    progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<String, Error> {
     let scenario = parse(toml_text)?;
     let seed = opts.seed.unwrap_or(scenario.seed);
     let reps = opts.reps.unwrap_or(scenario.reps);
     scenario::check_reps("--reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;
-    let limit = if opts.trace_limit == 0 {
-        DEFAULT_TRACE_LIMIT
-    } else {
-        opts.trace_limit
-    };
+    let limit = if opts.trace_limit == 0 { DEFAULT_TRACE_LIMIT } else { opts.trace_limit };
     let horizon_s = vsched_engine::ns_to_secs(scenario.horizon);
     let mut last = Instant::now();
     let mut on_progress = |rep: u32, now: u64| {
-        if last.elapsed() >= Duration::from_millis(100) {
-            last = Instant::now();
-            progress(Progress {
-                rep,
-                reps,
-                sim_s: vsched_engine::ns_to_secs(now),
-                horizon_s,
-            });
+        if last.elapsed() < Duration::from_millis(100) {
+            return true;
         }
+        last = Instant::now();
+        progress(Progress { rep, reps, sim_s: vsched_engine::ns_to_secs(now), horizon_s })
     };
     let trace_limit = opts.trace_path.as_ref().map(|_| limit);
-    let (runs, trace) = report::run_reps(&scenario, seed, reps, trace_limit, &mut on_progress)
-        .map_err(Error::Policy)?;
+    let (runs, trace) = report::run_reps(&scenario, seed, reps, trace_limit, &mut on_progress).map_err(run_error)?;
     if let (Some(path), Some(trace)) = (&opts.trace_path, trace) {
         let doc = report::trace_json(&scenario, seed, &trace, limit);
-        std::fs::write(path, doc.to_string())
-            .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        std::fs::write(path, doc.to_string()).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
     }
     Ok(report::document(&scenario, seed, reps, &runs).to_string())
+}
+
+fn run_error(message: String) -> Error {
+    if message == vsched_model::INTERRUPTED {
+        Error::Interrupted
+    } else {
+        Error::Policy(message)
+    }
 }
 
 /// Every policy with its description and parameters, as JSON.
@@ -149,14 +153,11 @@ pub fn bench_json(sim_s: Option<f64>) -> Result<String, Error> {
     let mut scenario = parse(BENCH_SCENARIO)?;
     if let Some(s) = sim_s {
         if !(s.is_finite() && s > 0.0) {
-            return Err(Error::Scenario(format!(
-                "--sim-s: expected a number of seconds > 0, got {s}"
-            )));
+            return Err(Error::Scenario(format!("--sim-s: expected a number of seconds > 0, got {s}")));
         }
         scenario.horizon = vsched_engine::secs_to_ns(s);
     }
-    let (runs, _) = report::run_reps(&scenario, scenario.seed, 1, None, &mut |_, _| {})
-        .map_err(Error::Policy)?;
+    let (runs, _) = report::run_reps(&scenario, scenario.seed, 1, None, &mut |_, _| true).map_err(run_error)?;
     let run = &runs[0];
     let wall = run.wall_s.max(1e-9);
     Ok(json!({

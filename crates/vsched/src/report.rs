@@ -24,11 +24,7 @@ pub fn mean_std(xs: &[f64]) -> Option<(f64, f64)> {
     }
     let n = xs.len() as f64;
     let mean = xs.iter().sum::<f64>() / n;
-    let var = if xs.len() > 1 {
-        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
+    let var = if xs.len() > 1 { xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
     Some((mean, var.sqrt()))
 }
 
@@ -60,16 +56,8 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
         put_stats(&mut o, "spin_s", &col(&|v| Some(v.spin_s)));
         put_stats(&mut o, "steal_s", &col(&|v| Some(v.steal_s)));
         put_stats(&mut o, "spin_share", &col(&|v| v.spin_share));
-        put_stats(
-            &mut o,
-            "lock_holder_preemptions",
-            &col(&|v| Some(v.lock_holder_preemptions as f64)),
-        );
-        put_stats(
-            &mut o,
-            "lock_waiter_preemptions",
-            &col(&|v| Some(v.lock_waiter_preemptions as f64)),
-        );
+        put_stats(&mut o, "lock_holder_preemptions", &col(&|v| Some(v.lock_holder_preemptions as f64)));
+        put_stats(&mut o, "lock_waiter_preemptions", &col(&|v| Some(v.lock_waiter_preemptions as f64)));
         put_stats(&mut o, "wake_latency_us", &col(&|v| v.wake_latency_us_mean));
         put_stats(&mut o, "throughput_rps", &col(&|v| v.throughput_rps));
         put_stats(&mut o, "latency_ms", &col(&|v| v.latency_ms_mean));
@@ -81,24 +69,21 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
     let mut host = serde_json::Map::new();
     put_stats(&mut host, "utilization", &hcol(&|h| Some(h.utilization)));
     put_stats(&mut host, "frag_idle_s", &hcol(&|h| Some(h.frag_idle_s)));
-    put_stats(
-        &mut host,
-        "context_switches",
-        &hcol(&|h| Some(h.context_switches as f64)),
-    );
+    put_stats(&mut host, "context_switches", &hcol(&|h| Some(h.context_switches as f64)));
     put_stats(&mut host, "ipis", &hcol(&|h| Some(h.ipis as f64)));
     put_stats(&mut host, "fairness", &hcol(&|h| h.fairness));
     json!({ "vms": vms, "host": Json::Object(host) })
 }
 
 /// Runs every repetition of `scenario`. `on_progress(rep, sim_ns)` is called every few
-/// thousand events; the first repetition is traced if `trace_limit` is given.
+/// thousand events and stops everything by returning `false`; the first repetition is
+/// traced if `trace_limit` is given.
 pub fn run_reps(
     scenario: &Scenario,
     seed: u64,
     reps: u32,
     trace_limit: Option<usize>,
-    on_progress: &mut dyn FnMut(u32, u64),
+    on_progress: &mut dyn FnMut(u32, u64) -> bool,
 ) -> Result<(Vec<RunRecord>, Option<Trace>), String> {
     let mut records = Vec::new();
     let mut trace = None;
@@ -109,18 +94,12 @@ pub fn run_reps(
             sim.enable_trace(limit);
         }
         let started = Instant::now();
-        let metrics = sim.run(scenario.horizon, scenario.until, &mut |now| {
-            on_progress(rep, now)
-        })?;
+        let metrics = sim.run(scenario.horizon, scenario.until, &mut |now| on_progress(rep, now))?;
         let wall_s = started.elapsed().as_secs_f64();
         if rep == 0 {
             trace = sim.take_trace();
         }
-        records.push(RunRecord {
-            seed: run_seed,
-            wall_s,
-            metrics,
-        });
+        records.push(RunRecord { seed: run_seed, wall_s, metrics });
     }
     Ok((records, trace))
 }
@@ -145,7 +124,8 @@ pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -
 pub fn trace_json(scenario: &Scenario, seed: u64, trace: &Trace, limit: usize) -> Json {
     let mut events = Vec::with_capacity(trace.spans().len() + scenario.host.pcpus);
     for p in 0..scenario.host.pcpus {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": p, "args": {"name": format!("pCPU {p}")}}));
+        events
+            .push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": p, "args": {"name": format!("pCPU {p}")}}));
     }
     for s in trace.spans() {
         let vm = &scenario.vms[s.dom].name;

@@ -7,9 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use vsched_model::{
-    ConfigError, DomainConfig, HostConfig, Params, Simulation, Time, Until, Value, VmType,
-};
+use vsched_model::{ConfigError, DomainConfig, HostConfig, Params, Simulation, Time, Until, Value, VmType};
 
 /// Default VM weight (Xen's `CSCHED_DEFAULT_WEIGHT`).
 pub const DEFAULT_WEIGHT: u32 = 256;
@@ -69,24 +67,13 @@ struct WorkloadSection {
     params: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RunSection {
     horizon_s: Option<f64>,
     until: Option<String>,
     seed: Option<u64>,
     reps: Option<u32>,
-}
-
-impl Default for RunSection {
-    fn default() -> Self {
-        RunSection {
-            horizon_s: None,
-            until: None,
-            seed: None,
-            reps: None,
-        }
-    }
 }
 
 /// Default horizon when `[run] horizon_s` is absent.
@@ -135,25 +122,12 @@ fn to_value(path: &str, v: &toml::Value) -> Result<Value, ConfigError> {
         toml::Value::Float(x) => Value::Float(*x),
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::String(s) => Value::Str(s.clone()),
-        other => {
-            return Err(err(
-                path,
-                format!(
-                    "expected a number, string or boolean, got {}",
-                    other.type_str()
-                ),
-            ))
-        }
+        other => return Err(err(path, format!("expected a number, string or boolean, got {}", other.type_str()))),
     })
 }
 
-fn to_params(
-    path: &str,
-    raw: &BTreeMap<String, toml::Value>,
-) -> Result<BTreeMap<String, Value>, ConfigError> {
-    raw.iter()
-        .map(|(k, v)| Ok((k.clone(), to_value(&format!("{path}.{k}"), v)?)))
-        .collect()
+fn to_params(path: &str, raw: &BTreeMap<String, toml::Value>) -> Result<BTreeMap<String, Value>, ConfigError> {
+    raw.iter().map(|(k, v)| Ok((k.clone(), to_value(&format!("{path}.{k}"), v)?))).collect()
 }
 
 /// A non-negative, finite number of microseconds, as nanoseconds.
@@ -161,10 +135,7 @@ fn micros(path: &str, v: Option<f64>, default: Time) -> Result<Time, ConfigError
     match v {
         None => Ok(default),
         Some(x) if x.is_finite() && x >= 0.0 => Ok((x * 1_000.0).round() as Time),
-        Some(x) => Err(err(
-            path,
-            format!("expected a finite number of microseconds >= 0, got {x}"),
-        )),
+        Some(x) => Err(err(path, format!("expected a finite number of microseconds >= 0, got {x}"))),
     }
 }
 
@@ -175,68 +146,46 @@ impl Scenario {
             let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
             // toml's messages may span lines (expected-token lists); keep our one-line promise.
             let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-            err(
-                "",
-                format!("malformed TOML at line {line}, column {col}: {message}"),
-            )
+            err("", format!("malformed TOML at line {line}, column {col}: {message}"))
         })?;
-        let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table))
-            .map_err(|e| {
-                let path = e.path().to_string();
-                let message = e
-                    .inner()
-                    .message()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if path == "." {
-                    err("", message)
-                } else {
-                    err(path, message)
-                }
-            })?;
+        let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.inner().message().split_whitespace().collect::<Vec<_>>().join(" ");
+            // serde names Rust types; say what a user should write instead.
+            let message = message
+                .replace("expected u32", "expected a non-negative integer")
+                .replace("expected u64", "expected a non-negative integer")
+                .replace("expected f64", "expected a number");
+            if path == "." {
+                err("", message)
+            } else {
+                err(path, message)
+            }
+        })?;
         Self::validate(file)
     }
 
     fn validate(f: ScenarioFile) -> Result<Scenario, ConfigError> {
         let h = &f.host;
         if h.pcpus == 0 || h.pcpus > 4096 {
-            return Err(err(
-                "host.pcpus",
-                format!("expected an integer in 1..=4096, got {}", h.pcpus),
-            ));
+            return Err(err("host.pcpus", format!("expected an integer in 1..=4096, got {}", h.pcpus)));
         }
         let defaults = HostConfig::default();
         let cpu_ghz = h.cpu_ghz.unwrap_or(defaults.cpu_ghz);
         if !(cpu_ghz.is_finite() && cpu_ghz > 0.0) {
-            return Err(err(
-                "host.cpu_ghz",
-                format!("expected a number > 0, got {cpu_ghz}"),
-            ));
+            return Err(err("host.cpu_ghz", format!("expected a number > 0, got {cpu_ghz}")));
         }
         let host = HostConfig {
             pcpus: h.pcpus as usize,
             cpu_ghz,
-            context_switch_ns: micros(
-                "host.context_switch_us",
-                h.context_switch_us,
-                defaults.context_switch_ns,
-            )?,
-            ipi_latency_ns: micros(
-                "host.ipi_latency_us",
-                h.ipi_latency_us,
-                defaults.ipi_latency_ns,
-            )?,
+            context_switch_ns: micros("host.context_switch_us", h.context_switch_us, defaults.context_switch_ns)?,
+            ipi_latency_ns: micros("host.ipi_latency_us", h.ipi_latency_us, defaults.ipi_latency_ns)?,
             migration_penalty_ns: micros(
                 "host.migration_penalty_us",
                 h.migration_penalty_us,
                 defaults.migration_penalty_ns,
             )?,
-            sched_cost_ns: micros(
-                "host.sched_cost_us",
-                h.sched_cost_us,
-                defaults.sched_cost_ns,
-            )?,
+            sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
             ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
             ple_gap_cycles: h.ple_gap_cycles.unwrap_or(defaults.ple_gap_cycles),
         };
@@ -266,40 +215,29 @@ impl Scenario {
                 return Err(err(at("name"), "expected a non-empty name"));
             }
             if f.vm[..i].iter().any(|w| w.name == v.name) {
-                return Err(err(
-                    at("name"),
-                    format!("expected a unique name, {:?} is used twice", v.name),
-                ));
+                return Err(err(at("name"), format!("expected a unique name, {:?} is used twice", v.name)));
             }
             if v.vcpus == 0 || v.vcpus > 1024 {
-                return Err(err(
-                    at("vcpus"),
-                    format!("expected an integer in 1..=1024, got {}", v.vcpus),
-                ));
+                return Err(err(at("vcpus"), format!("expected an integer in 1..=1024, got {}", v.vcpus)));
             }
             let weight = v.weight.unwrap_or(DEFAULT_WEIGHT);
             if weight == 0 || weight > MAX_WEIGHT {
-                return Err(err(
-                    at("weight"),
-                    format!("expected an integer in 1..={MAX_WEIGHT}, got {weight}"),
-                ));
+                return Err(err(at("weight"), format!("expected an integer in 1..={MAX_WEIGHT}, got {weight}")));
             }
             let cap = v.cap.unwrap_or(0);
             if cap > 100 * v.vcpus {
                 return Err(err(
                     at("cap"),
-                    format!("expected a percentage of one pCPU in 0..={} (100 × vcpus; 0 = no cap), got {cap}", 100 * v.vcpus),
+                    format!(
+                        "expected a percentage of one pCPU in 0..={} (100 × vcpus; 0 = no cap), got {cap}",
+                        100 * v.vcpus
+                    ),
                 ));
             }
             let vm_type = match v.vm_type.as_deref().unwrap_or("HIT") {
                 "HIT" => VmType::Hit,
                 "CON" => VmType::Con,
-                other => {
-                    return Err(err(
-                        at("type"),
-                        format!("expected \"HIT\" or \"CON\", got {other:?}"),
-                    ))
-                }
+                other => return Err(err(at("type"), format!("expected \"HIT\" or \"CON\", got {other:?}"))),
             };
             let workload = vsched_workloads::find(&v.workload.kind).ok_or_else(|| {
                 err(
@@ -329,20 +267,12 @@ impl Scenario {
         let r = &f.run;
         let horizon_s = r.horizon_s.unwrap_or(DEFAULT_HORIZON_S);
         if !(horizon_s.is_finite() && horizon_s > 0.0 && horizon_s <= 1e6) {
-            return Err(err(
-                "run.horizon_s",
-                format!("expected a number of seconds in (0, 1000000], got {horizon_s}"),
-            ));
+            return Err(err("run.horizon_s", format!("expected a number of seconds in (0, 1000000], got {horizon_s}")));
         }
         let until = match r.until.as_deref().unwrap_or("horizon") {
             "horizon" => Until::Horizon,
             "all_done" => Until::AllDone,
-            other => {
-                return Err(err(
-                    "run.until",
-                    format!("expected \"horizon\" or \"all_done\", got {other:?}"),
-                ))
-            }
+            other => return Err(err("run.until", format!("expected \"horizon\" or \"all_done\", got {other:?}"))),
         };
         let reps = r.reps.unwrap_or(1);
         check_reps("run.reps", reps)?;
@@ -381,10 +311,7 @@ impl Scenario {
 /// Repetitions must be at least one (and a sane upper bound keeps typos from running forever).
 pub fn check_reps(path: &str, reps: u32) -> Result<(), ConfigError> {
     if reps == 0 || reps > 100_000 {
-        return Err(err(
-            path,
-            format!("expected an integer in 1..=100000, got {reps}"),
-        ));
+        return Err(err(path, format!("expected an integer in 1..=100000, got {reps}")));
     }
     Ok(())
 }
@@ -414,9 +341,7 @@ kind = "cpu_hog"
 
     #[test]
     fn minimal_scenario_gets_defaults() {
-        let Ok(s) = Scenario::parse(MINIMAL) else {
-            panic!("minimal scenario refused")
-        };
+        let Ok(s) = Scenario::parse(MINIMAL) else { panic!("minimal scenario refused") };
         assert_eq!(s.vms[0].weight, DEFAULT_WEIGHT);
         assert_eq!(s.reps, 1);
         assert_eq!(s.host.ple_window_cycles, 4096);
@@ -432,20 +357,11 @@ kind = "cpu_hog"
     #[test]
     fn unknown_keys_and_wrong_types_name_the_path() {
         let e = error_of(&MINIMAL.replace("vcpus = 2", "vcpus = 2\nweigth = 3"));
-        assert!(
-            e.starts_with("vm[0]") && e.contains("unknown field `weigth`"),
-            "{e}"
-        );
+        assert!(e.starts_with("vm[0]") && e.contains("unknown field `weigth`"), "{e}");
         let e = error_of(&MINIMAL.replace("pcpus = 2", "pcpus = \"two\""));
-        assert!(
-            e.starts_with("host.pcpus: invalid type: string \"two\""),
-            "{e}"
-        );
+        assert!(e.starts_with("host.pcpus: invalid type: string \"two\""), "{e}");
         let e = error_of(&MINIMAL.replace("vcpus = 2", "vcpus = 2\nweight = -5"));
-        assert!(
-            e.starts_with("vm[0].weight: invalid value: integer `-5`"),
-            "{e}"
-        );
+        assert_eq!(e, "vm[0].weight: invalid value: integer `-5`, expected a non-negative integer");
     }
 
     #[test]
@@ -455,31 +371,16 @@ kind = "cpu_hog"
             "host.pcpus: expected an integer in 1..=4096, got 0"
         );
         let e = error_of(&MINIMAL.replace("vcpus = 2", "vcpus = 2\ncap = 201"));
-        assert!(
-            e.starts_with("vm[0].cap: expected a percentage of one pCPU in 0..=200"),
-            "{e}"
-        );
+        assert!(e.starts_with("vm[0].cap: expected a percentage of one pCPU in 0..=200"), "{e}");
     }
 
     #[test]
     fn unknown_names_list_the_valid_ones() {
         let e = error_of(&MINIMAL.replace("\"rr\"", "\"cfs\""));
-        assert!(
-            e.starts_with("scheduler.name: unknown policy \"cfs\"; expected one of rr, credit"),
-            "{e}"
-        );
+        assert!(e.starts_with("scheduler.name: unknown policy \"cfs\"; expected one of rr, credit"), "{e}");
         let e = error_of(&MINIMAL.replace("cpu_hog", "hog"));
-        assert!(
-            e.starts_with("vm[0].workload.kind: unknown workload \"hog\"; expected one of cpu_hog"),
-            "{e}"
-        );
-        let e = error_of(&MINIMAL.replace(
-            "kind = \"cpu_hog\"",
-            "kind = \"spinlock\"\nlock_kind = \"mcs\"",
-        ));
-        assert_eq!(
-            e,
-            "vm[0].workload.lock_kind: expected one of \"ticket\", \"tas\", got \"mcs\""
-        );
+        assert!(e.starts_with("vm[0].workload.kind: unknown workload \"hog\"; expected one of cpu_hog"), "{e}");
+        let e = error_of(&MINIMAL.replace("kind = \"cpu_hog\"", "kind = \"spinlock\"\nlock_kind = \"mcs\""));
+        assert_eq!(e, "vm[0].workload.lock_kind: expected one of \"ticket\", \"tas\", got \"mcs\"");
     }
 }

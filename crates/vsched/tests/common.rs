@@ -10,17 +10,11 @@ pub fn run(toml: &str, seed: u64) -> RunMetrics {
         Ok(s) => s,
         Err(e) => panic!("test scenario refused: {e}"),
     };
-    scenario
-        .build(seed)
-        .run(scenario.horizon, scenario.until, &mut |_| {})
-        .expect("run failed")
+    scenario.build(seed).run(scenario.horizon, scenario.until, &mut |_| true).expect("run failed")
 }
 
 pub fn vm<'a>(m: &'a RunMetrics, name: &str) -> &'a VmMetrics {
-    m.vms
-        .iter()
-        .find(|v| v.name == name)
-        .unwrap_or_else(|| panic!("no VM {name}"))
+    m.vms.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no VM {name}"))
 }
 
 /// A `[[vm]]` table.
@@ -30,8 +24,5 @@ pub fn vm_toml(name: &str, vcpus: u32, extra: &str, workload: &str) -> String {
 
 /// A scenario with a host, a scheduler table and some VMs.
 pub fn scenario(pcpus: u32, scheduler: &str, vms: &[String], run: &str) -> String {
-    format!(
-        "[host]\npcpus = {pcpus}\n[scheduler]\n{scheduler}\n{}\n[run]\n{run}\n",
-        vms.join("\n")
-    )
+    format!("[host]\npcpus = {pcpus}\n[scheduler]\n{scheduler}\n{}\n[run]\n{run}\n", vms.join("\n"))
 }

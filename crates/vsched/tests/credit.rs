@@ -10,84 +10,41 @@ fn weights_256_and_512_split_one_pcpu_two_to_one() {
     let toml = scenario(
         1,
         "name = \"credit\"",
-        &[
-            vm_toml("light", 1, "weight = 256", HOG),
-            vm_toml("heavy", 1, "weight = 512", HOG),
-        ],
+        &[vm_toml("light", 1, "weight = 256", HOG), vm_toml("heavy", 1, "weight = 512", HOG)],
         "horizon_s = 60",
     );
     let m = run(&toml, 1);
     let ratio = vm(&m, "heavy").cpu_s / vm(&m, "light").cpu_s;
-    assert!(
-        (ratio - 2.0).abs() <= 0.05,
-        "CPU ratio heavy/light = {ratio}"
-    );
+    assert!((ratio - 2.0).abs() <= 0.05, "CPU ratio heavy/light = {ratio}");
     assert!(m.host.utilization > 0.999, "two hogs keep the pCPU busy");
 }
 
 #[test]
 fn a_cap_of_50_holds_a_vm_to_half_a_pcpu() {
     // Alone on two pCPUs, so nothing but the cap limits it.
-    let toml = scenario(
-        2,
-        "name = \"credit\"",
-        &[vm_toml("capped", 1, "cap = 50", HOG)],
-        "horizon_s = 60",
-    );
+    let toml = scenario(2, "name = \"credit\"", &[vm_toml("capped", 1, "cap = 50", HOG)], "horizon_s = 60");
     let m = run(&toml, 1);
     let share_of_one_pcpu = vm(&m, "capped").cpu_s / m.sim_s;
-    assert!(
-        (share_of_one_pcpu - 0.5).abs() <= 0.02,
-        "capped VM got {share_of_one_pcpu} of a pCPU"
-    );
-    assert!(
-        m.host
-            .policy_counters
-            .get("credit.parks")
-            .copied()
-            .unwrap_or(0)
-            > 0,
-        "the cap works by parking"
-    );
+    assert!((share_of_one_pcpu - 0.5).abs() <= 0.02, "capped VM got {share_of_one_pcpu} of a pCPU");
+    assert!(m.host.policy_counters.get("credit.parks").copied().unwrap_or(0) > 0, "the cap works by parking");
 }
 
 #[test]
 fn an_io_vm_wakes_faster_than_hogs_thanks_to_boost() {
     let io = "kind = \"web\"\nservice_us = 100\nio_us = 3000";
-    let vms = [
-        vm_toml("io", 1, "", io),
-        vm_toml("hog1", 1, "", HOG),
-        vm_toml("hog2", 1, "", HOG),
-    ];
+    let vms = [vm_toml("io", 1, "", io), vm_toml("hog1", 1, "", HOG), vm_toml("hog2", 1, "", HOG)];
     let with_boost = run(&scenario(1, "name = \"credit\"", &vms, "horizon_s = 20"), 1);
-    let without = run(
-        &scenario(
-            1,
-            "name = \"credit\"\nboost = false",
-            &vms,
-            "horizon_s = 20",
-        ),
-        1,
-    );
+    let without = run(&scenario(1, "name = \"credit\"\nboost = false", &vms, "horizon_s = 20"), 1);
     let io = vm(&with_boost, "io");
     let io_latency = io.latency_ms_mean.unwrap();
     let io_wake_us = io.wake_latency_us_mean.unwrap();
     // The hogs take turns in 30 ms slices; a boosted waker preempts them (after at most
     // the 1 ms rate limit), so its wake-to-run latency stays far below a slice.
-    assert!(
-        io_wake_us < 1_000.0,
-        "boosted wake-up latency {io_wake_us} µs"
-    );
-    assert!(
-        io_latency < 1.0,
-        "boosted I/O requests complete within a ms, got {io_latency} ms"
-    );
+    assert!(io_wake_us < 1_000.0, "boosted wake-up latency {io_wake_us} µs");
+    assert!(io_latency < 1.0, "boosted I/O requests complete within a ms, got {io_latency} ms");
     let unboosted = vm(&without, "io");
     let unboosted_wake_us = unboosted.wake_latency_us_mean.unwrap();
-    assert!(
-        unboosted_wake_us > 5.0 * io_wake_us,
-        "without BOOST: {unboosted_wake_us} µs vs {io_wake_us} µs with it"
-    );
+    assert!(unboosted_wake_us > 5.0 * io_wake_us, "without BOOST: {unboosted_wake_us} µs vs {io_wake_us} µs with it");
     assert!(unboosted.latency_ms_mean.unwrap() > 5.0 * io_latency);
     // BOOST is counted when granted; a vCPU that no tick catches running keeps it across
     // many wake-ups, so there are far fewer grants than wake-ups.

@@ -10,12 +10,8 @@ fn without_wall_clock(mut doc: Value) -> Value {
 }
 
 fn run_json(seed: u64) -> Value {
-    let opts = vsched::RunOptions {
-        seed: Some(seed),
-        reps: Some(2),
-        ..Default::default()
-    };
-    let text = vsched::run_scenario_json(vsched::DEFAULT_SCENARIO, &opts, &mut |_| {}).unwrap();
+    let opts = vsched::RunOptions { seed: Some(seed), reps: Some(2), ..Default::default() };
+    let text = vsched::run_scenario_json(vsched::DEFAULT_SCENARIO, &opts, &mut |_| true).unwrap();
     without_wall_clock(serde_json::from_str(&text).unwrap())
 }
 
@@ -36,23 +32,10 @@ fn the_report_has_the_documented_shape() {
     let doc = run_json(1);
     let run = &doc["runs"][0];
     assert!(run["events"].as_u64().unwrap() > 0);
-    for key in [
-        "completion_s",
-        "cpu_s",
-        "spin_s",
-        "steal_s",
-        "lock_holder_preemptions",
-        "lock_waiter_preemptions",
-    ] {
+    for key in ["completion_s", "cpu_s", "spin_s", "steal_s", "lock_holder_preemptions", "lock_waiter_preemptions"] {
         assert!(run["vms"][0].get(key).is_some(), "missing vms[].{key}");
     }
-    for key in [
-        "utilization",
-        "frag_idle_s",
-        "context_switches",
-        "ipis",
-        "fairness",
-    ] {
+    for key in ["utilization", "frag_idle_s", "context_switches", "ipis", "fairness"] {
         assert!(run["host"].get(key).is_some(), "missing host.{key}");
     }
     let summary = &doc["summary"]["vms"][0];

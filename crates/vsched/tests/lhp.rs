@@ -9,7 +9,8 @@
 mod common;
 use common::*;
 
-const SPIN: &str = "kind = \"spinlock\"\niterations = 20000\ncompute_us = 50\ncs_us = 10\nlock_kind = \"ticket\"\nmode = \"user\"";
+const SPIN: &str =
+    "kind = \"spinlock\"\niterations = 20000\ncompute_us = 50\ncs_us = 10\nlock_kind = \"ticket\"\nmode = \"user\"";
 const DOM0: &str = "kind = \"web\"\nservice_us = 100\nio_us = 5000";
 
 fn lhp_run(with_hogs: bool, seed: u64) -> vsched_model::RunMetrics {
@@ -20,15 +21,7 @@ fn lhp_run(with_hogs: bool, seed: u64) -> vsched_model::RunMetrics {
         }
     }
     vms.push(vm_toml("dom0", 1, "", DOM0));
-    run(
-        &scenario(
-            4,
-            "name = \"credit\"",
-            &vms,
-            "horizon_s = 120\nuntil = \"all_done\"",
-        ),
-        seed,
-    )
+    run(&scenario(4, "name = \"credit\"", &vms, "horizon_s = 120\nuntil = \"all_done\""), seed)
 }
 
 #[test]
@@ -37,8 +30,7 @@ fn lock_holder_preemption_emerges_under_credit() {
         let alone = lhp_run(false, seed);
         let crowded = lhp_run(true, seed);
         let (a, c) = (vm(&alone, "spin"), vm(&crowded, "spin"));
-        let slowdown =
-            c.completion_s.expect("finishes beside hogs") / a.completion_s.expect("finishes alone");
+        let slowdown = c.completion_s.expect("finishes beside hogs") / a.completion_s.expect("finishes alone");
         println!(
             "seed {seed}: alone {:.3} s (spin share {:.3}, LHP {}), with hogs {:.3} s (spin share {:.3}, LHP {}, LWP {}): slowdown {slowdown:.2}x",
             a.completion_s.unwrap(),
@@ -49,18 +41,12 @@ fn lock_holder_preemption_emerges_under_credit() {
             c.lock_holder_preemptions,
             c.lock_waiter_preemptions,
         );
-        assert!(
-            slowdown >= 5.0,
-            "seed {seed}: slowdown {slowdown} should clearly exceed the fair 4x"
-        );
+        assert!(slowdown >= 5.0, "seed {seed}: slowdown {slowdown} should clearly exceed the fair 4x");
         assert!(
             c.spin_share.unwrap() > 3.0 * a.spin_share.unwrap(),
             "seed {seed}: spinning must take a larger share of CPU"
         );
-        assert!(
-            c.lock_holder_preemptions > 10,
-            "seed {seed}: lock holders are preempted"
-        );
+        assert!(c.lock_holder_preemptions > 10, "seed {seed}: lock holders are preempted");
         assert!(c.lock_holder_preemptions > a.lock_holder_preemptions);
     }
 }

@@ -1,0 +1,121 @@
+//! PyO3 glue between the `vsched` facade crate and the Python package (`vsched._core`).
+//!
+//! Conversions only: every function forwards to the facade and maps its errors onto Python
+//! exceptions. The typed Python API lives in `python/vsched/__init__.py`; this module's
+//! signatures are mirrored in `python/vsched/_core.pyi`.
+
+// PyO3 0.22's `#[pyfunction]` expansion converts `PyErr` into itself, which newer clippy
+// flags in every function returning `PyResult`.
+#![allow(clippy::useless_conversion)]
+
+use std::path::PathBuf;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+create_exception!(
+    vsched,
+    ScenarioError,
+    PyValueError,
+    "Bad scenario or run option: the message is one line naming the field path and what was expected."
+);
+create_exception!(
+    vsched,
+    PolicyError,
+    PyRuntimeError,
+    "A scheduling policy made an unusable decision: a bug in the policy, not in the input."
+);
+
+fn to_py_err(error: vsched::Error) -> PyErr {
+    match error {
+        vsched::Error::Scenario(message) => ScenarioError::new_err(message),
+        vsched::Error::Io(message) => PyOSError::new_err(message),
+        vsched::Error::Policy(message) => PolicyError::new_err(message),
+        vsched::Error::Interrupted => PyRuntimeError::new_err("interrupted"),
+    }
+}
+
+/// Runs a scenario (TOML text) and returns the JSON report as text.
+///
+/// `progress(rep, reps, sim_s, horizon_s)` is called at most every 100 ms of wall-clock
+/// time; `rep` counts from 0.
+#[pyfunction]
+#[pyo3(signature = (scenario_toml, seed=None, reps=None, trace=None, trace_limit=0, progress=None))]
+fn run(
+    py: Python<'_>,
+    scenario_toml: &str,
+    seed: Option<u64>,
+    reps: Option<u32>,
+    trace: Option<PathBuf>,
+    trace_limit: usize,
+    progress: Option<Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    if let Some(callback) = &progress {
+        if !callback.is_callable() {
+            return Err(PyTypeError::new_err("progress must be callable or None"));
+        }
+    }
+    let options = vsched::RunOptions { seed, reps, trace_path: trace, trace_limit };
+    let mut python_error: Option<PyErr> = None;
+    let mut on_progress = |report: vsched::Progress| {
+        // Progress reports are the only moments Python gets control during a run, so they are
+        // also where a pending Ctrl-C is noticed; an error stops the run at once.
+        let outcome = py.check_signals().and_then(|()| match &progress {
+            Some(callback) => callback.call1((report.rep, report.reps, report.sim_s, report.horizon_s)).map(drop),
+            None => Ok(()),
+        });
+        match outcome {
+            Ok(()) => true,
+            Err(error) => {
+                python_error = Some(error);
+                false
+            }
+        }
+    };
+    let result = vsched::run_scenario_json(scenario_toml, &options, &mut on_progress);
+    match (result, python_error) {
+        (Err(vsched::Error::Interrupted), Some(error)) => Err(error),
+        (result, _) => result.map_err(to_py_err),
+    }
+}
+
+/// Checks a scenario (TOML text) without running it; raises `ScenarioError` if it is invalid.
+#[pyfunction]
+fn validate(scenario_toml: &str) -> PyResult<()> {
+    vsched::validate_scenario(scenario_toml).map_err(to_py_err)
+}
+
+/// The registered scheduling policies as JSON text.
+#[pyfunction]
+fn policies() -> String {
+    vsched::policies_json()
+}
+
+/// The registered guest workloads as JSON text.
+#[pyfunction]
+fn workloads() -> String {
+    vsched::workloads_json()
+}
+
+/// Runs the standard benchmark scenario (`sim_s` simulated seconds, or its default) and
+/// returns the JSON report as text.
+#[pyfunction]
+#[pyo3(name = "bench", signature = (sim_s=None))]
+fn run_bench(sim_s: Option<f64>) -> PyResult<String> {
+    vsched::bench_json(sim_s).map_err(to_py_err)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
+    m.add("PolicyError", m.py().get_type_bound::<PolicyError>())?;
+    m.add("DEFAULT_SCENARIO", vsched::DEFAULT_SCENARIO)?;
+    m.add("DEFAULT_BASELINE_SCENARIO", vsched::DEFAULT_BASELINE_SCENARIO)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    Ok(())
+}

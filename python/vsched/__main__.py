@@ -1,0 +1,3 @@
+from vsched.cli import main
+
+main()

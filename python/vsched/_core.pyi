@@ -1,0 +1,23 @@
+"""Type stubs of the compiled core (crates/vsched-py); use the `vsched` package instead."""
+
+from os import PathLike
+from typing import Callable
+
+DEFAULT_SCENARIO: str
+DEFAULT_BASELINE_SCENARIO: str
+
+class ScenarioError(ValueError): ...
+class PolicyError(RuntimeError): ...
+
+def run(
+    scenario_toml: str,
+    seed: int | None = None,
+    reps: int | None = None,
+    trace: str | PathLike[str] | None = None,
+    trace_limit: int = 0,
+    progress: Callable[[int, int, float, float], None] | None = None,
+) -> str: ...
+def validate(scenario_toml: str) -> None: ...
+def policies() -> str: ...
+def workloads() -> str: ...
+def bench(sim_s: float | None = None) -> str: ...

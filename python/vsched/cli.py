@@ -1,0 +1,338 @@
+"""The `vsched` command line.
+
+Every failure the user can cause (a bad scenario, a missing file, an unreadable trace, a bad
+option) ends the same way: one line `error: <message>` on stderr and exit code 2, never a
+traceback. Results go to stdout, progress to stderr, so `--json` output stays clean.
+"""
+
+import io
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Optional, cast
+
+import typer
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+import vsched
+from vsched import demo as demo_text
+from vsched.report import format_value, report_tables
+
+# Typer reports command-line mistakes with click's UsageError. Recent Typer releases vendor
+# click privately, so the class is reached through its public subclass BadParameter.
+UsageError = cast("type[Exception]", typer.BadParameter.__base__)
+
+EXIT_BAD_INPUT = 2
+# A policy bug is not the user's mistake: it gets the generic failure code.
+EXIT_INTERNAL_ERROR = 1
+# Runs shorter than this finish before a progress bar would be worth drawing.
+PROGRESS_DELAY_S = 2.0
+# Width of summary.txt: a file is not a terminal, so this is chosen to keep tables of five
+# or six VMs in one piece while staying readable in an editor.
+REPORT_WIDTH = 120
+
+app = typer.Typer(
+    name="vsched",
+    help="A laboratory for hypervisor vCPU scheduling. Start with `vsched demo`.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+# No markup: scenario names and paths are printed as written, brackets included.
+stdout = Console(highlight=False, markup=False)
+stderr = Console(stderr=True, highlight=False, markup=False)
+
+
+class CliError(Exception):
+    """A user mistake detected by the command line itself; its text is the error line."""
+
+
+def fail(message: str, exit_code: int = EXIT_BAD_INPUT) -> NoReturn:
+    # The promise is one line whatever produced the message.
+    one_line = " ".join(message.split())
+    print(f"error: {one_line}", file=sys.stderr)
+    raise SystemExit(exit_code)
+
+
+def describe_os_error(error: OSError) -> str:
+    if error.filename is not None and error.strerror:
+        return f"{error.strerror}: '{error.filename}'"
+    return str(error)
+
+
+def check_input_file(label: str, path: Path) -> None:
+    """Fail early, naming the argument, when an input file is missing or is a directory."""
+    if not path.exists():
+        raise CliError(f"{label}: no such file '{path}'")
+    if path.is_dir():
+        raise CliError(f"{label}: '{path}' is a directory, not a file")
+
+
+def render_text(renderable: RenderableType) -> str:
+    """Plain text of a rich renderable, as written to summary.txt."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=REPORT_WIDTH, color_system=None, highlight=False, markup=False).print(
+        renderable
+    )
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))
+
+
+class RunProgress:
+    """A progress callback that draws a bar on stderr once a run has lasted PROGRESS_DELAY_S,
+    and only on a terminal, so short runs and redirected output stay clean."""
+
+    def __init__(self) -> None:
+        self.started_at = time.monotonic()
+        self.bar: Optional[Progress] = None
+        self.task: Optional[TaskID] = None
+
+    def __call__(self, rep: int, reps: int, sim_s: float, horizon_s: float) -> None:
+        if self.bar is None:
+            if not stderr.is_terminal or time.monotonic() - self.started_at < PROGRESS_DELAY_S:
+                return
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=stderr,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("", total=1.0)
+        assert self.task is not None
+        rep_fraction = min(sim_s / horizon_s, 1.0) if horizon_s > 0 else 0.0
+        self.bar.update(
+            self.task,
+            completed=(rep + rep_fraction) / max(reps, 1),
+            description=f"run {rep + 1}/{reps}  simulated {sim_s:.1f}/{horizon_s:g} s",
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_with_progress(scenario: vsched.Scenario, **options: Any) -> str:
+    progress = RunProgress()
+    try:
+        return vsched.run_json(scenario, progress=progress, **options)
+    finally:
+        progress.close()
+
+
+@app.command()
+def run(
+    scenario: Annotated[
+        Path,
+        typer.Argument(
+            metavar="SCENARIO", help="Scenario file (TOML), see docs/scenario.md.", show_default=False
+        ),
+    ],
+    seed: Annotated[
+        Optional[int], typer.Option(help="Seed of the first repetition; overrides the scenario's run.seed.")
+    ] = None,
+    reps: Annotated[
+        Optional[int],
+        typer.Option(help="Repetitions, with seeds seed, seed+1, ...; overrides the scenario's run.reps."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the JSON report instead of tables.")
+    ] = False,
+    out: Annotated[
+        Optional[Path], typer.Option(help="Also write results.json and summary.txt into this directory.")
+    ] = None,
+    trace: Annotated[
+        Optional[Path],
+        typer.Option(help="Write per-pCPU run intervals as Chrome trace-event JSON (Perfetto)."),
+    ] = None,
+    trace_limit: Annotated[
+        int, typer.Option(help="Most run intervals to write to the trace; 0 = the default bound.")
+    ] = 0,
+) -> None:
+    """Run a scenario and print per-VM and host results."""
+    check_input_file("SCENARIO", scenario)
+    if trace_limit and trace is None:
+        raise CliError("--trace-limit: only meaningful with --trace FILE")
+    if out is not None and out.exists() and not out.is_dir():
+        raise CliError(f"--out: '{out}' exists and is not a directory")
+    report_text = run_with_progress(scenario, seed=seed, reps=reps, trace=trace, trace_limit=trace_limit)
+    report = json.loads(report_text)
+    if json_output:
+        print(report_text)
+    else:
+        stdout.print(report_tables(report, stdout.width))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(report_text, encoding="utf-8")
+        (out / "summary.txt").write_text(render_text(report_tables(report, REPORT_WIDTH)), encoding="utf-8")
+    if not json_output:
+        for written in [path for path in (trace, out) if path is not None]:
+            stdout.print(f"wrote {written}")
+
+
+@app.command()
+def validate(
+    scenario: Annotated[
+        Path, typer.Argument(metavar="SCENARIO", help="Scenario file (TOML).", show_default=False)
+    ],
+) -> None:
+    """Check a scenario file without running it."""
+    check_input_file("SCENARIO", scenario)
+    vsched.validate(scenario)
+    stdout.print(f"{scenario}: valid")
+
+
+def catalogue(entries: list[dict[str, Any]]) -> Group:
+    """Policies or workloads: per entry its name and description, then its parameters."""
+    parts: list[RenderableType] = []
+    for entry in entries:
+        parts.append(Text.assemble((entry["name"], "bold"), f"  {entry['description']}"))
+        if entry.get("models"):
+            parts.append(f"models: {entry['models']}")
+        if entry["params"]:
+            table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 2))
+            table.add_column("parameter", no_wrap=True)
+            table.add_column("default", justify="right", no_wrap=True)
+            table.add_column("meaning")
+            for param in entry["params"]:
+                table.add_row(param["name"], json.dumps(param["default"], ensure_ascii=False), param["doc"])
+            parts.append(table)
+        else:
+            parts.append(Text("  no parameters\n"))
+    return Group(*parts)
+
+
+@app.command()
+def policies(
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the scheduling policies and their parameters (a scenario's scheduler table)."""
+    entries = vsched.policies()
+    if json_output:
+        print_json(entries)
+    else:
+        stdout.print(catalogue(entries))
+
+
+@app.command()
+def workloads(
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the guest workloads and their parameters (a scenario's vm.workload tables)."""
+    entries = vsched.workloads()
+    if json_output:
+        print_json(entries)
+    else:
+        stdout.print(catalogue(entries))
+
+
+@app.command()
+def demo(
+    print_scenario: Annotated[
+        bool, typer.Option("--print-scenario", help="Print the scenario's TOML instead of running it.")
+    ] = False,
+) -> None:
+    """Run the embedded default scenario and explain what it shows."""
+    if print_scenario:
+        print(vsched.DEFAULT_SCENARIO, end="")
+        return
+    report = json.loads(run_with_progress(vsched.DEFAULT_SCENARIO))
+    baseline = json.loads(run_with_progress(vsched.DEFAULT_BASELINE_SCENARIO))
+    parts = [
+        *demo_text.introduction(report),
+        report_tables(report, stdout.width),
+        *demo_text.conclusion(report),
+        *demo_text.slowdown(report, baseline),
+        demo_text.NEXT_STEPS,
+    ]
+    for part in parts:
+        stdout.print(part)
+        stdout.print()
+
+
+BENCH_FIGURES = (
+    ("events_per_s", "simulation events handled per wall-clock second"),
+    ("sim_s_per_wall_s", "simulated seconds per wall-clock second"),
+    ("events", "events in the run"),
+    ("wall_s", "wall-clock seconds the run took"),
+)
+
+
+@app.command()
+def bench(
+    sim_s: Annotated[
+        Optional[float], typer.Option(help="Simulated seconds (default: the standard length).")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run the standard benchmark scenario and report simulation speed."""
+    figures = vsched.bench(sim_s)
+    if json_output:
+        print_json(figures)
+        return
+    stdout.print(
+        f"benchmark scenario {figures['scenario']}: {figures['pcpus']} pCPUs, {figures['vcpus']} vCPUs,"
+        f" {figures['sim_s']:g} simulated seconds on one core"
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("figure", style="bold", no_wrap=True)
+    table.add_column("value", justify="right")
+    table.add_column("meaning")
+    for key, meaning in BENCH_FIGURES:
+        table.add_row(key, format_value(key, figures[key]), meaning)
+    stdout.print(table)
+
+
+@app.command("plot-trace")
+def plot_trace_command(
+    trace: Annotated[
+        Path,
+        typer.Argument(metavar="TRACE", help="Trace written by `vsched run --trace`.", show_default=False),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image to write (.png, .svg, .pdf).")] = Path(
+        "gantt.png"
+    ),
+    start_ms: Annotated[Optional[float], typer.Option(help="Start of the window to draw, in ms.")] = None,
+    end_ms: Annotated[Optional[float], typer.Option(help="End of the window to draw, in ms.")] = None,
+) -> None:
+    """Draw a Gantt chart of a trace: one row per pCPU, one colour per VM, spinning hatched."""
+    check_input_file("TRACE", trace)
+    # Imported here: matplotlib takes longer to load than any other command needs.
+    from vsched.plot import PlotError, plot_trace
+
+    try:
+        plot_trace(trace, output, start_ms=start_ms, end_ms=end_ms)
+    except PlotError as error:
+        raise CliError(str(error)) from None
+    stdout.print(f"wrote {output}")
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Entry point of the `vsched` console script."""
+    command = typer.main.get_command(app)
+    try:
+        exit_code = command.main(args=argv, prog_name="vsched", standalone_mode=False)
+    except (CliError, vsched.ScenarioError) as error:
+        fail(str(error))
+    except UsageError as error:
+        message = error.format_message()  # type: ignore[attr-defined]  # click's UsageError has it
+        if not message:
+            # A bare `vsched`: click has already printed the help in place of an error.
+            raise SystemExit(EXIT_BAD_INPUT) from None
+        fail(message)
+    except OSError as error:
+        fail(describe_os_error(error))
+    except vsched.PolicyError as error:
+        fail(f"policy failure (a bug in the policy, not in the scenario): {error}", EXIT_INTERNAL_ERROR)
+    sys.exit(exit_code if isinstance(exit_code, int) else 0)

@@ -1,0 +1,148 @@
+"""The words around `vsched demo`'s tables.
+
+Every number is read from the report and every sentence is about the report's fields, so
+the explanation stays true when the default scenario or the simulator changes.
+"""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+
+FIELD_MEANINGS = (
+    ("completion_s", "when the VM's job finished (— if it did not, e.g. a CPU hog)"),
+    ("cpu_s", "CPU time its vCPUs received"),
+    ("spin_s", "the part of cpu_s burned spinning on a lock: CPU used, no progress made"),
+    ("steal_s", "time its vCPUs were runnable but waiting for a pCPU"),
+    ("lock_holder_preemptions", "times one of its vCPUs was descheduled while holding a lock"),
+    ("lock_waiter_preemptions", "times a ticket lock was handed to a waiter whose vCPU was not running"),
+)
+
+
+def _vcpus(count: int) -> str:
+    return f"{count} vCPU" if count == 1 else f"{count} vCPUs"
+
+
+def introduction(report: dict[str, Any]) -> list[str]:
+    """Paragraphs printed before the tables: the scenario and what to look for."""
+    vms: list[dict[str, Any]] = report["runs"][0]["vms"]
+    pcpus: int = report["pcpus"]
+    vcpus = sum(vm["vcpus"] for vm in vms)
+    listing = "; ".join(f"{vm['name']}: {_vcpus(vm['vcpus'])} running {vm['workload']}" for vm in vms)
+    return [
+        f"vsched demo ({report['scenario']}): {len(vms)} VMs with {vcpus} vCPUs in all share"
+        f" {pcpus} pCPUs ({vcpus / pcpus:g} vCPUs per pCPU) under the {report['policy']}"
+        f" scheduler. {listing}.",
+        "A guest that takes spinlocks assumes the lock holder keeps running. The hypervisor"
+        " does not know which vCPU holds a lock: when it deschedules the holder, the waiters"
+        " spin uselessly until the holder runs again. That is lock-holder preemption. The"
+        " simulator does not add it as a penalty: it follows from the schedule, and the tables"
+        " below count it.",
+    ]
+
+
+def _vm_means(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per VM, its summary with each `<m>_mean` renamed `<m>`, plus the VM's configuration
+    from the first run."""
+    means = []
+    for config, summary in zip(report["runs"][0]["vms"], report["summary"]["vms"]):
+        vm = dict(config)
+        for key, value in summary.items():
+            if key.endswith("_mean"):
+                vm[key[: -len("_mean")]] = value
+            elif not key.endswith("_std"):
+                vm[key] = value
+        means.append(vm)
+    return means
+
+
+def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """Paragraphs comparing each finite job with its completion in `baseline` (the same
+    scenario without some VMs, run with the same seeds), seed by seed, against the slowdown a
+    fair share of the pCPUs would give."""
+    pcpus: int = report["pcpus"]
+    baseline_names = {vm["name"] for vm in baseline["runs"][0]["vms"]}
+    added_vcpus = sum(vm["vcpus"] for vm in report["runs"][0]["vms"] if vm["name"] not in baseline_names)
+    paragraphs = []
+    for index, vm in enumerate(report["runs"][0]["vms"]):
+        if vm["name"] not in baseline_names or vm["workload"] not in ("spinlock", "bsp"):
+            continue
+        alone = [next(v for v in run["vms"] if v["name"] == vm["name"])["completion_s"] for run in baseline["runs"]]
+        crowded = [run["vms"][index]["completion_s"] for run in report["runs"]]
+        ratios = [
+            f"{c / a:.1f}x (seed {run['seed']})"
+            for run, c, a in zip(report["runs"], crowded, alone)
+            if c is not None and a
+        ]
+        if not ratios:
+            continue
+        fair = max(1.0, (vm["vcpus"] + added_vcpus) / pcpus)
+        paragraphs.append(
+            f"Alone ({baseline['scenario']}), {vm['name']} finishes in"
+            f" {fmean(a for a in alone if a):.3f} s on average; here it is slower by"
+            f" {', '.join(ratios)}. A fair share of the {pcpus} pCPUs would make it about"
+            f" {fair:g}x slower: the rest is the cost of lock-holder preemption and of ticket"
+            " locks handed to waiters that are not running (a seed that falls into such a"
+            " convoy takes far longer)."
+        )
+    return paragraphs
+
+
+def _field_meanings() -> RenderableType:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for field, meaning in FIELD_MEANINGS:
+        grid.add_row(field, meaning)
+    return Group("How to read the VM table:", grid)
+
+
+def conclusion(report: dict[str, Any]) -> list[RenderableType]:
+    """Paragraphs printed after the tables: what the fields mean and what this run shows."""
+    runs: list[dict[str, Any]] = report["runs"]
+    sim_s = fmean(run["sim_s"] for run in runs)
+    averaged = f" (means over {len(runs)} runs)" if len(runs) > 1 else ""
+    paragraphs: list[RenderableType] = [_field_meanings()]
+    # The VMs whose guests take locks show it: they spun or were preempted holding one.
+    lock_vms = [vm for vm in _vm_means(report) if vm["spin_s"] > 0 or vm["lock_holder_preemptions"] > 0]
+    for vm in lock_vms:
+        spin_fraction = vm["spin_s"] / vm["cpu_s"] if vm["cpu_s"] > 0 else 0.0
+        steal_fraction = vm["steal_s"] / (vm["vcpus"] * sim_s)
+        if vm["completion_s"] is None:
+            finished = f"did not finish its job before the run stopped at {sim_s:.3f} s"
+        elif vm["runs_finished"] < len(runs):
+            finished = (
+                f"finished its job in {vm['runs_finished']} of {len(runs)} runs,"
+                f" at {vm['completion_s']:.3f} s on average"
+            )
+        else:
+            finished = f"finished its job at {vm['completion_s']:.3f} s"
+        paragraphs.append(
+            f"In this run{averaged}, {vm['name']} received {vm['cpu_s']:.3f} s of CPU and burned"
+            f" {spin_fraction:.0%} of it spinning ({vm['spin_s']:.3f} s). Its vCPUs were"
+            f" descheduled {vm['lock_holder_preemptions']:,.0f} times while holding a lock"
+            f" ({vm['lock_holder_preemptions'] / sim_s:,.1f} per simulated second) and spent"
+            f" {steal_fraction:.0%} of their time runnable but waiting (steal). It {finished}."
+        )
+    if any(vm["lock_holder_preemptions"] > 0 for vm in lock_vms):
+        paragraphs.append(
+            "Each of those preemptions left the VM's other vCPUs spinning on a lock whose holder"
+            " could not run: time slices spent, nothing done."
+        )
+    else:
+        paragraphs.append(
+            "No lock holder was preempted in this run: whatever spinning there was came from"
+            " ordinary contention for the lock."
+        )
+    return paragraphs
+
+
+NEXT_STEPS = (
+    "To experiment, save the scenario with `vsched demo --print-scenario > demo.toml`,"
+    " change its [scheduler] (see `vsched policies`) or its VMs, and run it with"
+    " `vsched run demo.toml`. To see the schedule itself: `vsched run demo.toml --trace"
+    " t.json`, then `vsched plot-trace t.json -o gantt.png`."
+)

@@ -1,0 +1,207 @@
+"""Bad input never shows a traceback: one line `error: ...` naming the field, exit code 2,
+and the Python API raises `vsched.ScenarioError` with the same message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+import vsched
+
+from helpers import TINY_SCENARIO, CliResult
+
+Cli = Callable[..., CliResult]
+
+
+def with_replaced(old: str, new: str) -> str:
+    """TINY_SCENARIO with the first `old` replaced by `new`."""
+    assert old in TINY_SCENARIO
+    return TINY_SCENARIO.replace(old, new, 1)
+
+
+def line_of(text: str, fragment: str) -> int:
+    """1-based number of the first line of `text` containing `fragment`."""
+    return next(number for number, line in enumerate(text.splitlines(), 1) if fragment in line)
+
+
+def error_message(result: CliResult) -> str:
+    """The message of a well-formed error result: exit 2, nothing on stdout, one stderr line."""
+    assert result.exit_code == 2, result
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert len(result.stderr_lines) == 1, result.stderr
+    line = result.stderr_lines[0]
+    assert line.startswith("error: ")
+    return line[len("error: ") :]
+
+
+MALFORMED = with_replaced('name = "hog"', 'name = = "hog"')
+
+# (id, scenario text, fragments the message must contain)
+BAD_SCENARIOS = [
+    ("unknown key", with_replaced("pcpus = 2", "pcpus = 2\ncolour = 1"), ["host.colour", "unknown"]),
+    (
+        "unknown workload param",
+        with_replaced("iterations = 200", "iterationz = 200"),
+        ["vm[0].workload", "iterationz"],
+    ),
+    ("wrong type", with_replaced("pcpus = 2", 'pcpus = "two"'), ["host.pcpus"]),
+    (
+        "wrong param type",
+        with_replaced("iterations = 200", 'iterations = "many"'),
+        ["vm[0].workload.iterations"],
+    ),
+    ("zero pcpus", with_replaced("pcpus = 2", "pcpus = 0"), ["host.pcpus"]),
+    ("negative weight", with_replaced("vcpus = 2", "vcpus = 2\nweight = -5"), ["vm[0].weight"]),
+    ("cap above 100 x vcpus", with_replaced("vcpus = 2", "vcpus = 2\ncap = 201"), ["vm[0].cap"]),
+    (
+        "unknown policy",
+        with_replaced('name = "credit"', 'name = "fifo"'),
+        ["scheduler.name", "fifo", "rr", "credit"],
+    ),
+    ("unknown workload", with_replaced('kind = "cpu_hog"', 'kind = "hogg"'), ["vm[1].workload.kind", "hogg"]),
+    ("malformed TOML", MALFORMED, [f"line {line_of(MALFORMED, 'name = = ')}"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"), [case[1:] for case in BAD_SCENARIOS], ids=[case[0] for case in BAD_SCENARIOS]
+)
+def test_bad_scenario_is_one_line_naming_the_field(
+    cli: Cli, tmp_path: Path, text: str, fragments: list[str]
+) -> None:
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(text, encoding="utf-8")
+
+    message = error_message(cli("run", scenario))
+
+    for fragment in fragments:
+        assert fragment in message
+    assert error_message(cli("validate", scenario)) == message
+    with pytest.raises(vsched.ScenarioError) as raised:
+        vsched.run(text)
+    assert str(raised.value) == message
+    with pytest.raises(vsched.ScenarioError) as raised:
+        vsched.validate(scenario)
+    assert str(raised.value) == message
+
+
+def test_unknown_workload_lists_every_valid_one(cli: Cli, tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(with_replaced('kind = "cpu_hog"', 'kind = "hogg"'), encoding="utf-8")
+
+    message = error_message(cli("run", scenario))
+
+    for workload in vsched.workloads():
+        assert workload["name"] in message
+
+
+def test_unknown_policy_lists_every_valid_one(cli: Cli, tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(with_replaced('name = "credit"', 'name = "fifo"'), encoding="utf-8")
+
+    message = error_message(cli("run", scenario))
+
+    for policy in vsched.policies():
+        assert policy["name"] in message
+
+
+def test_scenario_error_is_a_value_error() -> None:
+    assert issubclass(vsched.ScenarioError, ValueError)
+    assert vsched.ScenarioError.__module__ == "vsched"
+
+
+def test_missing_scenario_file(cli: Cli, tmp_path: Path) -> None:
+    missing = tmp_path / "x.toml"
+    assert error_message(cli("run", missing)) == f"SCENARIO: no such file '{missing}'"
+    assert error_message(cli("validate", missing)) == f"SCENARIO: no such file '{missing}'"
+    with pytest.raises(FileNotFoundError):
+        vsched.run(missing)
+
+
+def test_scenario_that_is_a_directory(cli: Cli, tmp_path: Path) -> None:
+    assert "is a directory" in error_message(cli("run", tmp_path))
+
+
+def test_scenario_that_is_not_utf8(cli: Cli, tmp_path: Path) -> None:
+    scenario = tmp_path / "binary.toml"
+    scenario.write_bytes(b"name = \xff\xfe\n")
+    assert "not UTF-8" in error_message(cli("run", scenario))
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (["--reps", "abc"], "--reps"),
+        (["--reps", "0"], "reps"),
+        (["--seed", "-1"], "seed"),
+        (["--trace", "never-written.json", "--trace-limit", "-5"], "trace_limit"),
+        (["--bogus"], "--bogus"),
+    ],
+)
+def test_bad_option(cli: Cli, tiny_scenario: Path, options: list[str], fragment: str) -> None:
+    assert fragment in error_message(cli("run", tiny_scenario, *options))
+
+
+def test_missing_argument_and_unknown_command(cli: Cli) -> None:
+    assert "SCENARIO" in error_message(cli("run"))
+    assert "frob" in error_message(cli("frob"))
+
+
+def test_bad_bench_length(cli: Cli) -> None:
+    assert "--sim-s" in error_message(cli("bench", "--sim-s", "-1"))
+
+
+def test_trace_limit_without_trace(cli: Cli, tiny_scenario: Path) -> None:
+    assert "--trace-limit" in error_message(cli("run", tiny_scenario, "--trace-limit", "10"))
+
+
+def test_trace_that_cannot_be_written(cli: Cli, tiny_scenario: Path, tmp_path: Path) -> None:
+    unwritable = tmp_path / "no-such-dir" / "trace.json"
+    assert str(unwritable) in error_message(cli("run", tiny_scenario, "--trace", unwritable))
+
+
+def test_out_that_is_a_file(cli: Cli, tiny_scenario: Path) -> None:
+    assert "--out" in error_message(cli("run", tiny_scenario, "--out", tiny_scenario))
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("not json at all", "not JSON (line 1"),
+        ('{"events": []}', "traceEvents"),
+        (
+            '{"traceEvents": [{"ph": "X", "tid": 0, "name": "a.v0", "ts": "soon", "dur": 1}]}',
+            "traceEvents[0].ts",
+        ),
+        ('{"traceEvents": []}', "no run intervals"),
+    ],
+)
+def test_unusable_trace(cli: Cli, tmp_path: Path, content: str, fragment: str) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(content, encoding="utf-8")
+    assert fragment in error_message(cli("plot-trace", trace, "-o", tmp_path / "g.png"))
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_missing_trace_file(cli: Cli, tmp_path: Path) -> None:
+    missing = tmp_path / "t.json"
+    assert error_message(cli("plot-trace", missing)) == f"TRACE: no such file '{missing}'"
+
+
+def test_console_script_process_prints_no_traceback(tmp_path: Path) -> None:
+    """The real entry point, in its own process, as a user runs it."""
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(with_replaced("pcpus = 2", "pcpus = 0"), encoding="utf-8")
+    for arguments in (["run", str(scenario)], ["run", str(tmp_path / "x.toml")], ["run", "--reps"]):
+        process = subprocess.run(
+            [sys.executable, "-m", "vsched", *arguments], capture_output=True, text=True, check=False
+        )
+        assert process.returncode == 2
+        assert process.stdout == ""
+        assert len(process.stderr.splitlines()) == 1, process.stderr
+        assert process.stderr.startswith("error: ")

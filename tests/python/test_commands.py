@@ -1,0 +1,124 @@
+"""`policies`, `workloads`, `bench`, `demo`, and the progress callback of the Python API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+import vsched
+
+from helpers import TINY_SCENARIO, CliResult
+
+Cli = Callable[..., CliResult]
+
+
+def test_policies_json_lists_rr_and_credit(cli: Cli) -> None:
+    result = cli("policies", "--json")
+
+    assert result.exit_code == 0
+    policies = json.loads(result.stdout)
+    assert policies == vsched.policies()
+    assert {"rr", "credit"} <= {policy["name"] for policy in policies}
+    for policy in policies:
+        assert policy["description"]
+        for param in policy["params"]:
+            assert set(param) == {"name", "default", "doc"}
+
+
+def test_workloads_json_lists_the_foundation_workloads(cli: Cli) -> None:
+    result = cli("workloads", "--json")
+
+    assert result.exit_code == 0
+    workloads = json.loads(result.stdout)
+    assert {"cpu_hog", "idle", "spinlock", "bsp", "web"} <= {workload["name"] for workload in workloads}
+    spinlock = next(workload for workload in workloads if workload["name"] == "spinlock")
+    assert {"iterations", "compute_us", "cs_us", "locks", "lock_kind"} <= {
+        param["name"] for param in spinlock["params"]
+    }
+
+
+def test_readable_catalogues(cli: Cli) -> None:
+    policies = cli("policies")
+    workloads = cli("workloads")
+
+    assert policies.exit_code == workloads.exit_code == 0
+    assert "credit" in policies.stdout and "tslice_ms" in policies.stdout
+    assert "spinlock" in workloads.stdout and "cs_us" in workloads.stdout
+
+
+def test_bench(cli: Cli) -> None:
+    result = cli("bench", "--json", "--sim-s", "0.2")
+
+    assert result.exit_code == 0
+    figures = json.loads(result.stdout)
+    assert figures["sim_s"] == pytest.approx(0.2)
+    assert figures["events"] > 0
+    assert figures["events_per_s"] > 0 and figures["sim_s_per_wall_s"] > 0
+    readable = cli("bench", "--sim-s", "0.2")
+    assert "events_per_s" in readable.stdout and "sim_s_per_wall_s" in readable.stdout
+
+
+def test_demo_runs_and_explains(cli: Cli) -> None:
+    result = cli("demo")
+
+    assert result.exit_code == 0, result.stderr
+    report = vsched.run(vsched.DEFAULT_SCENARIO)
+    for vm in report["runs"][0]["vms"]:
+        assert vm["name"] in result.stdout
+    for explained in ("lock-holder preemption", "spin_s", "steal_s", "lock_holder_preemptions"):
+        assert explained in result.stdout
+    # The slowdown against the baseline is computed from the two reports, seed by seed.
+    baseline = vsched.run(vsched.DEFAULT_BASELINE_SCENARIO)
+    first = report["runs"][0]["vms"][0]["completion_s"] / baseline["runs"][0]["vms"][0]["completion_s"]
+    assert f"slower by {first:.1f}x (seed 1)" in " ".join(result.stdout.split())
+
+
+def test_demo_prints_its_scenario(cli: Cli, tmp_path: Path) -> None:
+    result = cli("demo", "--print-scenario")
+
+    assert result.exit_code == 0
+    assert result.stdout == vsched.DEFAULT_SCENARIO
+    saved = tmp_path / "demo.toml"
+    saved.write_text(result.stdout, encoding="utf-8")
+    vsched.validate(saved)
+
+
+# A lock-heavy VM alone for a simulated minute: about half a second of wall-clock time, long
+# enough for progress reports, which come at most every 100 ms.
+PROGRESS_SCENARIO = (
+    TINY_SCENARIO.replace('kind = "cpu_hog"', 'kind = "idle"')
+    .replace("iterations = 200", "iterations = 1000000000")
+    .replace("horizon_s = 0.5", "horizon_s = 60")
+)
+
+
+def test_progress_reports_rep_and_simulated_time() -> None:
+    calls: list[tuple[int, int, float, float]] = []
+
+    vsched.run(PROGRESS_SCENARIO, reps=2, progress=lambda *args: calls.append(args))
+
+    assert calls, "the run was too short to report progress"
+    for rep, reps, sim_s, horizon_s in calls:
+        assert reps == 2 and 0 <= rep < 2
+        assert horizon_s == 60
+        assert 0 <= sim_s <= horizon_s
+    assert calls == sorted(calls)  # time only moves forward
+
+
+def test_exception_in_progress_callback_stops_the_run() -> None:
+    class Stop(Exception):
+        pass
+
+    def stop(rep: int, reps: int, sim_s: float, horizon_s: float) -> None:
+        raise Stop(f"stopped at {sim_s}")
+
+    with pytest.raises(Stop):
+        vsched.run(PROGRESS_SCENARIO, progress=stop)
+
+
+def test_progress_must_be_callable() -> None:
+    with pytest.raises(TypeError):
+        vsched.run(TINY_SCENARIO, progress=42)  # type: ignore[arg-type]
