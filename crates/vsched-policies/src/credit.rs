@@ -50,7 +50,7 @@ const RATELIMIT_US: i64 = 1_000;
 /// A busy pCPU looks for work to steal at most this often (`load_balance_ratelimit`, 1 ms).
 const LOAD_BALANCE_RATELIMIT_US: i64 = 1_000;
 /// Never program a slice timer shorter than this (`CSCHED_MIN_TIMER`, 100 µs).
-const MIN_TIMER_NS: Time = 100 * NS_PER_US;
+const MIN_TIMER_US: i64 = 100;
 
 /// Priorities (`CSCHED_PRI_*`); larger runs first.
 const PRI_BOOST: i8 = 0;
@@ -84,6 +84,7 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
         doc: "minimum interval between work-stealing passes of a busy pCPU, µs",
     },
+    ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), doc: "shortest slice timer, µs" },
     ParamSpec { name: "boost", default: ParamDefault::Bool(true), doc: "raise waking UNDER vCPUs to BOOST" },
     ParamSpec {
         name: "tickle_one_idle",
@@ -137,6 +138,7 @@ pub struct Credit {
     credits_per_tslice: i64,
     ratelimit_ns: Time,
     load_balance_ratelimit_ns: Time,
+    min_timer_ns: Time,
     boost: bool,
     tickle_one_idle: bool,
     // State.
@@ -447,7 +449,7 @@ impl Policy for Credit {
             // Rate limit: a vCPU that ran less than `ratelimit` keeps the pCPU.
             if self.ratelimit_ns > 0 && still_running && !s.yielding && !s.parked && runtime < self.ratelimit_ns {
                 cx.count("credit.ratelimited");
-                return Decision::run(cur, (self.ratelimit_ns - runtime).max(MIN_TIMER_NS));
+                return Decision::run(cur, (self.ratelimit_ns - runtime).max(self.min_timer_ns));
             }
             if still_running && !s.parked {
                 self.runq_insert(p, cur);
@@ -529,6 +531,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
         credits_per_tslice: credits_per_msec * tslice_ms,
         ratelimit_ns: ratelimit_us as Time * NS_PER_US,
         load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
+        min_timer_ns: params.int_at_least("min_timer_us", 1)? as Time * NS_PER_US,
         boost: params.bool("boost"),
         tickle_one_idle: params.bool("tickle_one_idle"),
         pcpus: Vec::new(),
