@@ -36,15 +36,16 @@ impl Dur {
                 if cv <= 0.0 {
                     return mean;
                 }
-                // Box-Muller: two uniforms give one standard normal.
+                // Box-Muller: two uniforms give one standard normal. libm's pure-Rust log and
+                // cos give the same bits on every platform, unlike the system libm.
                 let u1: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
                 let u2: f64 = rng.gen();
-                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                let z = (-2.0 * libm::log(u1)).sqrt() * libm::cos(2.0 * std::f64::consts::PI * u2);
                 (mean as f64 * (1.0 + cv * z)).max(0.0).round() as Time
             }
             Dur::Exp { mean } => {
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
-                (-(mean as f64) * u.ln()).round() as Time
+                (-(mean as f64) * libm::log(u)).round() as Time
             }
         }
     }
