@@ -12,7 +12,7 @@ pub mod trace;
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
 pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{HostMetrics, RunMetrics, VmMetrics};
-pub use params::{ConfigError, Default as ParamDefault, ParamSpec, Params, Value};
+pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
 pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
 pub use sim::{Cx, DomainConfig, DomainInfo, HostConfig, Simulation, Until, VcpuState, VmType, INTERRUPTED};
 pub use trace::{Span, Trace};

@@ -42,26 +42,26 @@ impl fmt::Display for Value {
 #[derive(Debug, Clone)]
 pub struct ParamSpec {
     pub name: &'static str,
-    pub default: Default,
+    pub default: ParamDefault,
     pub doc: &'static str,
 }
 
 /// A default value; `&'static` so specs can live in constants.
 #[derive(Debug, Clone, Copy)]
-pub enum Default {
+pub enum ParamDefault {
     Int(i64),
     Float(f64),
     Bool(bool),
     Str(&'static str),
 }
 
-impl Default {
+impl ParamDefault {
     pub fn to_value(self) -> Value {
         match self {
-            Default::Int(i) => Value::Int(i),
-            Default::Float(x) => Value::Float(x),
-            Default::Bool(b) => Value::Bool(b),
-            Default::Str(s) => Value::Str(s.to_string()),
+            ParamDefault::Int(i) => Value::Int(i),
+            ParamDefault::Float(x) => Value::Float(x),
+            ParamDefault::Bool(b) => Value::Bool(b),
+            ParamDefault::Str(s) => Value::Str(s.to_string()),
         }
     }
 }
@@ -119,12 +119,12 @@ impl Params {
                 return Err(ConfigError::new(format!("{path}.{key}"), format!("unknown key; {expected}")));
             };
             let value = match (spec.default, value) {
-                (Default::Int(_), Value::Int(_))
-                | (Default::Float(_), Value::Float(_))
-                | (Default::Bool(_), Value::Bool(_))
-                | (Default::Str(_), Value::Str(_)) => value.clone(),
+                (ParamDefault::Int(_), Value::Int(_))
+                | (ParamDefault::Float(_), Value::Float(_))
+                | (ParamDefault::Bool(_), Value::Bool(_))
+                | (ParamDefault::Str(_), Value::Str(_)) => value.clone(),
                 // An integer is a fine number.
-                (Default::Float(_), Value::Int(i)) => Value::Float(*i as f64),
+                (ParamDefault::Float(_), Value::Int(i)) => Value::Float(*i as f64),
                 (default, other) => {
                     return Err(ConfigError::new(
                         format!("{path}.{key}"),
@@ -217,9 +217,9 @@ mod tests {
     use super::*;
 
     const SPECS: &[ParamSpec] = &[
-        ParamSpec { name: "n", default: Default::Int(3), doc: "" },
-        ParamSpec { name: "x", default: Default::Float(0.5), doc: "" },
-        ParamSpec { name: "kind", default: Default::Str("a"), doc: "" },
+        ParamSpec { name: "n", default: ParamDefault::Int(3), doc: "" },
+        ParamSpec { name: "x", default: ParamDefault::Float(0.5), doc: "" },
+        ParamSpec { name: "kind", default: ParamDefault::Str("a"), doc: "" },
     ];
 
     fn given(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
