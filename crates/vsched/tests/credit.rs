@@ -51,3 +51,15 @@ fn an_io_vm_wakes_faster_than_hogs_thanks_to_boost() {
     assert!(with_boost.host.policy_counters["credit.boosts"] > 0);
     assert!(!without.host.policy_counters.contains_key("credit.boosts"));
 }
+
+#[test]
+fn parked_vcpus_leave_pcpus_idle_which_counts_as_fragmentation() {
+    // A capped VM whose vCPUs are parked is runnable but not allowed to run: the pCPUs they
+    // leave idle are fragmentation. Uncapped hogs that fill the host leave none.
+    let capped = run(&scenario(2, "name = \"credit\"", &[vm_toml("capped", 2, "cap = 50", HOG)], "horizon_s = 10"), 1);
+    let idle_share = 1.0 - capped.host.utilization;
+    assert!(idle_share > 0.7, "cap 50 of 2 pCPUs leaves ~75% idle, got {idle_share}");
+    assert!(capped.host.frag_idle_s > 0.5 * idle_share * 2.0 * capped.sim_s, "frag {}", capped.host.frag_idle_s);
+    let full = run(&scenario(2, "name = \"credit\"", &[vm_toml("hogs", 4, "", HOG)], "horizon_s = 10"), 1);
+    assert_eq!(full.host.frag_idle_s, 0.0);
+}
