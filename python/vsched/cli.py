@@ -213,16 +213,19 @@ def catalogue(entries: list[dict[str, Any]]) -> Group:
     return Group(*parts)
 
 
+def print_catalogue(entries: list[dict[str, Any]], json_output: bool) -> None:
+    if json_output:
+        print_json(entries)
+    else:
+        stdout.print(catalogue(entries))
+
+
 @app.command()
 def policies(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the scheduling policies and their parameters (a scenario's scheduler table)."""
-    entries = vsched.policies()
-    if json_output:
-        print_json(entries)
-    else:
-        stdout.print(catalogue(entries))
+    print_catalogue(vsched.policies(), json_output)
 
 
 @app.command()
@@ -230,11 +233,7 @@ def workloads(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the guest workloads and their parameters (a scenario's vm.workload tables)."""
-    entries = vsched.workloads()
-    if json_output:
-        print_json(entries)
-    else:
-        stdout.print(catalogue(entries))
+    print_catalogue(vsched.workloads(), json_output)
 
 
 @app.command()
