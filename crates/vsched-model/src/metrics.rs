@@ -16,10 +16,19 @@
 //! - `requests`, `throughput_rps`, `latency_ms_mean`, `latency_ms_p99`: for serving
 //!   workloads; a request's latency runs from the I/O completion that delivers it to the end
 //!   of its processing.
+//! - `co_launches`: co-scheduling launches of this VM, as the policy reports them (seed 004
+//!   Fig. 5 counts these per second).
+//! - `costarts`, `costart_skew_us_*`: co-start skew (seed 004 Fig. 6). A window opens when a
+//!   vCPU of the VM starts running and no window is open; it closes when every vCPU that was
+//!   not blocked at the opening has started, and the time from the first start to the last is
+//!   one sample. `costarts` counts samples; mean, median and p99 are in µs. Under a gang
+//!   scheduler the skew is the IPI latency; under Credit it can reach a time slice or more.
 //!
 //! Per host: `utilization` (busy pCPU time over capacity), `frag_idle_s` (pCPU idle time
 //! while at least one vCPU was runnable and waiting), `context_switches`, `ipis`,
-//! `migrations`, `sched_invocations`, `ple_exits`, `fairness` and `policy_counters`.
+//! `migrations`, `sched_invocations`, `ple_exits`, `co_launches` and `co_launches_per_s`
+//! (co-scheduling launches over all VMs), `co_ipis` (the IPIs among `ipis` that were
+//! co-scheduling signals), `fairness` and `policy_counters`.
 //! `fairness` is Jain's index over the CPU-bound VMs (blocked less than 5% of their vCPU
 //! time) of (share of the CPU those VMs received) / (share of their total weight): 1.0 when
 //! CPU is split exactly by weight, lower otherwise; null if no VM is CPU-bound.
@@ -52,6 +61,11 @@ pub struct VmMetrics {
     pub throughput_rps: Option<f64>,
     pub latency_ms_mean: Option<f64>,
     pub latency_ms_p99: Option<f64>,
+    pub co_launches: u64,
+    pub costarts: u64,
+    pub costart_skew_us_mean: Option<f64>,
+    pub costart_skew_us_p50: Option<f64>,
+    pub costart_skew_us_p99: Option<f64>,
     #[serde(skip)]
     pub blocked_fraction: f64,
 }
@@ -66,6 +80,9 @@ pub struct HostMetrics {
     pub migrations: u64,
     pub sched_invocations: u64,
     pub ple_exits: u64,
+    pub co_launches: u64,
+    pub co_launches_per_s: f64,
+    pub co_ipis: u64,
     pub fairness: Option<f64>,
     pub policy_counters: BTreeMap<String, u64>,
 }

@@ -11,9 +11,10 @@
 
 use vsched_engine::Time;
 
+use crate::ids::DomId;
 use crate::ids::{PcpuId, VcpuId};
 use crate::params::{ConfigError, ParamSpec, Params};
-use crate::sim::Cx;
+use crate::sim::{Cx, DomainInfo, VmType};
 
 /// Why a vCPU yields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,13 @@ impl Decision {
 
 /// A vCPU scheduling policy.
 pub trait Policy {
+    /// Before the run: can this policy run these domains on `pcpus` pCPUs? `domains` lists
+    /// every VM as CON if it is CON at any time of the run. Return a one-line reason if not
+    /// (e.g. a gang scheduler cannot run a CON VM with more vCPUs than pCPUs).
+    fn admit(&self, _pcpus: usize, _domains: &[DomainInfo]) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Called once when the host and its domains exist, before any vCPU is inserted.
     /// Set up per-pCPU / per-domain state and the first policy timers here.
     fn init(&mut self, _cx: &mut Cx) {}
@@ -83,6 +91,16 @@ pub trait Policy {
 
     /// A policy timer set with `cx.set_timer(at, id)` fired.
     fn timer(&mut self, _cx: &mut Cx, _id: u64) {}
+
+    /// Domain `d` changed type (it was `old`; `cx.domain(d).vm_type` is the new one). A
+    /// co-scheduling policy scatters a new CON VM's vCPUs here (seed 004 §IV-B).
+    fn vm_type_changed(&mut self, _cx: &mut Cx, _d: DomId, _old: VmType) {}
+
+    /// The policy's own invariants (e.g. "no two siblings share a run queue"), checked after
+    /// every event in debug builds; an error fails the run.
+    fn check(&self, _cx: &Cx) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// How a policy appears in the registry and in `vsched policies`.

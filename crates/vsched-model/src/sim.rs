@@ -6,7 +6,7 @@
 //! this order (the engine's `priority`), then in the order they were scheduled:
 //! 1. guest progress (a compute finishes, a spin limit or the PLE window is reached),
 //! 2. wake-ups from outside the guest (I/O completion, a barrier release after its IPI),
-//! 3. policy timers (e.g. Credit's accounting),
+//! 3. policy timers (e.g. Credit's accounting) and scenario changes (a VM's type),
 //! 4. per-pCPU ticks,
 //! 5. slice ends,
 //! 6. reschedule requests (IPIs and local reschedules).
@@ -229,16 +229,51 @@ struct Dom {
     wake_latency_sum: Time,
     wakes: u64,
     request_latencies: Vec<Time>,
+    /// Co-scheduling launches the policy reported for this VM (`Cx::co_launch`).
+    co_launches: u64,
+    costart: CoStart,
+}
+
+/// Measures co-start skew (seed 004 Fig. 6): a window opens when a vCPU of the VM starts
+/// running while none of its siblings has started since the last window closed; it closes
+/// when every vCPU that was not blocked at the opening has started, and the time from the
+/// first start to the last is one sample. A VM with fewer than two such vCPUs gives none.
+#[derive(Default)]
+struct CoStart {
+    open_at: Option<Time>,
+    started: Vec<bool>,
+    n_started: usize,
+    n_needed: usize,
+    skews: Vec<Time>,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    Guest { v: VcpuId, gen: u32 },
-    Wake { v: VcpuId },
-    Timer { id: u64 },
-    Tick { p: PcpuId },
-    SliceEnd { p: PcpuId },
-    Resched { p: PcpuId, gen: u32 },
+    Guest {
+        v: VcpuId,
+        gen: u32,
+    },
+    Wake {
+        v: VcpuId,
+    },
+    Timer {
+        id: u64,
+    },
+    Tick {
+        p: PcpuId,
+    },
+    SliceEnd {
+        p: PcpuId,
+    },
+    Resched {
+        p: PcpuId,
+        gen: u32,
+    },
+    /// The scenario changes a VM's type (seed 003 §4.4, seed 004 §V-B: `xm sched-... -t`).
+    SetType {
+        d: DomId,
+        ty: VmType,
+    },
 }
 
 impl Ev {
@@ -247,7 +282,7 @@ impl Ev {
         match self {
             Ev::Guest { .. } => 0,
             Ev::Wake { .. } => 1,
-            Ev::Timer { .. } => 2,
+            Ev::Timer { .. } | Ev::SetType { .. } => 2,
             Ev::Tick { .. } => 3,
             Ev::SliceEnd { .. } => 4,
             Ev::Resched { .. } => 5,
@@ -272,6 +307,8 @@ pub struct Core {
     migrations: u64,
     sched_invocations: u64,
     ple_exits: u64,
+    co_launches: u64,
+    co_ipis: u64,
     // Fragmentation: idle pCPUs while some vCPU waited.
     n_idle: usize,
     n_waiting: usize,
@@ -355,6 +392,27 @@ impl<'a> Cx<'a> {
                 self.core.ipis += 1;
             }
         }
+    }
+
+    /// A co-scheduling signal: like [`Cx::resched`], and also counted in the host's
+    /// `co_ipis` when it is an IPI (seed 004's SCHED_SIG, seed 003's SCHEDULE_SOFTIRQ raise).
+    pub fn co_signal(&mut self, p: PcpuId) {
+        let before = self.core.ipis;
+        self.resched(p);
+        self.core.co_ipis += self.core.ipis - before;
+    }
+
+    /// Records that the policy launched a co-scheduling of domain `d` (reported per VM and as
+    /// `co_launches_per_s`, seed 004 Fig. 5).
+    pub fn co_launch(&mut self, d: DomId) {
+        self.core.doms[d].co_launches += 1;
+        self.core.co_launches += 1;
+    }
+
+    /// The vCPUs of domain `d`.
+    pub fn vcpus_of(&self, d: DomId) -> std::ops::Range<VcpuId> {
+        let info = &self.core.doms[d].info;
+        info.first_vcpu..info.first_vcpu + info.vcpus
     }
 
     /// Calls `timer(id)` at time `at` (not before now).
@@ -456,6 +514,8 @@ impl Simulation {
                 wake_latency_sum: 0,
                 wakes: 0,
                 request_latencies: Vec::new(),
+                co_launches: 0,
+                costart: CoStart { started: vec![false; n], ..CoStart::default() },
             });
         }
         let n_waiting = vcpus.len();
@@ -488,6 +548,8 @@ impl Simulation {
             migrations: 0,
             sched_invocations: 0,
             ple_exits: 0,
+            co_launches: 0,
+            co_ipis: 0,
             n_waiting,
             frag_since: 0,
             frag_idle_ns: 0,
@@ -499,6 +561,13 @@ impl Simulation {
             error: None,
         };
         Simulation { core, policy }
+    }
+
+    /// At `at`, domain `d` becomes of type `ty` (the policy hears of it through
+    /// `vm_type_changed`). Call before `run`.
+    pub fn schedule_type_change(&mut self, at: Time, d: DomId, ty: VmType) {
+        let ev = Ev::SetType { d, ty };
+        self.core.queue.schedule(at, ev.priority(), ev);
     }
 
     /// Records per-pCPU run intervals, keeping at most `limit` of them.
@@ -534,7 +603,12 @@ impl Simulation {
                 return Err(e);
             }
             #[cfg(debug_assertions)]
-            self.core.check_invariants();
+            {
+                self.core.check_invariants();
+                if let Err(e) = self.policy.check(&Cx { core: &mut self.core, here: None }) {
+                    return Err(format!("policy invariant broken at t={now} ns: {e}"));
+                }
+            }
             if until == Until::AllDone && self.core.unfinished == 0 && self.core.doms.iter().any(|d| d.finite) {
                 end = now;
                 break;
@@ -585,6 +659,12 @@ impl Simulation {
                 self.policy.wake(&mut Cx { core, here: None }, v);
             }
             Ev::Timer { id } => self.policy.timer(&mut Cx { core, here: None }, id),
+            Ev::SetType { d, ty } => {
+                let old = std::mem::replace(&mut core.doms[d].info.vm_type, ty);
+                if old != ty {
+                    self.policy.vm_type_changed(&mut Cx { core, here: None }, d, old);
+                }
+            }
             Ev::Tick { p } => {
                 self.policy.tick(&mut Cx { core, here: Some(p) }, p);
                 if let Some(period) = self.policy.tick_period_ns() {
@@ -767,6 +847,7 @@ impl Core {
                 let vc = &mut self.vcpus[v];
                 vc.woke_at = None;
                 vc.last_pcpu = Some(p);
+                self.note_costart(v);
             } else {
                 self.sync(v);
             }
@@ -789,6 +870,37 @@ impl Core {
             }
         }
         Ok(())
+    }
+
+    /// A vCPU started running: feed the co-start skew window of its VM (see [`CoStart`]).
+    fn note_costart(&mut self, v: VcpuId) {
+        let now = self.now();
+        let (d, index) = (self.vcpus[v].dom, self.vcpus[v].index);
+        let first = self.doms[d].info.first_vcpu;
+        let n = self.doms[d].info.vcpus;
+        if n < 2 {
+            return;
+        }
+        let cs = &mut self.doms[d].costart;
+        if cs.open_at.is_none() {
+            // vCPUs not blocked now, this one included, must all start to close the window.
+            let needed = self.vcpus[first..first + n].iter().filter(|u| u.state != VcpuState::Blocked).count();
+            if needed < 2 {
+                return;
+            }
+            cs.open_at = Some(now);
+            cs.started.iter_mut().for_each(|s| *s = false);
+            cs.n_started = 0;
+            cs.n_needed = needed;
+        }
+        if !cs.started[index] {
+            cs.started[index] = true;
+            cs.n_started += 1;
+        }
+        if cs.n_started >= cs.n_needed {
+            let t0 = cs.open_at.take().expect("window is open");
+            cs.skews.push(now - t0);
+        }
     }
 
     fn arm_slice_timer(&mut self, p: PcpuId, at: Time) {
@@ -1158,6 +1270,9 @@ impl Core {
             let spin_ns: Time = vcpus.iter().map(|v| v.spin_ns).sum();
             let blocked_ns: Time = vcpus.iter().map(|v| v.blocked_ns).sum();
             dom.request_latencies.sort_unstable();
+            dom.costart.skews.sort_unstable();
+            let skews = &dom.costart.skews;
+            let us = |t: Time| t as f64 / 1e3;
             let lat = &dom.request_latencies;
             let serving = !lat.is_empty();
             vms.push(VmMetrics {
@@ -1182,6 +1297,12 @@ impl Core {
                 throughput_rps: serving.then(|| ratio(lat.len() as f64, secs(now))),
                 latency_ms_mean: serving.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6),
                 latency_ms_p99: quantile(lat, 0.99).map(|l| l as f64 / 1e6),
+                co_launches: dom.co_launches,
+                costarts: skews.len() as u64,
+                costart_skew_us_mean: (!skews.is_empty())
+                    .then(|| skews.iter().sum::<Time>() as f64 / skews.len() as f64 / 1e3),
+                costart_skew_us_p50: quantile(skews, 0.5).map(us),
+                costart_skew_us_p99: quantile(skews, 0.99).map(us),
                 blocked_fraction: ratio(blocked_ns as f64, (now as f64) * vcpus.len() as f64),
             });
         }
@@ -1199,6 +1320,9 @@ impl Core {
                 migrations: self.migrations,
                 sched_invocations: self.sched_invocations,
                 ple_exits: self.ple_exits,
+                co_launches: self.co_launches,
+                co_launches_per_s: ratio(self.co_launches as f64, secs(now)),
+                co_ipis: self.co_ipis,
                 fairness,
                 policy_counters: self.counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             },

@@ -32,8 +32,8 @@
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
-    YieldReason, NS_PER_MS, NS_PER_US,
+    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
+    VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -53,16 +53,16 @@ const LOAD_BALANCE_RATELIMIT_US: i64 = 1_000;
 const MIN_TIMER_US: i64 = 100;
 
 /// Priorities (`CSCHED_PRI_*`); larger runs first.
-const PRI_BOOST: i8 = 0;
-const PRI_UNDER: i8 = -1;
-const PRI_OVER: i8 = -2;
+pub(crate) const PRI_BOOST: i8 = 0;
+pub(crate) const PRI_UNDER: i8 = -1;
+pub(crate) const PRI_OVER: i8 = -2;
 /// What an idle pCPU competes with when it looks for work to steal.
 const PRI_IDLE: i8 = -64;
 
 /// The accounting timer's id.
 const TIMER_ACCT: u64 = 0;
 
-const PARAMS: &[ParamSpec] = &[
+pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "tslice_ms", default: ParamDefault::Int(TSLICE_MS), doc: "time slice and accounting period, ms" },
     ParamSpec {
         name: "ticks_per_tslice",
@@ -93,11 +93,23 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
+/// Which vCPUs must never share a run queue with a sibling (a vCPU of the same VM).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spread {
+    /// Plain Credit: placement ignores siblings.
+    Off,
+    /// CON VMs only: the co-scheduling policies (seed 003 §3.3 initial mapping and
+    /// balancing; seed 004 §IV-B scatter).
+    Con,
+    /// Every VM: balance scheduling (Sukwong & Kim, EuroSys'11).
+    All,
+}
+
 // ---- State, by scope ----
 
-struct PcpuState {
+pub(crate) struct PcpuState {
     /// Run queue, head first, ordered by priority then arrival.
-    runq: Vec<VcpuId>,
+    pub(crate) runq: Vec<VcpuId>,
     /// In `idlers` (Xen's mask): ran idle at its last schedule and has not been tickled.
     idle: bool,
     last_load_balance: Time,
@@ -106,18 +118,18 @@ struct PcpuState {
 }
 
 #[derive(Clone)]
-struct VcpuState {
+pub(crate) struct VcpuState {
     credit: i64,
     /// Sub-credit remainder of burnt time, in (ns × credits per ms).
     residual: u64,
-    pri: i8,
+    pub(crate) pri: i8,
     /// Credits are burnt from here.
     start_time: Time,
     /// When it was last scheduled in (for the rate limit).
     run_start: Time,
     /// The pCPU whose run queue it belongs to (Xen's `v->processor`).
-    processor: PcpuId,
-    queued: bool,
+    pub(crate) processor: PcpuId,
+    pub(crate) queued: bool,
     yielding: bool,
     parked: bool,
     active: bool,
@@ -130,7 +142,7 @@ struct DomState {
     active_vcpus: Vec<VcpuId>,
 }
 
-pub struct Credit {
+pub(crate) struct Credit {
     // Configuration.
     tslice_ns: Time,
     tick_ns: Time,
@@ -141,9 +153,10 @@ pub struct Credit {
     min_timer_ns: Time,
     boost: bool,
     tickle_one_idle: bool,
+    pub(crate) spread: Spread,
     // State.
-    pcpus: Vec<PcpuState>,
-    vcpus: Vec<VcpuState>,
+    pub(crate) pcpus: Vec<PcpuState>,
+    pub(crate) vcpus: Vec<VcpuState>,
     doms: Vec<DomState>,
     /// Active domains, in list order (`csched_acct` reorders it).
     active_doms: Vec<DomId>,
@@ -197,7 +210,7 @@ impl Credit {
 
     /// `__runq_insert`: after every vCPU of equal or higher priority; a yielding vCPU also
     /// goes behind the first lower-priority one, if there is one.
-    fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
+    pub(crate) fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
         let pri = self.vcpus[v].pri;
         let runq = &self.pcpus[p].runq;
         let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
@@ -210,7 +223,7 @@ impl Credit {
         s.processor = p;
     }
 
-    fn runq_remove(&mut self, v: VcpuId) {
+    pub(crate) fn runq_remove(&mut self, v: VcpuId) {
         let s = &mut self.vcpus[v];
         if s.queued {
             s.queued = false;
@@ -235,7 +248,7 @@ impl Credit {
 
     /// `__runq_tickle`: after `v` was queued on its processor, send a reschedule to the
     /// pCPU(s) that should look at it.
-    fn tickle(&mut self, cx: &mut Cx, v: VcpuId) {
+    pub(crate) fn tickle(&mut self, cx: &mut Cx, v: VcpuId) {
         let p = self.vcpus[v].processor;
         let new_pri = self.vcpus[v].pri;
         let cur_pri = self.cur_pri(cx, p);
@@ -263,7 +276,8 @@ impl Credit {
     }
 
     /// `csched_runq_steal` over peers, round robin from the last pCPU stolen from
-    /// (`balance_bias`): take the first queued vCPU of strictly higher priority than `pri`.
+    /// (`balance_bias`): the first queued vCPU of strictly higher priority than `pri` (left
+    /// queued; `commit` moves it). Under a spread rule, never one with a sibling on `p`.
     fn load_balance(&mut self, cx: &mut Cx, p: PcpuId, pri: i8) -> Option<VcpuId> {
         let n = self.pcpus.len();
         for k in 1..=n {
@@ -277,15 +291,180 @@ impl Credit {
                 .iter()
                 .copied()
                 .take_while(|&u| self.vcpus[u].pri > pri)
-                .find(|&u| cx.running_on(u).is_none());
+                .find(|&u| cx.running_on(u).is_none() && !(self.spreads(cx, u) && self.sibling_on(cx, u, p)));
             if let Some(u) = found {
-                self.runq_remove(u);
                 self.balance_bias = peer;
                 cx.count("credit.steals");
                 return Some(u);
             }
         }
         None
+    }
+
+    /// First half of `csched_schedule`: charge `prev`, and put it back in `p`'s run queue
+    /// if it is still runnable. With `ratelimit`, a vCPU that ran less than the rate limit
+    /// keeps the pCPU: the decision to return is `Some`.
+    pub(crate) fn put_prev(
+        &mut self,
+        cx: &mut Cx,
+        p: PcpuId,
+        prev: Option<VcpuId>,
+        ratelimit: bool,
+    ) -> Option<Decision> {
+        let cur = prev?;
+        self.burn_credits(cur, cx.now());
+        let s = &self.vcpus[cur];
+        let still_running = cx.running_on(cur) == Some(p);
+        let runtime = cx.now() - s.run_start;
+        if ratelimit
+            && self.ratelimit_ns > 0
+            && still_running
+            && !s.yielding
+            && !s.parked
+            && runtime < self.ratelimit_ns
+        {
+            cx.count("credit.ratelimited");
+            return Some(Decision::run(cur, (self.ratelimit_ns - runtime).max(self.min_timer_ns)));
+        }
+        if still_running && !s.parked {
+            self.runq_insert(p, cur);
+        }
+        None
+    }
+
+    /// Credit's choice for `p`: the head of its run queue, or, when that is OVER or idle, a
+    /// higher-priority vCPU stolen from a peer (`csched_load_balance`). Nothing is dequeued.
+    pub(crate) fn choose(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
+        let now = cx.now();
+        let head_pri = self.pcpus[p].runq.first().map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
+        let may_balance = head_pri == PRI_IDLE
+            || now.saturating_sub(self.pcpus[p].last_load_balance) > self.load_balance_ratelimit_ns;
+        if head_pri <= PRI_OVER && may_balance {
+            self.pcpus[p].last_load_balance = now;
+            if let Some(u) = self.load_balance(cx, p, head_pri) {
+                return Some(u);
+            }
+        }
+        self.pcpus[p].runq.first().copied()
+    }
+
+    /// Second half of `csched_schedule`: dequeue `next` (from whichever run queue holds it)
+    /// and run it on `p` for a slice, or go idle.
+    pub(crate) fn commit(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>) -> Decision {
+        let now = cx.now();
+        if let Some(cur) = prev {
+            self.vcpus[cur].yielding = false;
+        }
+        match next {
+            Some(v) => {
+                self.runq_remove(v);
+                self.pcpus[p].idle = false;
+                let s = &mut self.vcpus[v];
+                s.processor = p;
+                s.start_time = now;
+                if prev != Some(v) {
+                    s.run_start = now;
+                }
+                Decision::run(v, self.tslice_ns)
+            }
+            None => {
+                self.pcpus[p].idle = true;
+                Decision::idle()
+            }
+        }
+    }
+
+    /// Whether `v` follows the spread rule (never shares a run queue with a sibling).
+    pub(crate) fn spreads(&self, cx: &Cx, v: VcpuId) -> bool {
+        let dom = cx.domain(cx.dom_of(v));
+        dom.vcpus > 1
+            && match self.spread {
+                Spread::Off => false,
+                Spread::Con => dom.vm_type == VmType::Con,
+                Spread::All => true,
+            }
+    }
+
+    /// Is a sibling of `v` queued on, or running on, `p`?
+    pub(crate) fn sibling_on(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
+        cx.vcpus_of(cx.dom_of(v))
+            .any(|u| u != v && ((self.vcpus[u].queued && self.vcpus[u].processor == p) || cx.running_on(u) == Some(p)))
+    }
+
+    /// Where `v` should be queued under the spread rule: the pCPU with the fewest siblings of
+    /// `v` (ideally none), then the fewest vCPUs of spreading VMs (seed 004 §IV-B: "least
+    /// concurrent VCPUs"), then idle before busy, then the shortest run queue; ties go round
+    /// robin from `v`'s current processor.
+    pub(crate) fn spread_target(&self, cx: &Cx, v: VcpuId) -> PcpuId {
+        let n = self.pcpus.len();
+        let d = cx.dom_of(v);
+        let mut load = vec![(0usize, 0usize, 0usize, 0usize); n];
+        for u in 0..self.vcpus.len() {
+            if u == v {
+                continue;
+            }
+            let at = if let Some(q) = cx.running_on(u) {
+                q
+            } else if self.vcpus[u].queued {
+                self.vcpus[u].processor
+            } else {
+                continue;
+            };
+            if cx.dom_of(u) == d {
+                load[at].0 += 1;
+            }
+            if self.spreads(cx, u) {
+                load[at].1 += 1;
+            }
+            if cx.running_on(u).is_some() {
+                load[at].2 = 1;
+            }
+            load[at].3 += 1;
+        }
+        let start = self.vcpus[v].processor;
+        (0..n).map(|k| (start + k) % n).min_by_key(|&q| load[q]).unwrap_or(start)
+    }
+
+    /// Moves each queued vCPU of `d` that shares a run queue with a sibling to its spread
+    /// target (seed 004 §IV-B, when a VM becomes CON). Running vCPUs stay: spread targets
+    /// already avoid the pCPUs they run on, and blocked ones are placed when they wake.
+    pub(crate) fn scatter(&mut self, cx: &mut Cx, d: DomId) {
+        for v in cx.vcpus_of(d) {
+            if self.vcpus[v].queued && self.sibling_on(cx, v, self.vcpus[v].processor) {
+                let target = self.spread_target(cx, v);
+                self.runq_remove(v);
+                self.runq_insert(target, v);
+                cx.count("credit.scatter_moves");
+            }
+        }
+    }
+
+    /// The spread invariant: no two siblings of a spreading VM in one run queue (a running
+    /// vCPU counts as part of its pCPU's queue), when the VM fits on the host.
+    pub(crate) fn check_spread(&self, cx: &Cx) -> Result<(), String> {
+        for d in 0..cx.domains().len() {
+            let dom = cx.domain(d);
+            if dom.vcpus > self.pcpus.len() {
+                continue;
+            }
+            let mut owner: Vec<Option<VcpuId>> = vec![None; self.pcpus.len()];
+            for v in cx.vcpus_of(d) {
+                if !self.spreads(cx, v) {
+                    continue;
+                }
+                let places = [cx.running_on(v), self.vcpus[v].queued.then_some(self.vcpus[v].processor)];
+                for q in places.into_iter().flatten() {
+                    if let Some(u) = owner[q] {
+                        return Err(format!(
+                            "siblings vCPU {u} and vCPU {v} of VM {} share pCPU {q}'s run queue",
+                            dom.name
+                        ));
+                    }
+                    owner[q] = Some(v);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `csched_acct`: share out a period's credits among active domains.
@@ -410,9 +589,11 @@ impl Policy for Credit {
         Some(self.tick_ns)
     }
 
-    /// Contract: queue the new vCPU on a pCPU chosen round robin (see fidelity notes).
+    /// Contract: queue the new vCPU on a pCPU chosen round robin (see fidelity notes), or on
+    /// its spread target under a spread rule.
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        let p = v % cx.n_pcpus();
+        self.vcpus[v].processor = v % cx.n_pcpus();
+        let p = if self.spreads(cx, v) { self.spread_target(cx, v) } else { v % cx.n_pcpus() };
         self.runq_insert(p, v);
     }
 
@@ -425,7 +606,12 @@ impl Policy for Credit {
             self.vcpus[v].pri = PRI_BOOST;
             cx.count("credit.boosts");
         }
-        let p = self.vcpus[v].processor;
+        let mut p = self.vcpus[v].processor;
+        if self.spreads(cx, v) && self.sibling_on(cx, v, p) {
+            // Balance scheduling's rule on wake: pick a run queue without a sibling.
+            p = self.spread_target(cx, v);
+            cx.count("credit.spread_wakes");
+        }
         self.runq_insert(p, v);
         self.tickle(cx, v);
     }
@@ -438,55 +624,13 @@ impl Policy for Credit {
         }
     }
 
-    /// `csched_schedule`.
+    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        let now = cx.now();
-        if let Some(cur) = prev {
-            self.burn_credits(cur, now);
-            let s = &self.vcpus[cur];
-            let still_running = cx.running_on(cur) == Some(p);
-            let runtime = now - s.run_start;
-            // Rate limit: a vCPU that ran less than `ratelimit` keeps the pCPU.
-            if self.ratelimit_ns > 0 && still_running && !s.yielding && !s.parked && runtime < self.ratelimit_ns {
-                cx.count("credit.ratelimited");
-                return Decision::run(cur, (self.ratelimit_ns - runtime).max(self.min_timer_ns));
-            }
-            if still_running && !s.parked {
-                self.runq_insert(p, cur);
-            }
+        if let Some(keep) = self.put_prev(cx, p, prev, true) {
+            return keep;
         }
-        let head_pri = self.pcpus[p].runq.first().map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
-        let may_balance = head_pri == PRI_IDLE
-            || now.saturating_sub(self.pcpus[p].last_load_balance) > self.load_balance_ratelimit_ns;
-        let snext = if head_pri <= PRI_OVER && may_balance {
-            self.pcpus[p].last_load_balance = now;
-            match self.load_balance(cx, p, head_pri) {
-                Some(u) => Some(u),
-                None => self.pcpus[p].runq.first().copied(),
-            }
-        } else {
-            self.pcpus[p].runq.first().copied()
-        };
-        if let Some(cur) = prev {
-            self.vcpus[cur].yielding = false;
-        }
-        match snext {
-            Some(v) => {
-                self.runq_remove(v);
-                self.pcpus[p].idle = false;
-                let s = &mut self.vcpus[v];
-                s.processor = p;
-                s.start_time = now;
-                if prev != Some(v) {
-                    s.run_start = now;
-                }
-                Decision::run(v, self.tslice_ns)
-            }
-            None => {
-                self.pcpus[p].idle = true;
-                Decision::idle()
-            }
-        }
+        let next = self.choose(cx, p);
+        self.commit(cx, p, prev, next)
     }
 
     /// `csched_tick` + `csched_unit_acct`: BOOST ends here and only here; the running vCPU
@@ -509,41 +653,134 @@ impl Policy for Credit {
         let at = cx.now() + self.tslice_ns;
         cx.set_timer(at, TIMER_ACCT);
     }
+
+    /// A VM that became CON is scattered when the spread rule covers CON VMs.
+    fn vm_type_changed(&mut self, cx: &mut Cx, d: DomId, _old: VmType) {
+        if self.spread == Spread::Con && cx.domain(d).vm_type == VmType::Con {
+            self.scatter(cx, d);
+        }
+    }
+
+    fn check(&self, cx: &Cx) -> Result<(), String> {
+        if self.spread == Spread::Off {
+            return Ok(());
+        }
+        self.check_spread(cx)
+    }
+}
+
+/// A co-scheduling policy built on Credit (as seeds 003 and 004 built theirs into Xen's
+/// credit scheduler): the variant replaces how a pCPU picks its next vCPU; Credit keeps
+/// accounting, priorities, BOOST, tickling, work stealing and the CON scatter.
+pub(crate) trait CreditVariant {
+    /// Replaces `csched_schedule` (use `put_prev`, `choose` and `commit` of `base`).
+    fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision;
+
+    /// A vCPU woke; Credit has queued it and tickled.
+    fn woke(&mut self, _base: &mut Credit, _cx: &mut Cx, _v: VcpuId) {}
+
+    /// The variant's own invariants (debug builds, after every event).
+    fn check(&self, _base: &Credit, _cx: &Cx) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+pub(crate) struct OnCredit<V> {
+    pub(crate) base: Credit,
+    pub(crate) variant: V,
+}
+
+impl<V: CreditVariant> Policy for OnCredit<V> {
+    /// Co-scheduling needs one pCPU per vCPU of a CON VM (seed 003 §2.3: |C(V_i)| <= |P|).
+    fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
+        admit_con_fits(pcpus, domains)
+    }
+    fn init(&mut self, cx: &mut Cx) {
+        self.base.init(cx)
+    }
+    fn tick_period_ns(&self) -> Option<Time> {
+        self.base.tick_period_ns()
+    }
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.base.vcpu_insert(cx, v)
+    }
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.base.wake(cx, v);
+        self.variant.woke(&mut self.base, cx, v);
+    }
+    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
+        self.base.yield_(cx, v, why)
+    }
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        self.variant.pick_next(&mut self.base, cx, p, prev)
+    }
+    fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
+        self.base.tick(cx, p)
+    }
+    fn timer(&mut self, cx: &mut Cx, id: u64) {
+        self.base.timer(cx, id)
+    }
+    fn vm_type_changed(&mut self, cx: &mut Cx, d: DomId, old: VmType) {
+        self.base.vm_type_changed(cx, d, old)
+    }
+    fn check(&self, cx: &Cx) -> Result<(), String> {
+        self.base.check(cx)?;
+        self.variant.check(&self.base, cx)
+    }
+}
+
+/// Rejects a CON VM with more vCPUs than the host has pCPUs (it could never run together).
+pub(crate) fn admit_con_fits(pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
+    match domains.iter().find(|d| d.vm_type == VmType::Con && d.vcpus > pcpus) {
+        Some(d) => Err(format!(
+            "CON VM {:?} has {} vCPUs but the host has {pcpus} pCPUs; co-scheduling needs one pCPU per vCPU",
+            d.name, d.vcpus
+        )),
+        None => Ok(()),
+    }
 }
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    let tslice_ms = params.int_at_least("tslice_ms", 1)?;
-    let ticks = params.int_at_least("ticks_per_tslice", 1)?;
-    let credits_per_msec = params.int_at_least("credits_per_msec", 1)?;
-    let ratelimit_us = params.int_at_least("ratelimit_us", 0)?;
-    if ratelimit_us > tslice_ms * 1000 {
-        return Err(params.invalid(
-            "ratelimit_us",
-            format!("expected at most tslice_ms × 1000 = {}, got {ratelimit_us}", tslice_ms * 1000),
-        ));
+    Ok(Box::new(Credit::from_params(params, Spread::Off)?))
+}
+
+impl Credit {
+    /// Credit configured from its parameters (`PARAMS`), with a sibling-spread rule.
+    pub(crate) fn from_params(params: &Params, spread: Spread) -> Result<Credit, ConfigError> {
+        let tslice_ms = params.int_at_least("tslice_ms", 1)?;
+        let ticks = params.int_at_least("ticks_per_tslice", 1)?;
+        let credits_per_msec = params.int_at_least("credits_per_msec", 1)?;
+        let ratelimit_us = params.int_at_least("ratelimit_us", 0)?;
+        if ratelimit_us > tslice_ms * 1000 {
+            return Err(params.invalid(
+                "ratelimit_us",
+                format!("expected at most tslice_ms × 1000 = {}, got {ratelimit_us}", tslice_ms * 1000),
+            ));
+        }
+        let lb_us = params.int_at_least("load_balance_ratelimit_us", 0)?;
+        let tslice_ns = tslice_ms as Time * NS_PER_MS;
+        Ok(Credit {
+            tslice_ns,
+            tick_ns: tslice_ns / ticks as Time,
+            credits_per_msec,
+            credits_per_tslice: credits_per_msec * tslice_ms,
+            ratelimit_ns: ratelimit_us as Time * NS_PER_US,
+            load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
+            min_timer_ns: params.int_at_least("min_timer_us", 1)? as Time * NS_PER_US,
+            boost: params.bool("boost"),
+            tickle_one_idle: params.bool("tickle_one_idle"),
+            spread,
+            pcpus: Vec::new(),
+            vcpus: Vec::new(),
+            doms: Vec::new(),
+            active_doms: Vec::new(),
+            weight_total: 0,
+            credit_balance: 0,
+            sort_epoch: 0,
+            last_tickle: 0,
+            balance_bias: 0,
+        })
     }
-    let lb_us = params.int_at_least("load_balance_ratelimit_us", 0)?;
-    let tslice_ns = tslice_ms as Time * NS_PER_MS;
-    Ok(Box::new(Credit {
-        tslice_ns,
-        tick_ns: tslice_ns / ticks as Time,
-        credits_per_msec,
-        credits_per_tslice: credits_per_msec * tslice_ms,
-        ratelimit_ns: ratelimit_us as Time * NS_PER_US,
-        load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
-        min_timer_ns: params.int_at_least("min_timer_us", 1)? as Time * NS_PER_US,
-        boost: params.bool("boost"),
-        tickle_one_idle: params.bool("tickle_one_idle"),
-        pcpus: Vec::new(),
-        vcpus: Vec::new(),
-        doms: Vec::new(),
-        active_doms: Vec::new(),
-        weight_total: 0,
-        credit_balance: 0,
-        sort_epoch: 0,
-        last_tickle: 0,
-        balance_bias: 0,
-    }))
 }
 
 pub const INFO: PolicyInfo = PolicyInfo {

@@ -4,13 +4,14 @@
 //! units, state by scope, callbacks in lifecycle order, `INFO` at the bottom), then list its
 //! `INFO` in [`REGISTRY`].
 
+pub mod balance;
 pub mod credit;
 pub mod rr;
 
 use vsched_model::PolicyInfo;
 
 /// Every policy, by name.
-pub const REGISTRY: &[PolicyInfo] = &[rr::INFO, credit::INFO];
+pub const REGISTRY: &[PolicyInfo] = &[rr::INFO, credit::INFO, balance::INFO];
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {

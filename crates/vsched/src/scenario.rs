@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use vsched_model::{ConfigError, DomainConfig, HostConfig, Params, Simulation, Time, Until, Value, VmType};
+use vsched_model::{ConfigError, DomainConfig, DomainInfo, HostConfig, Params, Simulation, Time, Until, Value, VmType};
 
 /// Default VM weight (Xen's `CSCHED_DEFAULT_WEIGHT`).
 pub const DEFAULT_WEIGHT: u32 = 256;
@@ -24,6 +24,18 @@ struct ScenarioFile {
     vm: Vec<VmSection>,
     #[serde(default)]
     run: RunSection,
+    #[serde(default)]
+    event: Vec<EventSection>,
+}
+
+/// A change during the run: `[[event]] at_s = 5.0, vm = "lu", type = "CON"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventSection {
+    at_s: f64,
+    vm: String,
+    #[serde(rename = "type")]
+    vm_type: String,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +103,16 @@ pub struct Scenario {
     pub until: Until,
     pub seed: u64,
     pub reps: u32,
+    pub events: Vec<EventSpec>,
+}
+
+/// A scheduled change of a VM's type.
+#[derive(Clone)]
+pub struct EventSpec {
+    pub at: Time,
+    /// Index into `vms`.
+    pub vm: usize,
+    pub vm_type: VmType,
 }
 
 #[derive(Clone)]
@@ -234,11 +256,7 @@ impl Scenario {
                     ),
                 ));
             }
-            let vm_type = match v.vm_type.as_deref().unwrap_or("HIT") {
-                "HIT" => VmType::Hit,
-                "CON" => VmType::Con,
-                other => return Err(err(at("type"), format!("expected \"HIT\" or \"CON\", got {other:?}"))),
-            };
+            let vm_type = parse_type(&at("type"), v.vm_type.as_deref().unwrap_or("HIT"))?;
             let workload = vsched_workloads::find(&v.workload.kind).ok_or_else(|| {
                 err(
                     at("workload.kind"),
@@ -276,6 +294,47 @@ impl Scenario {
         };
         let reps = r.reps.unwrap_or(1);
         check_reps("run.reps", reps)?;
+
+        let mut events = Vec::new();
+        for (i, e) in f.event.iter().enumerate() {
+            let at = |field: &str| format!("event[{i}].{field}");
+            if !(e.at_s.is_finite() && e.at_s >= 0.0 && e.at_s <= horizon_s) {
+                return Err(err(
+                    at("at_s"),
+                    format!("expected seconds in [0, run.horizon_s = {horizon_s}], got {}", e.at_s),
+                ));
+            }
+            let vm = vms.iter().position(|v| v.name == e.vm).ok_or_else(|| {
+                let names: Vec<&str> = vms.iter().map(|v| v.name.as_str()).collect();
+                err(at("vm"), format!("unknown VM {:?}; expected one of {}", e.vm, names.join(", ")))
+            })?;
+            events.push(EventSpec {
+                at: vsched_engine::secs_to_ns(e.at_s),
+                vm,
+                vm_type: parse_type(&at("type"), &e.vm_type)?,
+            });
+        }
+        // Ask the policy whether it can run these VMs (a gang scheduler cannot run a CON VM
+        // wider than the host); a VM counts as CON if it is CON at any time.
+        let infos: Vec<DomainInfo> = vms
+            .iter()
+            .enumerate()
+            .map(|(i, v)| DomainInfo {
+                name: v.name.clone(),
+                vcpus: v.vcpus,
+                weight: v.weight,
+                cap: v.cap,
+                vm_type: if events.iter().any(|e| e.vm == i && e.vm_type == VmType::Con) {
+                    VmType::Con
+                } else {
+                    v.vm_type
+                },
+                first_vcpu: 0,
+            })
+            .collect();
+        (policy.build)(&policy_params)?
+            .admit(host.pcpus, &infos)
+            .map_err(|m| err("scheduler.name", format!("policy {} cannot run this scenario: {m}", policy.name)))?;
         Ok(Scenario {
             name: f.name.unwrap_or_else(|| "unnamed".to_string()),
             host,
@@ -286,6 +345,7 @@ impl Scenario {
             until,
             seed: r.seed.unwrap_or(1),
             reps,
+            events,
         })
     }
 
@@ -304,7 +364,19 @@ impl Scenario {
             })
             .collect();
         let policy = (self.policy.build)(&self.policy_params).expect("validated");
-        Simulation::new(self.host.clone(), domains, policy, seed)
+        let mut sim = Simulation::new(self.host.clone(), domains, policy, seed);
+        for e in &self.events {
+            sim.schedule_type_change(e.at, e.vm, e.vm_type);
+        }
+        sim
+    }
+}
+
+fn parse_type(path: &str, s: &str) -> Result<VmType, ConfigError> {
+    match s {
+        "HIT" => Ok(VmType::Hit),
+        "CON" => Ok(VmType::Con),
+        other => Err(err(path, format!("expected \"HIT\" or \"CON\", got {other:?}"))),
     }
 }
 
