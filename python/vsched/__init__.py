@@ -80,6 +80,7 @@ def run_json(
     *,
     seed: int | None = None,
     reps: int | None = None,
+    policy: str | None = None,
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
@@ -87,7 +88,8 @@ def run_json(
     """Run `scenario` and return the JSON report exactly as the core wrote it.
 
     `seed` and `reps` override the scenario's `[run]` table; repetition i runs with seed
-    `seed + i`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
+    `seed + i`. `policy` runs the scenario under that policy, at its default parameters,
+    instead of its `[scheduler]`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
     JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). Same scenario
     and seed give the same text, except for wall-clock fields such as `wall_s`.
     """
@@ -98,6 +100,7 @@ def run_json(
         read_scenario(scenario),
         seed=seed,
         reps=reps,
+        policy=policy,
         trace=None if trace is None else os.fspath(trace),
         trace_limit=trace_limit,
         progress=progress,
@@ -109,6 +112,7 @@ def run(
     *,
     seed: int | None = None,
     reps: int | None = None,
+    policy: str | None = None,
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
@@ -124,6 +128,7 @@ def run(
             scenario,
             seed=seed,
             reps=reps,
+            policy=policy,
             trace=trace,
             trace_limit=trace_limit,
             progress=progress,

@@ -13,6 +13,7 @@ def run(
     scenario_toml: str,
     seed: int | None = None,
     reps: int | None = None,
+    policy: str | None = None,
     trace: str | PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: Callable[[int, int, float, float], None] | None = None,

@@ -146,6 +146,10 @@ def run(
         Optional[int],
         typer.Option(help="Repetitions, with seeds seed, seed+1, ...; overrides the scenario's run.reps."),
     ] = None,
+    policy: Annotated[
+        Optional[str],
+        typer.Option(help="Run under this policy (default parameters) instead of the scenario's [scheduler]."),
+    ] = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the JSON report instead of tables.")
     ] = False,
@@ -166,7 +170,9 @@ def run(
         raise CliError("--trace-limit: only meaningful with --trace FILE")
     if out is not None and out.exists() and not out.is_dir():
         raise CliError(f"--out: '{out}' exists and is not a directory")
-    report_text = run_with_progress(scenario, seed=seed, reps=reps, trace=trace, trace_limit=trace_limit)
+    report_text = run_with_progress(
+        scenario, seed=seed, reps=reps, policy=policy, trace=trace, trace_limit=trace_limit
+    )
     report = json.loads(report_text)
     if json_output:
         print(report_text)

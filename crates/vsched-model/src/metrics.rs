@@ -18,11 +18,13 @@
 //!   of its processing.
 //! - `co_launches`: co-scheduling launches of this VM, as the policy reports them (seed 004
 //!   Fig. 5 counts these per second).
-//! - `costarts`, `costart_skew_us_*`: co-start skew (seed 004 Fig. 6). A window opens when a
-//!   vCPU of the VM starts running and no window is open; it closes when every vCPU that was
-//!   not blocked at the opening has started, and the time from the first start to the last is
-//!   one sample. `costarts` counts samples; mean, median and p99 are in µs. Under a gang
-//!   scheduler the skew is the IPI latency; under Credit it can reach a time slice or more.
+//! - `costarts`, `costart_skew_us_*`: co-start skew (seed 004 Fig. 6, "the scheduling time
+//!   edge difference" between sibling vCPUs). A co-start is a vCPU being scheduled (given a
+//!   new slice, whether or not it was already running) such that every vCPU of its VM that
+//!   is not blocked now runs (at least two); its skew is the time since the earliest of those
+//!   vCPUs was scheduled. `costarts` counts them; mean, median and p99
+//!   are in µs. Under a gang scheduler the skew is about the IPI latency; under Credit it can
+//!   reach a time slice or more.
 //!
 //! Per host: `utilization` (busy pCPU time over capacity), `frag_idle_s` (pCPU idle time
 //! while at least one vCPU was runnable and waiting), `context_switches`, `ipis`,

@@ -234,16 +234,14 @@ struct Dom {
     costart: CoStart,
 }
 
-/// Measures co-start skew (seed 004 Fig. 6): a window opens when a vCPU of the VM starts
-/// running while none of its siblings has started since the last window closed; it closes
-/// when every vCPU that was not blocked at the opening has started, and the time from the
-/// first start to the last is one sample. A VM with fewer than two such vCPUs gives none.
+/// Measures co-start skew (seed 004 Fig. 6, "the scheduling time edge difference between
+/// the VCPUs"): each time a vCPU is scheduled (a new slice, whether it was already running
+/// or not) and every vCPU of its VM that is not blocked is running (at least two of them),
+/// one sample is the time from the earliest of their scheduling edges to now.
 #[derive(Default)]
 struct CoStart {
-    open_at: Option<Time>,
-    started: Vec<bool>,
-    n_started: usize,
-    n_needed: usize,
+    /// When each vCPU of the VM last started running.
+    started_at: Vec<Time>,
     skews: Vec<Time>,
 }
 
@@ -515,7 +513,7 @@ impl Simulation {
                 wakes: 0,
                 request_latencies: Vec::new(),
                 co_launches: 0,
-                costart: CoStart { started: vec![false; n], ..CoStart::default() },
+                costart: CoStart { started_at: vec![0; n], skews: Vec::new() },
             });
         }
         let n_waiting = vcpus.len();
@@ -847,10 +845,10 @@ impl Core {
                 let vc = &mut self.vcpus[v];
                 vc.woke_at = None;
                 vc.last_pcpu = Some(p);
-                self.note_costart(v);
             } else {
                 self.sync(v);
             }
+            self.note_costart(v);
             let vc = &mut self.vcpus[v];
             vc.run_from = now + overhead;
             vc.synced_to = now;
@@ -872,34 +870,31 @@ impl Core {
         Ok(())
     }
 
-    /// A vCPU started running: feed the co-start skew window of its VM (see [`CoStart`]).
+    /// A vCPU was scheduled: if its whole VM (blocked vCPUs aside) now runs, record the
+    /// co-start skew (see [`CoStart`]).
     fn note_costart(&mut self, v: VcpuId) {
         let now = self.now();
         let (d, index) = (self.vcpus[v].dom, self.vcpus[v].index);
-        let first = self.doms[d].info.first_vcpu;
-        let n = self.doms[d].info.vcpus;
+        let dom = &mut self.doms[d];
+        let (first, n) = (dom.info.first_vcpu, dom.info.vcpus);
         if n < 2 {
             return;
         }
-        let cs = &mut self.doms[d].costart;
-        if cs.open_at.is_none() {
-            // vCPUs not blocked now, this one included, must all start to close the window.
-            let needed = self.vcpus[first..first + n].iter().filter(|u| u.state != VcpuState::Blocked).count();
-            if needed < 2 {
-                return;
+        dom.costart.started_at[index] = now;
+        let mut earliest = now;
+        let mut running = 0;
+        for (i, u) in self.vcpus[first..first + n].iter().enumerate() {
+            match u.state {
+                VcpuState::Running(_) => {
+                    running += 1;
+                    earliest = earliest.min(dom.costart.started_at[i]);
+                }
+                VcpuState::Runnable => return,
+                VcpuState::Blocked => {}
             }
-            cs.open_at = Some(now);
-            cs.started.iter_mut().for_each(|s| *s = false);
-            cs.n_started = 0;
-            cs.n_needed = needed;
         }
-        if !cs.started[index] {
-            cs.started[index] = true;
-            cs.n_started += 1;
-        }
-        if cs.n_started >= cs.n_needed {
-            let t0 = cs.open_at.take().expect("window is open");
-            cs.skews.push(now - t0);
+        if running >= 2 {
+            dom.costart.skews.push(now - earliest);
         }
     }
 

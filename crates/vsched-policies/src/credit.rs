@@ -374,6 +374,17 @@ impl Credit {
         }
     }
 
+    /// Credit's tick period: how long a pCPU left idle by a co-scheduling rule waits before
+    /// it looks again.
+    pub(crate) fn tick_ns(&self) -> Time {
+        self.tick_ns
+    }
+
+    /// The first vCPU in `p`'s run queue that satisfies `pred` (any priority).
+    pub(crate) fn first_queued(&self, p: PcpuId, mut pred: impl FnMut(VcpuId) -> bool) -> Option<VcpuId> {
+        self.pcpus[p].runq.iter().copied().find(|&u| pred(u))
+    }
+
     /// Whether `v` follows the spread rule (never shares a run queue with a sibling).
     pub(crate) fn spreads(&self, cx: &Cx, v: VcpuId) -> bool {
         let dom = cx.domain(cx.dom_of(v));

@@ -5,13 +5,17 @@
 //! `INFO` in [`REGISTRY`].
 
 pub mod balance;
+pub mod bcs;
+pub mod cds;
 pub mod credit;
+pub mod cs;
+pub mod pcs;
 pub mod rr;
 
 use vsched_model::PolicyInfo;
 
 /// Every policy, by name.
-pub const REGISTRY: &[PolicyInfo] = &[rr::INFO, credit::INFO, balance::INFO];
+pub const REGISTRY: &[PolicyInfo] = &[rr::INFO, credit::INFO, balance::INFO, cs::INFO, cds::INFO, pcs::INFO, bcs::INFO];
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {

@@ -41,12 +41,14 @@ fn to_py_err(error: vsched::Error) -> PyErr {
 /// `progress(rep, reps, sim_s, horizon_s)` is called at most every 100 ms of wall-clock
 /// time; `rep` counts from 0.
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, seed=None, reps=None, trace=None, trace_limit=0, progress=None))]
+#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, trace=None, trace_limit=0, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
     scenario_toml: &str,
     seed: Option<u64>,
     reps: Option<u32>,
+    policy: Option<String>,
     trace: Option<PathBuf>,
     trace_limit: usize,
     progress: Option<Bound<'_, PyAny>>,
@@ -56,7 +58,7 @@ fn run(
             return Err(PyTypeError::new_err("progress must be callable or None"));
         }
     }
-    let options = vsched::RunOptions { seed, reps, trace_path: trace, trace_limit };
+    let options = vsched::RunOptions { seed, reps, policy, trace_path: trace, trace_limit };
     let mut python_error: Option<PyErr> = None;
     let mut on_progress = |report: vsched::Progress| {
         // Progress reports are the only moments Python gets control during a run, so they are

@@ -29,6 +29,8 @@ pub const DEFAULT_TRACE_LIMIT: usize = 1_000_000;
 pub struct RunOptions {
     pub seed: Option<u64>,
     pub reps: Option<u32>,
+    /// Run under this policy (default parameters) instead of the scenario's `[scheduler]`.
+    pub policy: Option<String>,
     pub trace_path: Option<PathBuf>,
     /// Maximum number of trace spans written (0 = [`DEFAULT_TRACE_LIMIT`]).
     pub trace_limit: usize,
@@ -82,7 +84,8 @@ pub fn run_scenario_json(
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<String, Error> {
-    let scenario = parse(toml_text)?;
+    let scenario =
+        Scenario::parse_with_policy(toml_text, opts.policy.as_deref()).map_err(|e| Error::Scenario(e.to_string()))?;
     let seed = opts.seed.unwrap_or(scenario.seed);
     let reps = opts.reps.unwrap_or(scenario.reps);
     scenario::check_reps("--reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;

@@ -4,21 +4,24 @@
 //! that no vCPU runs on two pCPUs and that pCPU and vCPU states agree, and at the end of
 //! every run that per pCPU busy + idle = elapsed and per vCPU running + waiting + blocked =
 //! its lifetime. This test drives those checks through varied schedules and adds the
-//! cross-VM identities that follow from them.
+//! cross-VM identities that follow from them. Two VMs are CON (one from the start, one from
+//! a mid-run event) so co-scheduling policies run their own self-checks (`Policy::check`).
 
 mod common;
 use common::*;
 
 fn mixed(policy: &str) -> String {
     let vms = [
-        vm_toml("ticket", 3, "", "kind = \"spinlock\"\niterations = 3000\ncompute_us = 20\ncs_us = 5\nlocks = 2"),
+        vm_toml("ticket", 3, "type = \"CON\"", "kind = \"spinlock\"\niterations = 3000\ncompute_us = 20\ncs_us = 5\nlocks = 2"),
         vm_toml("tas", 2, "weight = 512", "kind = \"spinlock\"\niterations = 3000\nlock_kind = \"tas\"\nmode = \"user\""),
         vm_toml("bsp", 4, "cap = 150", "kind = \"bsp\"\nsupersteps = 200\ncompute_ms = 0.5\njitter = 0.3\nwait = \"spin-then-block\"\nspin_limit_us = 50"),
         vm_toml("web", 2, "", "kind = \"web\"\nservice_us = 50\nio_us = 500"),
         vm_toml("hog", 2, "", "kind = \"cpu_hog\""),
         vm_toml("idle", 1, "", "kind = \"idle\""),
     ];
-    scenario(3, &format!("name = \"{policy}\""), &vms, "horizon_s = 2")
+    // `tas` turns CON mid-run, so co-scheduling policies scatter it while it runs.
+    let run = "horizon_s = 2\n[[event]]\nat_s = 0.7\nvm = \"tas\"\ntype = \"CON\"";
+    scenario(3, &format!("name = \"{policy}\""), &vms, run)
 }
 
 #[test]

@@ -1,0 +1,71 @@
+//! `bcs` — Boost Co-Scheduling on Credit (seed 004, Yu et al., §V, Algorithm 2).
+//!
+//! # How it works
+//! BCS co-schedules without signals. It adds a priority COS above BOOST. When Credit picks a
+//! vCPU of a CON VM whose priority is not COS, BCS raises that VM's other waiting vCPUs to
+//! COS, so each of their pCPUs picks them at its own next scheduling; a COS vCPU that is
+//! picked falls back to the default priority (UNDER). No IPI is sent: the siblings start
+//! when their pCPUs next reschedule, so starts are only approximately aligned (seed 004 Fig. 6
+//! measures that skew; our `costart_skew_us_*` metrics are the same measurement). A VM that
+//! becomes CON is scattered as in PCS (§V-B).
+//!
+//! # Readings of ambiguous points
+//! - Algorithm 2 boosts "Next.Dom.ActiveVCPUs". We boost the siblings that are waiting in a
+//!   run queue: boosting one that already runs would only make it win its own pCPU again at
+//!   its next slice end, against its credit, without bringing anything closer to co-start.
+//! - Credit's accounting (`csched_acct`) resets priorities every 30 ms, COS included, as
+//!   patching a few lines into Credit (§V-A) would.
+//! - A launch is every pass through Algorithm 2's boosting branch (a CON vCPU picked at a
+//!   priority other than COS), even if no sibling was waiting; a pick of a COS vCPU is not.
+//!
+//! Suits: several CON VMs with synchronization coarse enough to tolerate sub-slice skew.
+//! Known weakness: imprecise alignment; seed 004 sees BT (cross-domain) suffer under BCS.
+
+use vsched_model::{ConfigError, Cx, Decision, Params, PcpuId, Policy, PolicyInfo, VcpuId, VmType};
+
+use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread, PRI_UNDER};
+
+/// The co-scheduling priority, above BOOST (`PRI_BOOST` = 0).
+const PRI_COS: i8 = 1;
+
+struct Bcs;
+
+impl CreditVariant for Bcs {
+    /// Algorithm 2 (Boost Co-scheduling Kernel).
+    fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        if let Some(keep) = base.put_prev(cx, p, prev, true) {
+            return keep;
+        }
+        let next = base.choose(cx, p);
+        if let Some(v) = next {
+            let d = cx.dom_of(v);
+            if base.vcpus[v].pri == PRI_COS {
+                base.vcpus[v].pri = PRI_UNDER;
+            } else if cx.domain(d).vm_type == VmType::Con {
+                // Algorithm 2's else branch is one co-scheduling operation, whatever the
+                // siblings are doing (seed 004 counts these in Fig. 5).
+                cx.co_launch(d);
+                let waiting: Vec<VcpuId> = cx.vcpus_of(d).filter(|&u| u != v && base.vcpus[u].queued).collect();
+                for u in waiting {
+                    // Re-queue at its new priority (the head of its run queue, FIFO among COS).
+                    let q = base.vcpus[u].processor;
+                    base.runq_remove(u);
+                    base.vcpus[u].pri = PRI_COS;
+                    base.runq_insert(q, u);
+                }
+            }
+        }
+        base.commit(cx, p, prev, next)
+    }
+}
+
+fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    Ok(Box::new(OnCredit { base: Credit::from_params(params, Spread::Con)?, variant: Bcs }))
+}
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "bcs",
+    description: "boost co-scheduling on Credit (seed 004): a CON VM's waiting vCPUs get a COS priority, no IPIs",
+    params: credit::PARAMS,
+    build,
+};

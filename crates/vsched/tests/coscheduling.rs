@@ -1,0 +1,182 @@
+//! Hand-checked behaviour of the co-scheduling policies built on Credit: seed 004's family
+//! (`cs`, `cds`, `pcs`, `bcs`) and `balance`. Each test checks the defining rule of one
+//! policy on a trace, and shows on the same scenario that a policy without the rule breaks
+//! it, so the assertion can fail.
+
+mod common;
+use common::*;
+use vsched::Scenario;
+use vsched_model::{RunMetrics, Span, Time};
+
+/// Overheads set to zero so that IPIs land in the same instant and traces can be read
+/// exactly.
+const EXACT_HOST: &str = "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0";
+
+fn exact(pcpus: u32, policy: &str, vms: &[String], run: &str) -> String {
+    scenario(pcpus, &format!("name = \"{policy}\""), vms, run).replacen(
+        &format!("pcpus = {pcpus}"),
+        &format!("pcpus = {pcpus}\n{EXACT_HOST}"),
+        1,
+    )
+}
+
+fn traced(text: &str, seed: u64) -> (RunMetrics, Vec<Span>) {
+    let scenario = Scenario::parse(text).unwrap_or_else(|e| panic!("test scenario refused: {e}"));
+    let mut sim = scenario.build(seed);
+    sim.enable_trace(1_000_000);
+    let m = sim.run(scenario.horizon, scenario.until, &mut |_| true).expect("run failed");
+    let trace = sim.take_trace().expect("tracing was on");
+    assert_eq!(trace.dropped(), 0);
+    (m, trace.spans().to_vec())
+}
+
+/// The intervals during which every one of the `n` vCPUs of domain `dom` runs.
+fn all_running(spans: &[Span], dom: usize, n: usize) -> Vec<(Time, Time)> {
+    let mut edges: Vec<(Time, i32)> = Vec::new();
+    for s in spans.iter().filter(|s| s.dom == dom) {
+        edges.push((s.start, 1));
+        edges.push((s.end, -1));
+    }
+    // Ends before starts at one instant: a vCPU that stops as another starts is not overlap.
+    edges.sort_by_key(|&(t, d)| (t, d));
+    let (mut running, mut since, mut out) = (0, 0, Vec::new());
+    for (t, d) in edges {
+        if running == n as i32 && d < 0 && t > since {
+            out.push((since, t));
+        }
+        running += d;
+        if running == n as i32 {
+            since = t;
+        }
+    }
+    out
+}
+
+fn overlap(a: &[(Time, Time)], b: &[(Time, Time)]) -> Time {
+    let mut total = 0;
+    for &(s1, e1) in a {
+        for &(s2, e2) in b {
+            total += e1.min(e2).saturating_sub(s1.max(s2));
+        }
+    }
+    total
+}
+
+/// Two 2-vCPU CON hogs and a 4-vCPU HIT hog on 4 pCPUs.
+fn two_con_vms(policy: &str) -> String {
+    let vms = [
+        vm_toml("a", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
+        vm_toml("b", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
+        vm_toml("h", 4, "", "kind = \"cpu_hog\""),
+    ];
+    exact(4, policy, &vms, "horizon_s = 2")
+}
+
+fn at(spans: &[Span], t: Time, pcpu: usize) -> Option<(usize, usize)> {
+    spans.iter().find(|s| s.pcpu == pcpu && s.start <= t && t < s.end).map(|s| (s.dom, s.index))
+}
+
+#[test]
+fn pcs_coschedules_two_con_vms_at_once_cs_never_does() {
+    let (a, b) = (0, 1);
+    // PCS. The scatter puts a on pCPUs 0-1 and b on 2-3. At t = 0 pCPU 0 picks a.v0 and
+    // signals only pCPU 1, which runs a.v1; pCPU 2 picks b.v0 and signals pCPU 3: both VMs
+    // start together, on disjoint pCPUs.
+    let (m, spans) = traced(&two_con_vms("pcs"), 1);
+    assert_eq!(at(&spans, 0, 0), Some((a, 0)));
+    assert_eq!(at(&spans, 0, 1), Some((a, 1)));
+    assert_eq!(at(&spans, 0, 2), Some((b, 0)));
+    assert_eq!(at(&spans, 0, 3), Some((b, 1)));
+    let both = overlap(&all_running(&spans, a, 2), &all_running(&spans, b, 2));
+    assert!(both as f64 > 0.2 * m.sim_s * 1e9, "pcs: a and b fully co-running together for only {both} ns");
+    assert!(m.host.co_launches > 0 && m.host.co_ipis > 0);
+
+    // CS. pCPU 0 launches a and signals every pCPU: pCPU 1 runs a.v1, pCPUs 2 and 3 have no
+    // vCPU of a and run their first HIT vCPU (h), not b. Two CON VMs never run together.
+    let (m, spans) = traced(&two_con_vms("cs"), 1);
+    assert_eq!(at(&spans, 0, 0), Some((a, 0)));
+    assert_eq!(at(&spans, 0, 1), Some((a, 1)));
+    assert_eq!(at(&spans, 0, 2).map(|(d, _)| d), Some(2));
+    assert_eq!(at(&spans, 0, 3).map(|(d, _)| d), Some(2));
+    let both = overlap(&all_running(&spans, a, 2), &all_running(&spans, b, 2));
+    assert_eq!(both, 0, "cs co-scheduled two CON VMs at once");
+    assert!(!all_running(&spans, b, 2).is_empty(), "cs never co-scheduled b at all");
+    assert!(m.host.co_ipis > 0);
+}
+
+/// Domain-0 with light I/O on every pCPU, so schedules drift apart, plus two CON VMs.
+fn busy_host(policy: &str) -> String {
+    let vms = [
+        vm_toml("dom0", 4, "", "kind = \"web\"\nservice_us = 100\nio_us = 5000"),
+        vm_toml("a", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
+        vm_toml("b", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
+        vm_toml("h", 4, "", "kind = \"cpu_hog\""),
+    ];
+    exact(4, policy, &vms, "horizon_s = 3")
+}
+
+#[test]
+fn bcs_coschedules_without_ipis() {
+    let m = run(&busy_host("bcs"), 1);
+    assert!(m.host.co_launches > 0, "bcs boosted no CON VM");
+    assert_eq!(m.host.co_ipis, 0, "bcs sent co-scheduling IPIs");
+    // The same host under pcs signals its partners.
+    let m = run(&busy_host("pcs"), 1);
+    assert!(m.host.co_launches > 0 && m.host.co_ipis > 0);
+}
+
+/// Times at which a span of one vCPU of `dom` ends while a sibling keeps running through it.
+fn lone_deschedules(spans: &[Span], dom: usize, horizon: Time) -> usize {
+    let mine: Vec<&Span> = spans.iter().filter(|s| s.dom == dom).collect();
+    mine.iter()
+        .filter(|s| s.end < horizon)
+        .filter(|s| mine.iter().any(|o| o.index != s.index && o.start < s.end && o.end > s.end))
+        .count()
+}
+
+#[test]
+fn cds_deschedules_all_siblings_together() {
+    let horizon = 3_000_000_000;
+    // Hogs never block, so every end of a span of `a` before the horizon is a preemption.
+    let (m, spans) = traced(&busy_host("cds"), 1);
+    assert_eq!(lone_deschedules(&spans, 1, horizon), 0, "cds left a sibling running");
+    assert!(m.host.policy_counters.get("cds.codeschedules").copied().unwrap_or(0) > 0);
+    // Without the rule (cs) siblings are preempted one at a time.
+    let (_, spans) = traced(&busy_host("cs"), 1);
+    assert!(lone_deschedules(&spans, 1, horizon) > 0);
+}
+
+#[test]
+fn balance_keeps_siblings_in_separate_run_queues() {
+    // Blocking workloads move vCPUs around on every wake-up. `balance` checks after every
+    // event (debug builds, as under `cargo test`) that no two siblings share a run queue and
+    // fails the run otherwise, so finishing the run is the assertion.
+    assert!(cfg!(debug_assertions), "this test relies on the per-event policy checks of debug builds");
+    let vms = [
+        vm_toml("bsp", 4, "", "kind = \"bsp\"\nsupersteps = 400\ncompute_ms = 1\njitter = 0.5\nwait = \"block\""),
+        vm_toml("web", 3, "", "kind = \"web\"\nservice_us = 200\nio_us = 300"),
+        vm_toml("hog", 4, "", "kind = \"cpu_hog\""),
+    ];
+    let m = run(&scenario(4, "name = \"balance\"", &vms, "horizon_s = 2"), 3);
+    let moves = m.host.policy_counters.get("credit.spread_wakes").copied().unwrap_or(0);
+    assert!(moves > 10, "the wake-up rule moved only {moves} vCPUs");
+    assert!(vm(&m, "bsp").completion_s.is_some());
+}
+
+#[test]
+fn a_vm_made_con_mid_run_is_scattered_and_coscheduled() {
+    // `a` starts HIT and becomes CON at 0.5 s: before, pcs launches nothing; after, it does.
+    let vms = [
+        vm_toml("a", 2, "", "kind = \"cpu_hog\""),
+        vm_toml("h", 4, "", "kind = \"cpu_hog\""),
+        vm_toml("dom0", 2, "", "kind = \"web\"\nservice_us = 100\nio_us = 5000"),
+    ];
+    let events = "horizon_s = 1\n[[event]]\nat_s = 0.5\nvm = \"a\"\ntype = \"CON\"";
+    let text = exact(2, "pcs", &vms, events);
+    let (m, spans) = traced(&text, 1);
+    assert_eq!(vm(&m, "a").vm_type, "CON");
+    assert!(m.host.co_launches > 0);
+    let before: Time = all_running(&spans, 0, 2).iter().map(|&(s, e)| e.min(500_000_000).saturating_sub(s)).sum();
+    let after: Time = all_running(&spans, 0, 2).iter().map(|&(s, e)| e.saturating_sub(s.max(500_000_000))).sum();
+    assert!(after > before, "co-running {after} ns after becoming CON vs {before} ns before");
+}
