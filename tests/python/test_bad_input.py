@@ -65,6 +65,22 @@ BAD_SCENARIOS = [
     ),
     ("unknown workload", with_replaced('kind = "cpu_hog"', 'kind = "hogg"'), ["vm[1].workload.kind", "hogg"]),
     ("malformed TOML", MALFORMED, [f"line {line_of(MALFORMED, 'name = = ')}"]),
+    (
+        "event names an unknown VM",
+        TINY_SCENARIO + '[[event]]\nat_s = 0.1\nvm = "nobody"\ntype = "CON"\n',
+        ["event[0].vm", "nobody", "locker"],
+    ),
+    (
+        "event after the horizon",
+        TINY_SCENARIO + '[[event]]\nat_s = 9\nvm = "hog"\ntype = "CON"\n',
+        ["event[0].at_s"],
+    ),
+    ("event with a bad type", TINY_SCENARIO + '[[event]]\nat_s = 0.1\nvm = "hog"\ntype = "GANG"\n', ["event[0].type"]),
+    (
+        "CON VM wider than the host under a co-scheduler",
+        with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2\n[vm.workload]\nkind = \"cpu_hog\"", 'vcpus = 3\ntype = "CON"\n[vm.workload]\nkind = "cpu_hog"'),
+        ["scheduler.name", "pcs", "hog", "3 vCPUs"],
+    ),
 ]
 
 
@@ -141,6 +157,7 @@ def test_scenario_that_is_not_utf8(cli: Cli, tmp_path: Path) -> None:
         (["--seed", "-1"], "seed"),
         (["--trace", "never-written.json", "--trace-limit", "-5"], "trace_limit"),
         (["--bogus"], "--bogus"),
+        (["--policy", "fifo"], "--policy"),
     ],
 )
 def test_bad_option(cli: Cli, tiny_scenario: Path, options: list[str], fragment: str) -> None:

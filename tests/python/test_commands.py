@@ -15,17 +15,26 @@ from helpers import TINY_SCENARIO, CliResult
 Cli = Callable[..., CliResult]
 
 
-def test_policies_json_lists_rr_and_credit(cli: Cli) -> None:
+def test_policies_json_lists_every_policy(cli: Cli) -> None:
     result = cli("policies", "--json")
 
     assert result.exit_code == 0
     policies = json.loads(result.stdout)
     assert policies == vsched.policies()
-    assert {"rr", "credit"} <= {policy["name"] for policy in policies}
+    coscheduling = {"cosched", "cds", "hybrid", "cs", "pcs", "bcs", "vds", "balance"}
+    assert {"rr", "credit"} | coscheduling <= {policy["name"] for policy in policies}
     for policy in policies:
         assert policy["description"]
         for param in policy["params"]:
             assert set(param) == {"name", "default", "doc"}
+
+
+def test_policy_option_overrides_the_scenario(tiny_scenario: Path) -> None:
+    credit = vsched.run(tiny_scenario)
+    rr = vsched.run(tiny_scenario, policy="rr")
+    assert credit["policy"] == "credit"
+    assert rr["policy"] == "rr"
+    assert credit["runs"][0]["host"] != rr["runs"][0]["host"]
 
 
 def test_workloads_json_lists_the_foundation_workloads(cli: Cli) -> None:

@@ -10,6 +10,7 @@
 //! - on wake, a vCPU whose run queue holds a sibling (queued or running) moves to one that
 //!   does not, idle pCPUs first;
 //! - in work stealing, a pCPU never steals a vCPU whose sibling is queued or running there.
+//!
 //! Everything else is Credit's (`credit.rs`): accounting, priorities, BOOST, tickling.
 //!
 //! # Fidelity notes

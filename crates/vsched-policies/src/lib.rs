@@ -7,15 +7,29 @@
 pub mod balance;
 pub mod bcs;
 pub mod cds;
+pub mod cosched;
 pub mod credit;
 pub mod cs;
+pub mod hybrid;
 pub mod pcs;
 pub mod rr;
+pub mod vds;
 
 use vsched_model::PolicyInfo;
 
 /// Every policy, by name.
-pub const REGISTRY: &[PolicyInfo] = &[rr::INFO, credit::INFO, balance::INFO, cs::INFO, cds::INFO, pcs::INFO, bcs::INFO];
+pub const REGISTRY: &[PolicyInfo] = &[
+    rr::INFO,
+    credit::INFO,
+    balance::INFO,
+    cs::INFO,
+    cds::INFO,
+    pcs::INFO,
+    bcs::INFO,
+    cosched::INFO,
+    vds::INFO,
+    hybrid::INFO,
+];
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {

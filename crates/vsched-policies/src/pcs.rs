@@ -8,6 +8,7 @@
 //! - per domain `CoCPUs`: the pCPUs holding its vCPUs (their run queues);
 //! - global `CoWorkers`: pCPUs with a pending co-scheduling request;
 //! - global `CoPartners`: pCPUs taking part in a co-scheduling that is not finished.
+//!
 //! Algorithm 1 on every scheduling of pCPU `p`: with a pending `CoDom`, run that VM's vCPU from
 //! the run queue (or the first HIT vCPU), clear `p` from `CoWorkers`, and when none of the
 //! VM's `CoCPUs` is still a worker, clear them from `CoPartners` (the operation is over).
@@ -90,9 +91,9 @@ impl CreditVariant for Pcs {
             let cpus = &self.co_cpus[d];
             if !(0..cpus.len()).any(|q| cpus[q] && self.co_workers[q]) {
                 // The operation is over: its pCPUs are free partners again.
-                for q in 0..cpus.len() {
-                    if cpus[q] {
-                        self.co_partners[q] = false;
+                for (partner, &involved) in self.co_partners.iter_mut().zip(cpus) {
+                    if involved {
+                        *partner = false;
                     }
                 }
             }
@@ -111,8 +112,8 @@ impl CreditVariant for Pcs {
                         if cpus.contains(&true) {
                             cx.co_launch(d);
                         }
-                        for q in 0..cpus.len() {
-                            if cpus[q] {
+                        for (q, &involved) in cpus.iter().enumerate() {
+                            if involved {
                                 self.co_dom[q] = Some(d);
                                 self.co_workers[q] = true;
                                 self.co_partners[q] = true;

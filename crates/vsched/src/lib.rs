@@ -7,6 +7,7 @@
 
 pub mod report;
 pub mod scenario;
+pub mod slot_model;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

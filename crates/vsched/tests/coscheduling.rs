@@ -151,7 +151,9 @@ fn balance_keeps_siblings_in_separate_run_queues() {
     // Blocking workloads move vCPUs around on every wake-up. `balance` checks after every
     // event (debug builds, as under `cargo test`) that no two siblings share a run queue and
     // fails the run otherwise, so finishing the run is the assertion.
-    assert!(cfg!(debug_assertions), "this test relies on the per-event policy checks of debug builds");
+    if !cfg!(debug_assertions) {
+        panic!("this test relies on the per-event policy checks of debug builds");
+    }
     let vms = [
         vm_toml("bsp", 4, "", "kind = \"bsp\"\nsupersteps = 400\ncompute_ms = 1\njitter = 0.5\nwait = \"block\""),
         vm_toml("web", 3, "", "kind = \"web\"\nservice_us = 200\nio_us = 300"),

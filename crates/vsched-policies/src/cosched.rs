@@ -1,0 +1,548 @@
+//! `cosched` — strict co-scheduling (gang scheduling): all vCPUs of a CON VM start together
+//! or none does.
+//!
+//! # Where it comes from
+//! The Co_scheduling baseline of seed 000 (Liu et al. 2018, §1 and §5: "either all VCPUs of
+//! a VM are scheduled at the same time or none of the VCPU is scheduled"), and VMware ESX
+//! 2.x strict co-scheduling (specs/hypervisor-mechanisms.md §6: a co-stopped VM "restarts
+//! only when pCPUs are free for all its vCPUs at once"). A blocked gang member leaves its
+//! pCPU idle on behalf of the gang, as Xen core scheduling does (specs §3).
+//!
+//! # How it works
+//! Time is cut into rounds of `slice_ms` (Xen's 30 ms slice). At each round boundary one
+//! global timer plans the next round:
+//! 1. Fair share: every domain has a virtual time, the CPU time it actually received divided
+//!    by its weight (`FairShare`, shared with `vds`). Units are ordered by it, lowest first,
+//!    ties by domain order. A CON VM with a runnable vCPU is one unit needing one pCPU per
+//!    vCPU (strict: all of them, blocked ones included); each runnable vCPU of a HIT VM is a
+//!    unit of one pCPU.
+//! 2. First fit: units are packed in that order onto the P pCPUs; a unit that does not fit
+//!    is skipped and later, smaller units may still fit. The lowest unit always fits (admit
+//!    refuses CON VMs wider than the host), so nobody starves.
+//! 3. Placement: a planned vCPU that is running keeps its pCPU (a gang that continues is not
+//!    relaunched); one that held a slot last round keeps it if free; the others take free
+//!    pCPUs (see `placement`). There is no stable vCPU→pCPU mapping, which seed 000 §5.3
+//!    blames for Co_scheduling's variance.
+//! 4. Every pCPU whose running vCPU is not its planned one gets a reschedule IPI (a
+//!    co-scheduling signal when it starts a gang member), all sent at the same instant, so
+//!    the whole round starts one IPI latency after the boundary.
+//!
+//! Within a round the plan is fixed: a pCPU runs its planned vCPU with no slice timer. A gang
+//! member that blocks leaves its pCPU idle and runs there again if it wakes within the
+//! round. A HIT slot whose vCPU blocked, or a pCPU no unit fits on, is filled by the
+//! waiting HIT vCPU of lowest virtual time (work conserving for HIT VMs, never for a CON
+//! vCPU outside its gang); a planned HIT vCPU that wakes takes its slot back.
+//! A domain whose vCPUs were all blocked rejoins at no less than the lowest virtual time of
+//! the domains that were runnable at the last plan, so sleeping does not bank CPU time (as
+//! CFS clamps to min_vruntime).
+//!
+//! # Readings and approximations
+//! - The paper gives no algorithm for its Co_scheduling baseline; this is the textbook gang
+//!   scheduler with ESX 2.x's all-or-nothing start. Packing is first fit in fair-share
+//!   order, not an optimal bin packing.
+//! - Fairness is per domain (CPU received / weight, as `VmMetrics::weight_share` defines
+//!   it), not Xen Credit's per-vCPU weight. A gang can only take whole rounds on all its
+//!   vCPUs, so some weight vectors are not achievable exactly (a 4-vCPU VM on 4 pCPUs can
+//!   never run beside anyone).
+//! - Caps are not enforced; PLE exits are ignored (the round's plan is fixed: spinning
+//!   inside a co-scheduled gang is short by construction).
+//! - A VM type change re-plans at once and restarts the round there.
+//! - `placement = "rotate"` hands free pCPUs out from a cursor that advances one pCPU each
+//!   round (whichever pCPUs are free, with no affinity); `"sticky"` first tries the pCPU a
+//!   vCPU last ran on (an ablation: co-scheduling with affinity). A seeded random placement
+//!   would need the engine's `Rng` trait, which this crate does not depend on.
+//! - Invariant (`check`, after every event): a CON vCPU runs only in its own gang slot; a
+//!   planned gang's runnable vCPUs run in their slots; an unplanned gang's vCPUs do not run
+//!   — each "except on a pCPU with a reschedule in flight" (the instant between the IPIs
+//!   that start or stop a gang). Hence, whenever no reschedule is in flight, every CON VM
+//!   runs all of its runnable vCPUs or none, which is also checked literally.
+//!
+//! Suits: CON VMs with fine-grained synchronization (spinlocks, barriers) on a host where
+//! gangs pack well. Known weakness: fragmentation — pCPUs left idle because the next gang
+//! does not fit, or on behalf of blocked gang members (the engine's `frag_idle_s`) — and
+//! priority inversion behind a wide gang.
+
+use vsched_model::{
+    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
+    VcpuId, VmType, NS_PER_MS,
+};
+
+// ---- Constants (defaults; each is a scenario parameter) ----
+
+/// Round length: Xen's 30 ms time slice, the slice seed 000's Xen 4.1.2 baselines use.
+const SLICE_MS: i64 = 30;
+/// Default placement of gangs that (re)start: whichever pCPUs are free, no affinity.
+const PLACEMENT: &str = "rotate";
+/// Fixed-point scale of virtual time (CPU ns × scale / weight): exact for power-of-two
+/// weights such as Xen's default 256, and fine-grained for any weight up to 65535.
+const VTIME_SCALE: u128 = 1 << 20;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { name: "slice_ms", default: ParamDefault::Int(SLICE_MS), doc: "round length (gang time slice), ms" },
+    ParamSpec {
+        name: "placement",
+        default: ParamDefault::Str(PLACEMENT),
+        doc: "pCPUs for a (re)starting vCPU: \"rotate\" (free pCPUs from a cursor moving each round) or \"sticky\" (last pCPU first)",
+    },
+];
+
+// ---- Fair share, shared with `vds` ----
+
+/// Per-domain virtual time: CPU time received divided by weight. Charged from the
+/// policy's own view of who runs where: whenever a pCPU reschedules and at every plan.
+pub(crate) struct FairShare {
+    vtime: Vec<u128>,
+    /// Per pCPU: its current vCPU has been charged up to here.
+    since: Vec<Time>,
+    /// The lowest virtual time among domains runnable at the last plan (never decreases).
+    vmin: u128,
+}
+
+impl FairShare {
+    pub(crate) fn new(cx: &Cx) -> Self {
+        FairShare { vtime: vec![0; cx.domains().len()], since: vec![cx.now(); cx.n_pcpus()], vmin: 0 }
+    }
+
+    /// A placeholder until `init` knows the host.
+    pub(crate) fn empty() -> Self {
+        FairShare { vtime: Vec::new(), since: Vec::new(), vmin: 0 }
+    }
+
+    pub(crate) fn vtime(&self, d: DomId) -> u128 {
+        self.vtime[d]
+    }
+
+    /// Charges what `p` ran since the last charge to its domain. Call at the start of
+    /// `pick_next(p)` (the engine still shows `prev` as `curr(p)` then).
+    pub(crate) fn charge(&mut self, cx: &Cx, p: PcpuId) {
+        let now = cx.now();
+        if let Some(u) = cx.curr(p) {
+            let d = cx.dom_of(u);
+            let w = cx.domain(d).weight.max(1) as u128;
+            self.vtime[d] += (now - self.since[p]) as u128 * VTIME_SCALE / w;
+        }
+        self.since[p] = now;
+    }
+
+    pub(crate) fn charge_all(&mut self, cx: &Cx) {
+        for p in 0..cx.n_pcpus() {
+            self.charge(cx, p);
+        }
+    }
+
+    /// At a plan: the floor for re-joining domains rises to the lowest runnable domain.
+    pub(crate) fn settle(&mut self, runnable_doms: &[DomId]) {
+        if let Some(m) = runnable_doms.iter().map(|&d| self.vtime[d]).min() {
+            self.vmin = self.vmin.max(m);
+        }
+    }
+
+    /// `v` woke: if it is its domain's only runnable vCPU, the domain re-joins at no less
+    /// than the floor (it does not bank CPU time while asleep).
+    pub(crate) fn woke(&mut self, cx: &Cx, v: VcpuId) {
+        let d = cx.dom_of(v);
+        if cx.vcpus_of(d).all(|u| u == v || !cx.is_runnable(u)) {
+            self.vtime[d] = self.vtime[d].max(self.vmin);
+        }
+    }
+}
+
+/// The order in which to send the IPIs that start a round or period, all landing at the
+/// same instant and handled in the order sent: `pcpus[i]` will take a vCPU now running on
+/// `takes_from[i]`, if any; a pCPU goes after the one it takes from, so the vCPU is free by
+/// then. Members of a cycle (two pCPUs swapping vCPUs) go last, in index order: one of them
+/// waits for the other's release (`pick_next` hands off with one more IPI).
+pub(crate) fn release_first(pcpus: &[PcpuId], takes_from: &[Option<PcpuId>]) -> Vec<PcpuId> {
+    let mut order = Vec::with_capacity(pcpus.len());
+    let mut done = vec![false; pcpus.len()];
+    loop {
+        let mut progress = false;
+        for i in 0..pcpus.len() {
+            let ready = match takes_from[i] {
+                None => true,
+                Some(q) => pcpus.iter().zip(&done).all(|(&r, &d)| r != q || d),
+            };
+            if !done[i] && ready {
+                done[i] = true;
+                order.push(pcpus[i]);
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    order.extend(pcpus.iter().zip(&done).filter(|(_, &d)| !d).map(|(&p, _)| p));
+    order
+}
+
+// ---- State, by scope ----
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Placement {
+    Rotate,
+    Sticky,
+}
+
+/// What a pCPU was planned to run this round.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Slot {
+    /// No unit fits here: HIT vCPUs may fill it.
+    Free,
+    /// Reserved for this vCPU of a CON VM's gang (idle while it is blocked).
+    Gang(VcpuId),
+    /// Planned for this HIT vCPU (filled by another HIT vCPU while it is blocked).
+    Hit(VcpuId),
+}
+
+/// One schedulable unit at a plan: a whole CON VM, or one runnable HIT vCPU.
+struct Unit {
+    dom: DomId,
+    gang: bool,
+    members: Vec<VcpuId>,
+}
+
+pub struct Cosched {
+    // Configuration.
+    slice_ns: Time,
+    placement: Placement,
+    // Global state.
+    fair: FairShare,
+    /// Round number; the round timer carries it as its id, so a timer left over from a
+    /// round that a re-plan cut short is recognised and ignored.
+    round: u64,
+    /// Where the rotating hand-out of free pCPUs starts this round.
+    cursor: PcpuId,
+    // Per pCPU.
+    slot: Vec<Slot>,
+    /// A reschedule was requested and `pick_next` has not run since.
+    kicked: Vec<bool>,
+    /// Waiting for this planned vCPU to leave the pCPU it still runs on.
+    awaiting: Vec<Option<VcpuId>>,
+    // Per vCPU.
+    /// The pCPU this vCPU is planned on this round.
+    slot_of: Vec<Option<PcpuId>>,
+    // Per domain.
+    /// Planned as a gang this round.
+    planned: Vec<bool>,
+}
+
+impl Cosched {
+    fn new(slice_ns: Time, placement: Placement) -> Self {
+        Cosched {
+            slice_ns,
+            placement,
+            fair: FairShare::empty(),
+            round: 0,
+            cursor: 0,
+            slot: Vec::new(),
+            kicked: Vec::new(),
+            awaiting: Vec::new(),
+            slot_of: Vec::new(),
+            planned: Vec::new(),
+        }
+    }
+
+    fn is_hit(cx: &Cx, v: VcpuId) -> bool {
+        cx.domain(cx.dom_of(v)).vm_type == VmType::Hit
+    }
+
+    /// The vCPU `p` should run now according to the plan (`None`: idle or a HIT filler).
+    fn planned_vcpu(&self, cx: &Cx, p: PcpuId) -> Option<VcpuId> {
+        match self.slot[p] {
+            Slot::Gang(v) | Slot::Hit(v) if cx.is_runnable(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Whether what `p` runs now (`c`) agrees with the plan.
+    fn agrees(&self, cx: &Cx, p: PcpuId, c: Option<VcpuId>) -> bool {
+        match (self.planned_vcpu(cx, p), self.slot[p]) {
+            (Some(v), _) => c == Some(v),
+            (None, Slot::Gang(_)) => c.is_none(),
+            // A free or blocked-HIT slot may run an unplanned HIT filler.
+            (None, _) => c.is_none_or(|u| Self::is_hit(cx, u) && self.slot_of[u].is_none()),
+        }
+    }
+
+    fn kick(&mut self, cx: &mut Cx, p: PcpuId, co: bool) {
+        self.kicked[p] = true;
+        if co {
+            cx.co_signal(p);
+        } else {
+            cx.resched(p);
+        }
+    }
+
+    /// Plans the next round and starts it (see the header, steps 1-4).
+    fn plan(&mut self, cx: &mut Cx) {
+        let now = cx.now();
+        let n = cx.n_pcpus();
+        self.fair.charge_all(cx);
+
+        // 1. Units in fair-share order.
+        let mut units = Vec::new();
+        let mut runnable_doms = Vec::new();
+        for d in 0..cx.domains().len() {
+            let runnable: Vec<VcpuId> = cx.vcpus_of(d).filter(|&v| cx.is_runnable(v)).collect();
+            if runnable.is_empty() {
+                continue;
+            }
+            runnable_doms.push(d);
+            match cx.domain(d).vm_type {
+                VmType::Con => units.push(Unit { dom: d, gang: true, members: cx.vcpus_of(d).collect() }),
+                VmType::Hit => {
+                    units.extend(runnable.into_iter().map(|v| Unit { dom: d, gang: false, members: vec![v] }))
+                }
+            }
+        }
+        self.fair.settle(&runnable_doms);
+        units.sort_by_key(|u| (self.fair.vtime(u.dom), u.dom, u.members[0]));
+
+        // 2. First fit.
+        let mut free = n;
+        let mut chosen = Vec::new();
+        for u in units {
+            if u.members.len() <= free {
+                free -= u.members.len();
+                chosen.push(u);
+            }
+        }
+
+        // 3. Placement.
+        let mut new_slot: Vec<Option<Slot>> = vec![None; n];
+        let mut new_slot_of: Vec<Option<PcpuId>> = vec![None; cx.n_vcpus()];
+        let make = |u: &Unit, v: VcpuId| if u.gang { Slot::Gang(v) } else { Slot::Hit(v) };
+        for u in &chosen {
+            for &v in &u.members {
+                if let Some(q) = cx.running_on(v) {
+                    new_slot[q] = Some(make(u, v));
+                    new_slot_of[v] = Some(q);
+                }
+            }
+        }
+        for u in &chosen {
+            for &v in &u.members {
+                if let Some(q) = self.slot_of[v].filter(|&q| new_slot_of[v].is_none() && new_slot[q].is_none()) {
+                    new_slot[q] = Some(make(u, v));
+                    new_slot_of[v] = Some(q);
+                }
+            }
+        }
+        let cursor = self.cursor;
+        for u in &chosen {
+            for &v in &u.members {
+                if new_slot_of[v].is_some() {
+                    continue;
+                }
+                let last = cx.last_pcpu(v).filter(|&q| self.placement == Placement::Sticky && new_slot[q].is_none());
+                let q = last
+                    .or_else(|| (0..n).map(|k| (cursor + k) % n).find(|&q| new_slot[q].is_none()))
+                    .expect("first fit left room for every chosen vCPU");
+                new_slot[q] = Some(make(u, v));
+                new_slot_of[v] = Some(q);
+            }
+        }
+        self.cursor = (self.cursor + 1) % n;
+        self.slot = new_slot.into_iter().map(|s| s.unwrap_or(Slot::Free)).collect();
+        self.slot_of = new_slot_of;
+        self.awaiting = vec![None; n];
+
+        // Gang launches: gangs planned now that were not planned last round.
+        let mut planned = vec![false; cx.domains().len()];
+        for u in chosen.iter().filter(|u| u.gang) {
+            planned[u.dom] = true;
+            if !self.planned[u.dom] {
+                cx.co_launch(u.dom);
+            }
+        }
+        self.planned = planned;
+
+        // 4. Start the round (planned vCPUs that run keep their pCPU, so nothing moves here;
+        // the release-first order is a safeguard).
+        let targets: Vec<PcpuId> = (0..n).filter(|&p| !self.agrees(cx, p, cx.curr(p))).collect();
+        let takes_from: Vec<Option<PcpuId>> =
+            targets.iter().map(|&p| self.planned_vcpu(cx, p).and_then(|v| cx.running_on(v))).collect();
+        for p in release_first(&targets, &takes_from) {
+            let co = matches!(self.slot[p], Slot::Gang(v) if cx.curr(p) != Some(v) && cx.is_runnable(v));
+            self.kick(cx, p, co);
+        }
+        cx.count("cosched.rounds");
+        self.round += 1;
+        cx.set_timer(now + self.slice_ns, self.round);
+    }
+
+    /// The waiting HIT vCPU of lowest virtual time that is not planned anywhere (`prev`
+    /// may continue if it is such a filler on `p`).
+    fn pick_filler(&self, cx: &Cx, p: PcpuId) -> Option<VcpuId> {
+        (0..cx.n_vcpus())
+            .filter(|&v| {
+                Self::is_hit(cx, v)
+                    && self.slot_of[v].is_none()
+                    && cx.is_runnable(v)
+                    && cx.running_on(v).is_none_or(|q| q == p)
+            })
+            .min_by_key(|&v| (self.fair.vtime(cx.dom_of(v)), v))
+    }
+}
+
+impl Policy for Cosched {
+    /// Strict co-scheduling needs one pCPU per vCPU of every CON VM.
+    fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
+        crate::credit::admit_con_fits(pcpus, domains)
+    }
+
+    /// Contract: state exists, and the first round is planned at once (the timer fires at
+    /// time 0, before the engine's initial reschedules).
+    fn init(&mut self, cx: &mut Cx) {
+        let n = cx.n_pcpus();
+        self.fair = FairShare::new(cx);
+        self.slot = vec![Slot::Free; n];
+        self.kicked = vec![false; n];
+        self.awaiting = vec![None; n];
+        self.slot_of = vec![None; cx.n_vcpus()];
+        self.planned = vec![false; cx.domains().len()];
+        let now = cx.now();
+        cx.set_timer(now, self.round);
+    }
+
+    /// Contract: nothing to queue; every plan looks at all runnable vCPUs.
+    fn vcpu_insert(&mut self, _cx: &mut Cx, _v: VcpuId) {}
+
+    /// Contract: a planned vCPU goes back to its slot (a gang member resumes beside its
+    /// siblings; a HIT vCPU displaces the filler); an unplanned HIT vCPU takes an idle
+    /// fillable pCPU if there is one; an unplanned CON vCPU waits for its gang's round.
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.fair.woke(cx, v);
+        if let Some(p) = self.slot_of[v] {
+            if cx.curr(p) != Some(v) {
+                self.kick(cx, p, false);
+            }
+            return;
+        }
+        if !Self::is_hit(cx, v) {
+            return;
+        }
+        let idle = (0..cx.n_pcpus()).find(|&p| {
+            cx.curr(p).is_none()
+                && !self.kicked[p]
+                && self.awaiting[p].is_none()
+                && !matches!(self.slot[p], Slot::Gang(_))
+                && self.planned_vcpu(cx, p).is_none()
+        });
+        if let Some(p) = idle {
+            cx.count("cosched.hit_fills");
+            self.kick(cx, p, false);
+        }
+    }
+
+    /// Contract: run the planned vCPU; a gang slot whose member is blocked stays idle; a
+    /// HIT or free slot without a runnable planned vCPU takes a HIT filler. No slice timer:
+    /// the round timer ends every slice.
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        self.kicked[p] = false;
+        self.awaiting[p] = None;
+        self.fair.charge(cx, p);
+        let mut next = match (self.planned_vcpu(cx, p), self.slot[p]) {
+            (Some(v), _) => Some(v),
+            (None, Slot::Gang(_)) => None,
+            (None, _) => self.pick_filler(cx, p),
+        };
+        if let Some(v) = next {
+            if cx.running_on(v).is_some_and(|q| q != p) {
+                // Still running where it ran last round: start it when that pCPU lets go.
+                self.awaiting[p] = Some(v);
+                next = None;
+                cx.count("cosched.awaits");
+            }
+        }
+        if let Some(u) = prev.filter(|&u| next != Some(u)) {
+            for q in 0..cx.n_pcpus() {
+                if q != p && self.awaiting[q] == Some(u) {
+                    let co = matches!(self.slot[q], Slot::Gang(_));
+                    self.kick(cx, q, co);
+                }
+            }
+        }
+        Decision { next, slice_ns: None }
+    }
+
+    /// The round boundary.
+    fn timer(&mut self, cx: &mut Cx, id: u64) {
+        if id == self.round {
+            self.plan(cx);
+        }
+    }
+
+    /// A VM that changed type is scheduled by its new type from now on: re-plan at once.
+    fn vm_type_changed(&mut self, cx: &mut Cx, _d: DomId, _old: VmType) {
+        self.plan(cx);
+    }
+
+    /// See the header: gangs run whole except on pCPUs with a reschedule in flight.
+    fn check(&self, cx: &Cx) -> Result<(), String> {
+        let transit = |p: PcpuId| self.kicked[p] || self.awaiting[p].is_some();
+        let quiet = !(0..cx.n_pcpus()).any(transit);
+        for d in 0..cx.domains().len() {
+            let dom = cx.domain(d);
+            if dom.vm_type != VmType::Con {
+                continue;
+            }
+            let (mut runnable, mut running) = (0, 0);
+            for v in cx.vcpus_of(d) {
+                runnable += cx.is_runnable(v) as usize;
+                if let Some(p) = cx.running_on(v) {
+                    running += 1;
+                    if self.slot[p] != Slot::Gang(v) && !transit(p) {
+                        return Err(format!("vCPU {v} of CON VM {} runs on pCPU {p} outside its gang slot", dom.name));
+                    }
+                } else if cx.is_runnable(v) && self.planned[d] {
+                    match self.slot_of[v] {
+                        Some(p) if transit(p) => {}
+                        _ => {
+                            return Err(format!(
+                                "vCPU {v} of planned gang {} waits with no reschedule in flight",
+                                dom.name
+                            ))
+                        }
+                    }
+                }
+            }
+            if quiet && running != 0 && running != runnable {
+                return Err(format!("CON VM {} runs {running} of its {runnable} runnable vCPUs", dom.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    let slice_ms = params.int_at_least("slice_ms", 1)?;
+    let placement = match params.choice("placement", &["rotate", "sticky"])?.as_str() {
+        "sticky" => Placement::Sticky,
+        _ => Placement::Rotate,
+    };
+    Ok(Box::new(Cosched::new(slice_ms as Time * NS_PER_MS, placement)))
+}
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "cosched",
+    description: "strict co-scheduling (gang): a CON VM's vCPUs start together or not at all, fair-share rounds",
+    params: PARAMS,
+    build,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::release_first;
+
+    #[test]
+    fn release_first_orders_chains_and_puts_cycles_last() {
+        // 3 takes from 2, 2 from 1, 1 from nobody; 4 and 5 swap.
+        let pcpus = [3, 2, 1, 4, 5];
+        let takes_from = [Some(2), Some(1), None, Some(5), Some(4)];
+        assert_eq!(release_first(&pcpus, &takes_from), vec![1, 2, 3, 4, 5]);
+        // Taking from a pCPU that is not signalled (it keeps running) is no constraint.
+        assert_eq!(release_first(&[0, 1], &[Some(7), None]), vec![0, 1]);
+    }
+}
