@@ -12,7 +12,7 @@
 //! Time is cut into rounds of `slice_ms` (Xen's 30 ms slice). At each round boundary one
 //! global timer plans the next round:
 //! 1. Fair share: every domain has a virtual time, the CPU time it actually received divided
-//!    by its weight (`FairShare`, shared with `vds`). Units are ordered by it, lowest first,
+//!    by its weight (`rounds::FairShare`, shared with `vds`). Units are ordered by it, lowest first,
 //!    ties by domain order. A CON VM with a runnable vCPU is one unit needing one pCPU per
 //!    vCPU (strict: all of them, blocked ones included); each runnable vCPU of a HIT VM is a
 //!    unit of one pCPU.
@@ -67,16 +67,14 @@ use vsched_model::{
     VcpuId, VmType, NS_PER_MS,
 };
 
+use crate::rounds::{release_first, FairShare, Handoff};
+
 // ---- Constants (defaults; each is a scenario parameter) ----
 
 /// Round length: Xen's 30 ms time slice, the slice seed 000's Xen 4.1.2 baselines use.
 const SLICE_MS: i64 = 30;
 /// Default placement of gangs that (re)start: whichever pCPUs are free, no affinity.
 const PLACEMENT: &str = "rotate";
-/// Fixed-point scale of virtual time (CPU ns × scale / weight): exact for power-of-two
-/// weights such as Xen's default 256, and fine-grained for any weight up to 65535.
-const VTIME_SCALE: u128 = 1 << 20;
-
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "slice_ms", default: ParamDefault::Int(SLICE_MS), doc: "round length (gang time slice), ms" },
     ParamSpec {
@@ -85,96 +83,6 @@ const PARAMS: &[ParamSpec] = &[
         doc: "pCPUs for a (re)starting vCPU: \"rotate\" (free pCPUs from a cursor moving each round) or \"sticky\" (last pCPU first)",
     },
 ];
-
-// ---- Fair share, shared with `vds` ----
-
-/// Per-domain virtual time: CPU time received divided by weight. Charged from the
-/// policy's own view of who runs where: whenever a pCPU reschedules and at every plan.
-pub(crate) struct FairShare {
-    vtime: Vec<u128>,
-    /// Per pCPU: its current vCPU has been charged up to here.
-    since: Vec<Time>,
-    /// The lowest virtual time among domains runnable at the last plan (never decreases).
-    vmin: u128,
-}
-
-impl FairShare {
-    pub(crate) fn new(cx: &Cx) -> Self {
-        FairShare { vtime: vec![0; cx.domains().len()], since: vec![cx.now(); cx.n_pcpus()], vmin: 0 }
-    }
-
-    /// A placeholder until `init` knows the host.
-    pub(crate) fn empty() -> Self {
-        FairShare { vtime: Vec::new(), since: Vec::new(), vmin: 0 }
-    }
-
-    pub(crate) fn vtime(&self, d: DomId) -> u128 {
-        self.vtime[d]
-    }
-
-    /// Charges what `p` ran since the last charge to its domain. Call at the start of
-    /// `pick_next(p)` (the engine still shows `prev` as `curr(p)` then).
-    pub(crate) fn charge(&mut self, cx: &Cx, p: PcpuId) {
-        let now = cx.now();
-        if let Some(u) = cx.curr(p) {
-            let d = cx.dom_of(u);
-            let w = cx.domain(d).weight.max(1) as u128;
-            self.vtime[d] += (now - self.since[p]) as u128 * VTIME_SCALE / w;
-        }
-        self.since[p] = now;
-    }
-
-    pub(crate) fn charge_all(&mut self, cx: &Cx) {
-        for p in 0..cx.n_pcpus() {
-            self.charge(cx, p);
-        }
-    }
-
-    /// At a plan: the floor for re-joining domains rises to the lowest runnable domain.
-    pub(crate) fn settle(&mut self, runnable_doms: &[DomId]) {
-        if let Some(m) = runnable_doms.iter().map(|&d| self.vtime[d]).min() {
-            self.vmin = self.vmin.max(m);
-        }
-    }
-
-    /// `v` woke: if it is its domain's only runnable vCPU, the domain re-joins at no less
-    /// than the floor (it does not bank CPU time while asleep).
-    pub(crate) fn woke(&mut self, cx: &Cx, v: VcpuId) {
-        let d = cx.dom_of(v);
-        if cx.vcpus_of(d).all(|u| u == v || !cx.is_runnable(u)) {
-            self.vtime[d] = self.vtime[d].max(self.vmin);
-        }
-    }
-}
-
-/// The order in which to send the IPIs that start a round or period, all landing at the
-/// same instant and handled in the order sent: `pcpus[i]` will take a vCPU now running on
-/// `takes_from[i]`, if any; a pCPU goes after the one it takes from, so the vCPU is free by
-/// then. Members of a cycle (two pCPUs swapping vCPUs) go last, in index order: one of them
-/// waits for the other's release (`pick_next` hands off with one more IPI).
-pub(crate) fn release_first(pcpus: &[PcpuId], takes_from: &[Option<PcpuId>]) -> Vec<PcpuId> {
-    let mut order = Vec::with_capacity(pcpus.len());
-    let mut done = vec![false; pcpus.len()];
-    loop {
-        let mut progress = false;
-        for i in 0..pcpus.len() {
-            let ready = match takes_from[i] {
-                None => true,
-                Some(q) => pcpus.iter().zip(&done).all(|(&r, &d)| r != q || d),
-            };
-            if !done[i] && ready {
-                done[i] = true;
-                order.push(pcpus[i]);
-                progress = true;
-            }
-        }
-        if !progress {
-            break;
-        }
-    }
-    order.extend(pcpus.iter().zip(&done).filter(|(_, &d)| !d).map(|(&p, _)| p));
-    order
-}
 
 // ---- State, by scope ----
 
@@ -215,10 +123,8 @@ pub struct Cosched {
     cursor: PcpuId,
     // Per pCPU.
     slot: Vec<Slot>,
-    /// A reschedule was requested and `pick_next` has not run since.
-    kicked: Vec<bool>,
-    /// Waiting for this planned vCPU to leave the pCPU it still runs on.
-    awaiting: Vec<Option<VcpuId>>,
+    /// Reschedules in flight.
+    handoff: Handoff,
     // Per vCPU.
     /// The pCPU this vCPU is planned on this round.
     slot_of: Vec<Option<PcpuId>>,
@@ -236,8 +142,7 @@ impl Cosched {
             round: 0,
             cursor: 0,
             slot: Vec::new(),
-            kicked: Vec::new(),
-            awaiting: Vec::new(),
+            handoff: Handoff::new(0),
             slot_of: Vec::new(),
             planned: Vec::new(),
         }
@@ -262,15 +167,6 @@ impl Cosched {
             (None, Slot::Gang(_)) => c.is_none(),
             // A free or blocked-HIT slot may run an unplanned HIT filler.
             (None, _) => c.is_none_or(|u| Self::is_hit(cx, u) && self.slot_of[u].is_none()),
-        }
-    }
-
-    fn kick(&mut self, cx: &mut Cx, p: PcpuId, co: bool) {
-        self.kicked[p] = true;
-        if co {
-            cx.co_signal(p);
-        } else {
-            cx.resched(p);
         }
     }
 
@@ -346,7 +242,7 @@ impl Cosched {
         self.cursor = (self.cursor + 1) % n;
         self.slot = new_slot.into_iter().map(|s| s.unwrap_or(Slot::Free)).collect();
         self.slot_of = new_slot_of;
-        self.awaiting = vec![None; n];
+        self.handoff.clear_awaiting();
 
         // Gang launches: gangs planned now that were not planned last round.
         let mut planned = vec![false; cx.domains().len()];
@@ -365,7 +261,7 @@ impl Cosched {
             targets.iter().map(|&p| self.planned_vcpu(cx, p).and_then(|v| cx.running_on(v))).collect();
         for p in release_first(&targets, &takes_from) {
             let co = matches!(self.slot[p], Slot::Gang(v) if cx.curr(p) != Some(v) && cx.is_runnable(v));
-            self.kick(cx, p, co);
+            self.handoff.kick(cx, p, co);
         }
         cx.count("cosched.rounds");
         self.round += 1;
@@ -398,8 +294,7 @@ impl Policy for Cosched {
         let n = cx.n_pcpus();
         self.fair = FairShare::new(cx);
         self.slot = vec![Slot::Free; n];
-        self.kicked = vec![false; n];
-        self.awaiting = vec![None; n];
+        self.handoff = Handoff::new(n);
         self.slot_of = vec![None; cx.n_vcpus()];
         self.planned = vec![false; cx.domains().len()];
         let now = cx.now();
@@ -416,7 +311,7 @@ impl Policy for Cosched {
         self.fair.woke(cx, v);
         if let Some(p) = self.slot_of[v] {
             if cx.curr(p) != Some(v) {
-                self.kick(cx, p, false);
+                self.handoff.kick(cx, p, false);
             }
             return;
         }
@@ -425,14 +320,13 @@ impl Policy for Cosched {
         }
         let idle = (0..cx.n_pcpus()).find(|&p| {
             cx.curr(p).is_none()
-                && !self.kicked[p]
-                && self.awaiting[p].is_none()
+                && !self.handoff.in_transit(p)
                 && !matches!(self.slot[p], Slot::Gang(_))
                 && self.planned_vcpu(cx, p).is_none()
         });
         if let Some(p) = idle {
             cx.count("cosched.hit_fills");
-            self.kick(cx, p, false);
+            self.handoff.kick(cx, p, false);
         }
     }
 
@@ -440,30 +334,17 @@ impl Policy for Cosched {
     /// HIT or free slot without a runnable planned vCPU takes a HIT filler. No slice timer:
     /// the round timer ends every slice.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.kicked[p] = false;
-        self.awaiting[p] = None;
+        self.handoff.landed(p);
         self.fair.charge(cx, p);
-        let mut next = match (self.planned_vcpu(cx, p), self.slot[p]) {
+        let next = match (self.planned_vcpu(cx, p), self.slot[p]) {
             (Some(v), _) => Some(v),
             (None, Slot::Gang(_)) => None,
             (None, _) => self.pick_filler(cx, p),
         };
-        if let Some(v) = next {
-            if cx.running_on(v).is_some_and(|q| q != p) {
-                // Still running where it ran last round: start it when that pCPU lets go.
-                self.awaiting[p] = Some(v);
-                next = None;
-                cx.count("cosched.awaits");
-            }
-        }
-        if let Some(u) = prev.filter(|&u| next != Some(u)) {
-            for q in 0..cx.n_pcpus() {
-                if q != p && self.awaiting[q] == Some(u) {
-                    let co = matches!(self.slot[q], Slot::Gang(_));
-                    self.kick(cx, q, co);
-                }
-            }
-        }
+        // Still running where it ran last round: start it when that pCPU lets go.
+        let next = self.handoff.unless_elsewhere(cx, p, next, "cosched.awaits");
+        let slot = &self.slot;
+        self.handoff.release(cx, p, prev, next, |_, q, _| matches!(slot[q], Slot::Gang(_)));
         Decision { next, slice_ns: None }
     }
 
@@ -481,7 +362,7 @@ impl Policy for Cosched {
 
     /// See the header: gangs run whole except on pCPUs with a reschedule in flight.
     fn check(&self, cx: &Cx) -> Result<(), String> {
-        let transit = |p: PcpuId| self.kicked[p] || self.awaiting[p].is_some();
+        let transit = |p: PcpuId| self.handoff.in_transit(p);
         let quiet = !(0..cx.n_pcpus()).any(transit);
         for d in 0..cx.domains().len() {
             let dom = cx.domain(d);
@@ -531,18 +412,3 @@ pub const INFO: PolicyInfo = PolicyInfo {
     params: PARAMS,
     build,
 };
-
-#[cfg(test)]
-mod tests {
-    use super::release_first;
-
-    #[test]
-    fn release_first_orders_chains_and_puts_cycles_last() {
-        // 3 takes from 2, 2 from 1, 1 from nobody; 4 and 5 swap.
-        let pcpus = [3, 2, 1, 4, 5];
-        let takes_from = [Some(2), Some(1), None, Some(5), Some(4)];
-        assert_eq!(release_first(&pcpus, &takes_from), vec![1, 2, 3, 4, 5]);
-        // Taking from a pCPU that is not signalled (it keeps running) is no constraint.
-        assert_eq!(release_first(&[0, 1], &[Some(7), None]), vec![0, 1]);
-    }
-}

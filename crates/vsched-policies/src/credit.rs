@@ -684,6 +684,9 @@ impl Policy for Credit {
 /// credit scheduler): the variant replaces how a pCPU picks its next vCPU; Credit keeps
 /// accounting, priorities, BOOST, tickling, work stealing and the CON scatter.
 pub(crate) trait CreditVariant {
+    /// The host is known (after Credit's own `init`): size per-pCPU / per-domain state.
+    fn init(&mut self, _cx: &mut Cx) {}
+
     /// Replaces `csched_schedule` (use `put_prev`, `choose` and `commit` of `base`).
     fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision;
 
@@ -707,7 +710,8 @@ impl<V: CreditVariant> Policy for OnCredit<V> {
         admit_con_fits(pcpus, domains)
     }
     fn init(&mut self, cx: &mut Cx) {
-        self.base.init(cx)
+        self.base.init(cx);
+        self.variant.init(cx);
     }
     fn tick_period_ns(&self) -> Option<Time> {
         self.base.tick_period_ns()

@@ -53,13 +53,6 @@ impl CoSched {
         CoSched { syn_domain: None, syn_map: Vec::new(), codesched: Vec::new(), co_deschedule }
     }
 
-    fn ensure_sized(&mut self, n: usize) {
-        if self.syn_map.len() != n {
-            self.syn_map = vec![false; n];
-            self.codesched = vec![None; n];
-        }
-    }
-
     /// `p` handled its signal; the last one ends the operation and frees the lock.
     fn signal_done(&mut self, p: PcpuId) {
         self.syn_map[p] = false;
@@ -85,8 +78,12 @@ impl CoSched {
 }
 
 impl CreditVariant for CoSched {
+    fn init(&mut self, cx: &mut Cx) {
+        self.syn_map = vec![false; cx.n_pcpus()];
+        self.codesched = vec![None; cx.n_pcpus()];
+    }
+
     fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.ensure_sized(cx.n_pcpus());
         let signalled = self.syn_domain.is_some() && self.syn_map[p];
         let mut excluded = false;
         let codesched = self.codesched[p].take();

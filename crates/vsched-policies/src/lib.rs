@@ -12,6 +12,8 @@ pub mod credit;
 pub mod cs;
 pub mod hybrid;
 pub mod pcs;
+/// Not a policy: what `cosched` and `vds` share.
+mod rounds;
 pub mod rr;
 pub mod vds;
 

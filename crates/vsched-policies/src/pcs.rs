@@ -48,16 +48,6 @@ struct Pcs {
 }
 
 impl Pcs {
-    fn ensure_sized(&mut self, cx: &Cx) {
-        let n = cx.n_pcpus();
-        if self.co_workers.len() != n {
-            self.co_dom = vec![None; n];
-            self.co_cpus = vec![vec![false; n]; cx.domains().len()];
-            self.co_workers = vec![false; n];
-            self.co_partners = vec![false; n];
-        }
-    }
-
     /// The pCPUs whose run queues hold (or which run) a vCPU of `d`, except `p`.
     fn distribution(base: &Credit, cx: &Cx, d: DomId, p: PcpuId) -> Vec<bool> {
         let mut cpus = vec![false; cx.n_pcpus()];
@@ -73,9 +63,16 @@ impl Pcs {
 }
 
 impl CreditVariant for Pcs {
+    fn init(&mut self, cx: &mut Cx) {
+        let n = cx.n_pcpus();
+        self.co_dom = vec![None; n];
+        self.co_cpus = vec![vec![false; n]; cx.domains().len()];
+        self.co_workers = vec![false; n];
+        self.co_partners = vec![false; n];
+    }
+
     /// Algorithm 1 (Partial Co-scheduling Kernel).
     fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.ensure_sized(cx);
         let pending = self.co_dom[p];
         let mut excluded = false;
         // "Put the current VCPU back to RUNQ(cur_cpu)"; a pending signal skips the rate limit.

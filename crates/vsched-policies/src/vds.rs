@@ -7,7 +7,7 @@
 //! - Periods (§3.2): each scheduling period of `period_ms` gang-schedules the vCPUs of one VM
 //!   on their mapped pCPUs. The VM is the one of lowest virtual time (CPU time received,
 //!   fills included, divided by weight; ties by domain order), the rule `cosched` uses
-//!   (`FairShare`).
+//!   (`rounds::FairShare`).
 //! - Virtual domain (Definition 3.6): VD = ⟨s, qb, qv, op⟩. `qv` holds every vCPU of the
 //!   machine in order VC00, VC01, ..., VC10, ...; idle pCPUs are filled from it in sequence
 //!   (DeQueue), and when nothing in it can fill, AddAll puts every vCPU back. Example 3.1 /
@@ -85,7 +85,7 @@ use vsched_model::{
     VcpuId, VmType, NS_PER_MS,
 };
 
-use crate::cosched::{release_first, FairShare};
+use crate::rounds::{release_first, FairShare, Handoff};
 
 // ---- Constants (defaults; each is a scenario parameter) ----
 
@@ -140,10 +140,8 @@ pub struct Vds {
     fill: Vec<Option<VcpuId>>,
     /// The filler came from `qb` (BOOST): a waking vCPU cannot displace it.
     fill_boosted: Vec<bool>,
-    /// A reschedule was requested and `pick_next` has not run since.
-    kicked: Vec<bool>,
-    /// Waiting for this vCPU to leave the pCPU it still runs on.
-    awaiting: Vec<Option<VcpuId>>,
+    /// Reschedules in flight.
+    handoff: Handoff,
     // Per vCPU.
     /// The pCPU this vCPU fills, if it is a filler.
     filling: Vec<Option<PcpuId>>,
@@ -165,8 +163,7 @@ impl Vds {
             owner: Vec::new(),
             fill: Vec::new(),
             fill_boosted: Vec::new(),
-            kicked: Vec::new(),
-            awaiting: Vec::new(),
+            handoff: Handoff::new(0),
             filling: Vec::new(),
         }
     }
@@ -250,8 +247,7 @@ impl Vds {
         (0..n).find(|&p| self.idle_fillable(cx, p)).or_else(|| {
             (0..n).find(|&p| {
                 self.boost_preempts
-                    && !self.kicked[p]
-                    && self.awaiting[p].is_none()
+                    && !self.handoff.in_transit(p)
                     && self.owner[p].is_none_or(|o| !cx.is_runnable(o))
                     && self.fill[p].is_some_and(|f| cx.running_on(f) == Some(p))
                     && !self.fill_boosted[p]
@@ -266,19 +262,7 @@ impl Vds {
 
     /// Is `p` idle and free for a VD vCPU (no runnable owner, nothing on the way)?
     fn idle_fillable(&self, cx: &Cx, p: PcpuId) -> bool {
-        cx.curr(p).is_none()
-            && !self.kicked[p]
-            && self.awaiting[p].is_none()
-            && self.owner[p].is_none_or(|o| !cx.is_runnable(o))
-    }
-
-    fn kick(&mut self, cx: &mut Cx, p: PcpuId, co: bool) {
-        self.kicked[p] = true;
-        if co {
-            cx.co_signal(p);
-        } else {
-            cx.resched(p);
-        }
+        cx.curr(p).is_none() && !self.handoff.in_transit(p) && self.owner[p].is_none_or(|o| !cx.is_runnable(o))
     }
 
     /// Plans the next period (Algorithm 1) and starts it.
@@ -295,7 +279,7 @@ impl Vds {
         self.fill = vec![None; n];
         self.fill_boosted = vec![false; n];
         self.filling = vec![None; cx.n_vcpus()];
-        self.awaiting = vec![None; n];
+        self.handoff.clear_awaiting();
 
         // A boost period (case 3 at the last plan) runs qb, no VM; otherwise the VM of lowest
         // virtual time runs on its mapped pCPUs.
@@ -346,7 +330,7 @@ impl Vds {
         let co_period = self.gang.is_some_and(|d| cx.domain(d).vm_type == VmType::Con);
         for p in release_first(&targets, &takes_from) {
             let co = co_period && self.owner[p].is_some_and(|o| self.want(cx, p) == Some(o));
-            self.kick(cx, p, co);
+            self.handoff.kick(cx, p, co);
         }
         cx.count("vds.periods");
         self.period += 1;
@@ -368,8 +352,7 @@ impl Policy for Vds {
         self.owner = vec![None; n];
         self.fill = vec![None; n];
         self.fill_boosted = vec![false; n];
-        self.kicked = vec![false; n];
-        self.awaiting = vec![None; n];
+        self.handoff = Handoff::new(n);
         self.filling = vec![None; cx.n_vcpus()];
         self.add_all(cx);
         let now = cx.now();
@@ -386,7 +369,7 @@ impl Policy for Vds {
         if let Some(p) = self.filling[v] {
             // Placed by the plan before it woke: its pCPU will run it.
             if cx.curr(p) != Some(v) {
-                self.kick(cx, p, false);
+                self.handoff.kick(cx, p, false);
             }
             return;
         }
@@ -394,7 +377,7 @@ impl Policy for Vds {
             self.qv.retain(|&u| u != v);
             let p = cx.vcpu_index(v);
             if cx.curr(p) != Some(v) {
-                self.kick(cx, p, false);
+                self.handoff.kick(cx, p, false);
             }
             return;
         }
@@ -409,7 +392,7 @@ impl Policy for Vds {
             (0..cx.n_pcpus()).find(|&p| self.idle_fillable(cx, p))
         };
         if let Some(p) = target {
-            self.kick(cx, p, false);
+            self.handoff.kick(cx, p, false);
         }
     }
 
@@ -417,10 +400,9 @@ impl Policy for Vds {
     /// pCPU while runnable; else the VD gives the next fill (qb, then qv). No slice timer:
     /// the period timer ends every period.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.kicked[p] = false;
-        self.awaiting[p] = None;
+        self.handoff.landed(p);
         self.fair.charge(cx, p);
-        let mut next = match self.owner[p].filter(|&v| cx.is_runnable(v)) {
+        let next = match self.owner[p].filter(|&v| cx.is_runnable(v)) {
             Some(v) => {
                 if self.fill[p].is_some() {
                     cx.count("vds.gang_returns");
@@ -447,22 +429,12 @@ impl Policy for Vds {
                 }
             },
         };
-        if let Some(v) = next {
-            if cx.running_on(v).is_some_and(|q| q != p) {
-                // Still on the pCPU it had last period: start it when that pCPU lets go.
-                self.awaiting[p] = Some(v);
-                next = None;
-                cx.count("vds.awaits");
-            }
-        }
-        if let Some(u) = prev.filter(|&u| next != Some(u)) {
-            for q in 0..cx.n_pcpus() {
-                if q != p && self.awaiting[q] == Some(u) {
-                    let co = self.owner[q] == Some(u) && cx.domain(cx.dom_of(u)).vm_type == VmType::Con;
-                    self.kick(cx, q, co);
-                }
-            }
-        }
+        // Still on the pCPU it had last period: start it when that pCPU lets go.
+        let next = self.handoff.unless_elsewhere(cx, p, next, "vds.awaits");
+        let owner = &self.owner;
+        self.handoff.release(cx, p, prev, next, |cx, q, u| {
+            owner[q] == Some(u) && cx.domain(cx.dom_of(u)).vm_type == VmType::Con
+        });
         Decision { next, slice_ns: None }
     }
 
@@ -475,7 +447,7 @@ impl Policy for Vds {
 
     /// See the header.
     fn check(&self, cx: &Cx) -> Result<(), String> {
-        let transit = |p: PcpuId| self.kicked[p] || self.awaiting[p].is_some();
+        let transit = |p: PcpuId| self.handoff.in_transit(p);
         let mut in_qv = vec![false; cx.n_vcpus()];
         for &v in &self.qv {
             if std::mem::replace(&mut in_qv[v], true) {

@@ -240,7 +240,7 @@ impl Scenario {
         let given = to_params("scheduler", &f.scheduler.params)?;
         let policy_params = Params::check("scheduler", policy.params, &given)?;
         // Build once now so range errors surface at validation time.
-        (policy.build)(&policy_params)?;
+        let built = (policy.build)(&policy_params)?;
 
         if f.vm.is_empty() {
             return Err(err("vm", "expected at least one [[vm]] table"));
@@ -347,7 +347,7 @@ impl Scenario {
                 first_vcpu: 0,
             })
             .collect();
-        (policy.build)(&policy_params)?
+        built
             .admit(host.pcpus, &infos)
             .map_err(|m| err("scheduler.name", format!("policy {} cannot run this scenario: {m}", policy.name)))?;
         Ok(Scenario {

@@ -1,0 +1,190 @@
+//! Machinery shared by the round-based co-schedulers, `cosched` and `vds`: fair share by
+//! per-domain virtual time, and the hand-off of vCPUs between pCPUs when a round starts.
+//! Not a policy itself.
+
+use vsched_model::{Cx, DomId, PcpuId, Time, VcpuId};
+
+/// Fixed-point scale of virtual time (CPU ns × scale / weight): exact for power-of-two
+/// weights such as Xen's default 256, and fine-grained for any weight up to 65535.
+const VTIME_SCALE: u128 = 1 << 20;
+
+/// Per-domain virtual time: CPU time received divided by weight. Charged from the
+/// policy's own view of who runs where: whenever a pCPU reschedules and at every plan.
+pub(crate) struct FairShare {
+    vtime: Vec<u128>,
+    /// Per pCPU: its current vCPU has been charged up to here.
+    since: Vec<Time>,
+    /// The lowest virtual time among domains runnable at the last plan (never decreases).
+    vmin: u128,
+}
+
+impl FairShare {
+    pub(crate) fn new(cx: &Cx) -> Self {
+        FairShare { vtime: vec![0; cx.domains().len()], since: vec![cx.now(); cx.n_pcpus()], vmin: 0 }
+    }
+
+    /// A placeholder until `init` knows the host.
+    pub(crate) fn empty() -> Self {
+        FairShare { vtime: Vec::new(), since: Vec::new(), vmin: 0 }
+    }
+
+    pub(crate) fn vtime(&self, d: DomId) -> u128 {
+        self.vtime[d]
+    }
+
+    /// Charges what `p` ran since the last charge to its domain. Call at the start of
+    /// `pick_next(p)` (the engine still shows `prev` as `curr(p)` then).
+    pub(crate) fn charge(&mut self, cx: &Cx, p: PcpuId) {
+        let now = cx.now();
+        if let Some(u) = cx.curr(p) {
+            let d = cx.dom_of(u);
+            let w = cx.domain(d).weight.max(1) as u128;
+            self.vtime[d] += (now - self.since[p]) as u128 * VTIME_SCALE / w;
+        }
+        self.since[p] = now;
+    }
+
+    pub(crate) fn charge_all(&mut self, cx: &Cx) {
+        for p in 0..cx.n_pcpus() {
+            self.charge(cx, p);
+        }
+    }
+
+    /// At a plan: the floor for re-joining domains rises to the lowest runnable domain.
+    pub(crate) fn settle(&mut self, runnable_doms: &[DomId]) {
+        if let Some(m) = runnable_doms.iter().map(|&d| self.vtime[d]).min() {
+            self.vmin = self.vmin.max(m);
+        }
+    }
+
+    /// `v` woke: if it is its domain's only runnable vCPU, the domain re-joins at no less
+    /// than the floor (it does not bank CPU time while asleep).
+    pub(crate) fn woke(&mut self, cx: &Cx, v: VcpuId) {
+        let d = cx.dom_of(v);
+        if cx.vcpus_of(d).all(|u| u == v || !cx.is_runnable(u)) {
+            self.vtime[d] = self.vtime[d].max(self.vmin);
+        }
+    }
+}
+
+/// The order in which to send the IPIs that start a round or period, all landing at the
+/// same instant and handled in the order sent: `pcpus[i]` will take a vCPU now running on
+/// `takes_from[i]`, if any; a pCPU goes after the one it takes from, so the vCPU is free by
+/// then. Members of a cycle (two pCPUs swapping vCPUs) go last, in index order: one of them
+/// waits for the other's release (`pick_next` hands off with one more IPI).
+pub(crate) fn release_first(pcpus: &[PcpuId], takes_from: &[Option<PcpuId>]) -> Vec<PcpuId> {
+    let mut order = Vec::with_capacity(pcpus.len());
+    let mut done = vec![false; pcpus.len()];
+    loop {
+        let mut progress = false;
+        for i in 0..pcpus.len() {
+            let ready = match takes_from[i] {
+                None => true,
+                Some(q) => pcpus.iter().zip(&done).all(|(&r, &d)| r != q || d),
+            };
+            if !done[i] && ready {
+                done[i] = true;
+                order.push(pcpus[i]);
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    order.extend(pcpus.iter().zip(&done).filter(|(_, &d)| !d).map(|(&p, _)| p));
+    order
+}
+
+/// Reschedules in flight, per pCPU: one sent and not yet handled (`kicked`), or a planned
+/// vCPU the pCPU waits for because it still runs elsewhere (`awaiting`). A pCPU with either
+/// is in transit: the plan and what runs may disagree there for a moment.
+pub(crate) struct Handoff {
+    kicked: Vec<bool>,
+    awaiting: Vec<Option<VcpuId>>,
+}
+
+impl Handoff {
+    pub(crate) fn new(pcpus: usize) -> Self {
+        Handoff { kicked: vec![false; pcpus], awaiting: vec![None; pcpus] }
+    }
+
+    /// Reschedules `p`, as a co-scheduling signal if `co`.
+    pub(crate) fn kick(&mut self, cx: &mut Cx, p: PcpuId, co: bool) {
+        self.kicked[p] = true;
+        if co {
+            cx.co_signal(p);
+        } else {
+            cx.resched(p);
+        }
+    }
+
+    pub(crate) fn in_transit(&self, p: PcpuId) -> bool {
+        self.kicked[p] || self.awaiting[p].is_some()
+    }
+
+    /// A new plan: nothing is awaited any more.
+    pub(crate) fn clear_awaiting(&mut self) {
+        self.awaiting.iter_mut().for_each(|a| *a = None);
+    }
+
+    /// The first step of `pick_next(p)`: `p`'s pending reschedule has landed.
+    pub(crate) fn landed(&mut self, p: PcpuId) {
+        self.kicked[p] = false;
+        self.awaiting[p] = None;
+    }
+
+    /// What `p` runs now instead of the planned `next`: `next`, unless it still runs on
+    /// another pCPU, in which case `p` waits for it (counted under `counter`) and idles until
+    /// `release` kicks it.
+    pub(crate) fn unless_elsewhere(
+        &mut self,
+        cx: &mut Cx,
+        p: PcpuId,
+        next: Option<VcpuId>,
+        counter: &'static str,
+    ) -> Option<VcpuId> {
+        match next {
+            Some(v) if cx.running_on(v).is_some_and(|q| q != p) => {
+                self.awaiting[p] = Some(v);
+                cx.count(counter);
+                None
+            }
+            other => other,
+        }
+    }
+
+    /// `prev` leaves `p` for `next`: kick the pCPUs that wait for it; `co(q, u)` says
+    /// whether that kick is a co-scheduling signal.
+    pub(crate) fn release(
+        &mut self,
+        cx: &mut Cx,
+        p: PcpuId,
+        prev: Option<VcpuId>,
+        next: Option<VcpuId>,
+        co: impl Fn(&Cx, PcpuId, VcpuId) -> bool,
+    ) {
+        let Some(u) = prev.filter(|&u| next != Some(u)) else { return };
+        for q in 0..self.awaiting.len() {
+            if q != p && self.awaiting[q] == Some(u) {
+                let signal = co(cx, q, u);
+                self.kick(cx, q, signal);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_first;
+
+    #[test]
+    fn release_first_orders_chains_and_puts_cycles_last() {
+        // 3 takes from 2, 2 from 1, 1 from nobody; 4 and 5 swap.
+        let pcpus = [3, 2, 1, 4, 5];
+        let takes_from = [Some(2), Some(1), None, Some(5), Some(4)];
+        assert_eq!(release_first(&pcpus, &takes_from), vec![1, 2, 3, 4, 5]);
+        // Taking from a pCPU that is not signalled (it keeps running) is no constraint.
+        assert_eq!(release_first(&[0, 1], &[Some(7), None]), vec![0, 1]);
+    }
+}
