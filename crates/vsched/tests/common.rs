@@ -1,8 +1,13 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+
 use vsched::Scenario;
-use vsched_model::{RunMetrics, VmMetrics};
+use vsched_model::{
+    DomainConfig, Dur, GuestSpec, HostConfig, Instr, LockKind, Params, Policy, Program, ProgramBuilder, RunMetrics,
+    Span, Value, VmMetrics, VmType, FOREVER,
+};
 
 /// Runs a scenario given as TOML text with one seed.
 pub fn run(toml: &str, seed: u64) -> RunMetrics {
@@ -25,4 +30,81 @@ pub fn vm_toml(name: &str, vcpus: u32, extra: &str, workload: &str) -> String {
 /// A scenario with a host, a scheduler table and some VMs.
 pub fn scenario(pcpus: u32, scheduler: &str, vms: &[String], run: &str) -> String {
     format!("[host]\npcpus = {pcpus}\n[scheduler]\n{scheduler}\n{}\n[run]\n{run}\n", vms.join("\n"))
+}
+
+/// A CPU hog workload table.
+pub const HOG: &str = "kind = \"cpu_hog\"";
+
+/// `[host]` lines with every overhead at zero, so IPIs land in the same instant and rounds
+/// start exactly on time: traces can be read exactly.
+pub const FREE_HOST: &str = "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0";
+
+/// A CON CPU hog VM table.
+pub fn con(name: &str, vcpus: u32, extra: &str) -> String {
+    vm_toml(name, vcpus, &format!("type = \"CON\"\n{extra}"), HOG)
+}
+
+/// `scenario` on a host with [`FREE_HOST`] overheads.
+pub fn free_scenario(pcpus: u32, scheduler: &str, vms: &[String], run: &str) -> String {
+    scenario(pcpus, scheduler, vms, run).replacen(
+        &format!("pcpus = {pcpus}\n"),
+        &format!("pcpus = {pcpus}\n{FREE_HOST}\n"),
+        1,
+    )
+}
+
+/// Runs a scenario with a trace; returns the metrics and every span (none dropped).
+pub fn traced(toml: &str, seed: u64) -> (RunMetrics, Vec<Span>) {
+    let scenario = Scenario::parse(toml).unwrap_or_else(|e| panic!("test scenario refused: {e}"));
+    let mut sim = scenario.build(seed);
+    sim.enable_trace(1_000_000);
+    let m = sim.run(scenario.horizon, scenario.until, &mut |_| true).expect("run failed");
+    let trace = sim.take_trace().expect("tracing was on");
+    assert_eq!(trace.dropped(), 0);
+    (m, trace.spans().to_vec())
+}
+
+/// Policy `name` built with `params` (others at their defaults), for `Simulation::new`.
+pub fn policy(name: &str, params: &[(&str, Value)]) -> Box<dyn Policy> {
+    let info = vsched_policies::find(name).unwrap();
+    let given: BTreeMap<String, Value> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    (info.build)(&Params::check("scheduler", info.params, &given).unwrap()).unwrap()
+}
+
+/// A host of `pcpus` pCPUs with zero overheads (as [`FREE_HOST`]).
+pub fn free_host(pcpus: usize) -> HostConfig {
+    HostConfig {
+        pcpus,
+        context_switch_ns: 0,
+        ipi_latency_ns: 0,
+        migration_penalty_ns: 0,
+        sched_cost_ns: 0,
+        ..HostConfig::default()
+    }
+}
+
+/// A weight-256 domain running hand-written programs, one per vCPU.
+pub fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConfig {
+    DomainConfig {
+        name: name.into(),
+        weight: 256,
+        cap: 0,
+        vm_type,
+        workload: "test".into(),
+        guest: GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: false },
+    }
+}
+
+/// A program of these instructions.
+pub fn program(steps: &[Instr]) -> Program {
+    let mut b = ProgramBuilder::new();
+    for s in steps {
+        b.push(s.clone());
+    }
+    b.build()
+}
+
+/// A program that computes for ever.
+pub fn hog() -> Program {
+    program(&[Instr::Compute(Dur::Fixed(FOREVER))])
 }

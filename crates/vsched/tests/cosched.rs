@@ -2,35 +2,12 @@
 //! host when they do not pack, and split the CPU by weight. Hand-checked on traces.
 
 mod common;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use common::*;
 use vsched_model::*;
 
-const HOG: &str = "kind = \"cpu_hog\"";
-/// Zero overheads, so rounds start exactly at multiples of 30 ms.
-const FREE_HOST: &str = "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0";
 const MS: u64 = NS_PER_MS;
-
-fn con(name: &str, vcpus: u32, extra: &str) -> String {
-    vm_toml(name, vcpus, &format!("type = \"CON\"\n{extra}"), HOG)
-}
-
-fn free_scenario(pcpus: u32, vms: &[String], horizon_s: f64) -> String {
-    let s = scenario(pcpus, "name = \"cosched\"", vms, &format!("horizon_s = {horizon_s}"));
-    s.replacen(&format!("pcpus = {pcpus}\n"), &format!("pcpus = {pcpus}\n{FREE_HOST}\n"), 1)
-}
-
-/// Runs a scenario with a trace; returns the metrics and the spans.
-fn traced(toml: &str) -> (RunMetrics, Vec<Span>) {
-    let s = vsched::Scenario::parse(toml).unwrap_or_else(|e| panic!("scenario refused: {e}"));
-    let mut sim = s.build(1);
-    sim.enable_trace(100_000);
-    let m = sim.run(s.horizon, s.until, &mut |_| true).expect("run failed");
-    let t = sim.take_trace().unwrap();
-    assert_eq!(t.dropped(), 0);
-    (m, t.spans().to_vec())
-}
 
 /// `(from, to, {(dom, index)})`: the vCPUs running from `from` to `to`.
 type Interval = (Time, Time, BTreeSet<(DomId, usize)>);
@@ -82,8 +59,9 @@ fn two_small_gangs_alternate_with_a_wide_one_by_fair_share() {
     //   R7  C (240)                                    C360
     //   R8  A+B (300)                                  A360 B360
     //   R9  tie at 360   -> A+B
-    let toml = free_scenario(4, &[con("A", 2, ""), con("B", 2, ""), con("C", 4, "")], 0.3);
-    let (m, spans) = traced(&toml);
+    let toml =
+        free_scenario(4, "name = \"cosched\"", &[con("A", 2, ""), con("B", 2, ""), con("C", 4, "")], "horizon_s = 0.3");
+    let (m, spans) = traced(&toml, 1);
     assert_whole_gangs(&spans, &[(0, 2), (1, 2), (2, 4)]);
     let ab: BTreeSet<DomId> = [0, 1].into();
     let c: BTreeSet<DomId> = [2].into();
@@ -116,8 +94,8 @@ fn a_gang_that_cannot_fill_the_host_fragments_it() {
     //   R5 A (tie)               A270  R6 B  B240   R7 B  B300   R8 A  A360   R9 B  B360
     // An A round leaves 1 pCPU idle while B's 2 vCPUs wait; a B round leaves 2 idle while
     // A's 3 wait. Fragmentation = 4 A rounds × 1 × 30 ms + 6 B rounds × 2 × 30 ms = 0.48 s.
-    let toml = free_scenario(4, &[con("A", 3, ""), con("B", 2, "")], 0.3);
-    let (m, spans) = traced(&toml);
+    let toml = free_scenario(4, "name = \"cosched\"", &[con("A", 3, ""), con("B", 2, "")], "horizon_s = 0.3");
+    let (m, spans) = traced(&toml, 1);
     assert_whole_gangs(&spans, &[(0, 3), (1, 2)]);
     let a: BTreeSet<DomId> = [0].into();
     let b: BTreeSet<DomId> = [1].into();
@@ -149,40 +127,6 @@ fn cpu_bound_gangs_share_the_host_by_weight() {
     assert!(m.host.utilization > 0.999, "gangs of 2 pack 4 pCPUs exactly");
 }
 
-fn policy(params: &[(&str, Value)]) -> Box<dyn Policy> {
-    let info = vsched_policies::find("cosched").unwrap();
-    let given: BTreeMap<String, Value> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    (info.build)(&Params::check("scheduler", info.params, &given).unwrap()).unwrap()
-}
-
-fn free_host(pcpus: usize) -> HostConfig {
-    HostConfig {
-        pcpus,
-        context_switch_ns: 0,
-        ipi_latency_ns: 0,
-        migration_penalty_ns: 0,
-        sched_cost_ns: 0,
-        ..HostConfig::default()
-    }
-}
-
-fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConfig {
-    DomainConfig {
-        name: name.into(),
-        weight: 256,
-        cap: 0,
-        vm_type,
-        workload: "test".into(),
-        guest: GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: false },
-    }
-}
-
-fn hog() -> Program {
-    let mut b = ProgramBuilder::new();
-    b.push(Instr::Compute(Dur::Fixed(FOREVER)));
-    b.build()
-}
-
 #[test]
 fn a_blocked_gang_member_keeps_its_pcpu_idle_and_hit_vcpus_never_borrow_it() {
     // 2 pCPUs. CON VM G: vCPU 0 is a hog; vCPU 1 computes 10 ms, waits 10 ms for I/O, then
@@ -200,7 +144,8 @@ fn a_blocked_gang_member_keeps_its_pcpu_idle_and_hit_vcpus_never_borrow_it() {
         .push(Instr::Io(Dur::Fixed(10 * MS)))
         .push(Instr::Compute(Dur::Fixed(FOREVER)));
     let doms = vec![domain("G", VmType::Con, vec![hog(), b.build()]), domain("H", VmType::Hit, vec![hog()])];
-    let mut sim = Simulation::new(free_host(2), doms, policy(&[("placement", Value::Str("sticky".into()))]), 1);
+    let mut sim =
+        Simulation::new(free_host(2), doms, policy("cosched", &[("placement", Value::Str("sticky".into()))]), 1);
     sim.enable_trace(1000);
     let m = sim.run(120 * MS, Until::Horizon, &mut |_| true).unwrap();
     let spans = sim.take_trace().unwrap().spans().to_vec();
@@ -236,7 +181,7 @@ fn a_blocked_hit_vcpu_lends_its_slot_to_another_hit_vcpu_until_it_wakes() {
         .push(Instr::Io(Dur::Fixed(10 * MS)))
         .push(Instr::Compute(Dur::Fixed(FOREVER)));
     let doms = vec![domain("G", VmType::Con, vec![hog(), hog()]), domain("H", VmType::Hit, vec![b.build(), hog()])];
-    let mut sim = Simulation::new(free_host(3), doms, policy(&[]), 1);
+    let mut sim = Simulation::new(free_host(3), doms, policy("cosched", &[]), 1);
     sim.enable_trace(1000);
     let m = sim.run(30 * MS, Until::Horizon, &mut |_| true).unwrap();
     let mut got: Vec<(PcpuId, VcpuId, u64, u64)> =
@@ -260,7 +205,7 @@ fn hit_vcpus_pack_beside_a_gang_but_never_stand_in_for_it() {
     // stand in for one. Fragmentation = 5 × 2 × 30 ms = 0.3 s; G gets 5 × 90 ms, H gets
     // 5 × 30 + 5 × 60 ms.
     let vms = [con("G", 3, ""), vm_toml("H", 2, "", HOG)];
-    let (m, spans) = traced(&free_scenario(4, &vms, 0.3));
+    let (m, spans) = traced(&free_scenario(4, "name = \"cosched\"", &vms, "horizon_s = 0.3"), 1);
     assert_whole_gangs(&spans, &[(0, 3)]);
     let g_and_h: BTreeSet<DomId> = [0, 1].into();
     let h: BTreeSet<DomId> = [1].into();

@@ -5,30 +5,7 @@
 
 mod common;
 use common::*;
-use vsched::Scenario;
-use vsched_model::{RunMetrics, Span, Time};
-
-/// Overheads set to zero so that IPIs land in the same instant and traces can be read
-/// exactly.
-const EXACT_HOST: &str = "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0";
-
-fn exact(pcpus: u32, policy: &str, vms: &[String], run: &str) -> String {
-    scenario(pcpus, &format!("name = \"{policy}\""), vms, run).replacen(
-        &format!("pcpus = {pcpus}"),
-        &format!("pcpus = {pcpus}\n{EXACT_HOST}"),
-        1,
-    )
-}
-
-fn traced(text: &str, seed: u64) -> (RunMetrics, Vec<Span>) {
-    let scenario = Scenario::parse(text).unwrap_or_else(|e| panic!("test scenario refused: {e}"));
-    let mut sim = scenario.build(seed);
-    sim.enable_trace(1_000_000);
-    let m = sim.run(scenario.horizon, scenario.until, &mut |_| true).expect("run failed");
-    let trace = sim.take_trace().expect("tracing was on");
-    assert_eq!(trace.dropped(), 0);
-    (m, trace.spans().to_vec())
-}
+use vsched_model::{Span, Time};
 
 /// The intervals during which every one of the `n` vCPUs of domain `dom` runs.
 fn all_running(spans: &[Span], dom: usize, n: usize) -> Vec<(Time, Time)> {
@@ -69,7 +46,7 @@ fn two_con_vms(policy: &str) -> String {
         vm_toml("b", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
         vm_toml("h", 4, "", "kind = \"cpu_hog\""),
     ];
-    exact(4, policy, &vms, "horizon_s = 2")
+    free_scenario(4, &format!("name = \"{policy}\""), &vms, "horizon_s = 2")
 }
 
 fn at(spans: &[Span], t: Time, pcpu: usize) -> Option<(usize, usize)> {
@@ -112,7 +89,7 @@ fn busy_host(policy: &str) -> String {
         vm_toml("b", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
         vm_toml("h", 4, "", "kind = \"cpu_hog\""),
     ];
-    exact(4, policy, &vms, "horizon_s = 3")
+    free_scenario(4, &format!("name = \"{policy}\""), &vms, "horizon_s = 3")
 }
 
 #[test]
@@ -174,7 +151,7 @@ fn a_vm_made_con_mid_run_is_scattered_and_coscheduled() {
         vm_toml("dom0", 2, "", "kind = \"web\"\nservice_us = 100\nio_us = 5000"),
     ];
     let events = "horizon_s = 1\n[[event]]\nat_s = 0.5\nvm = \"a\"\ntype = \"CON\"";
-    let text = exact(2, "pcs", &vms, events);
+    let text = free_scenario(2, "name = \"pcs\"", &vms, events);
     let (m, spans) = traced(&text, 1);
     assert_eq!(vm(&m, "a").vm_type, "CON");
     assert!(m.host.co_launches > 0);

@@ -11,8 +11,6 @@ use common::*;
 use vsched::Scenario;
 use vsched_model::{RunMetrics, Span, NS_PER_MS, NS_PER_US};
 
-const HOG: &str = "kind = \"cpu_hog\"";
-
 /// A host without overheads but `ipi_us` of IPI latency, running `hybrid` (with `extra`
 /// scheduler parameters).
 fn host(pcpus: u32, ipi_us: u32, extra: &str) -> String {
@@ -20,15 +18,6 @@ fn host(pcpus: u32, ipi_us: u32, extra: &str) -> String {
         "[host]\npcpus = {pcpus}\ncontext_switch_us = 0\nipi_latency_us = {ipi_us}\nsched_cost_us = 0\n\
          migration_penalty_us = 0\n[scheduler]\nname = \"hybrid\"\n{extra}\n"
     )
-}
-
-fn run_traced(toml: &str) -> (RunMetrics, Vec<Span>) {
-    let scenario = Scenario::parse(toml).unwrap_or_else(|e| panic!("test scenario refused: {e}"));
-    let mut sim = scenario.build(1);
-    sim.enable_trace(100_000);
-    let m = sim.run(scenario.horizon, scenario.until, &mut |_| true).expect("run failed");
-    let spans = sim.take_trace().expect("traced").spans().to_vec();
-    (m, spans)
 }
 
 /// Spans as (pCPU, VM name, vCPU index, start µs, end µs), sorted by pCPU then start.
@@ -63,7 +52,7 @@ fn a_con_vm_starts_together_after_one_pcpu_picks_one_of_its_vcpus() {
     // t = 30 ms: allocation resets PE; p3 launches again.
     let vms = [vm_toml("con", 4, "type = \"CON\"\nweight = 256", HOG), vm_toml("hit", 3, "weight = 512", HOG)];
     let toml = format!("{}{}\n[run]\nhorizon_s = 0.04\n", host(4, 100, ""), vms.join("\n"));
-    let (m, spans) = run_traced(&toml);
+    let (m, spans) = traced(&toml, 1);
     let mut expected = Vec::new();
     for p in 0..3 {
         expected.extend([
@@ -103,7 +92,7 @@ fn syn_domain_id_lets_one_con_vm_co_schedule_at_a_time() {
         vm_toml("z", 1, "weight = 256", HOG),
     ];
     let toml = format!("{}{}\n[run]\nhorizon_s = 0.0099\n", host(4, 1000, ""), vms.join("\n"));
-    let (m, spans) = run_traced(&toml);
+    let (m, spans) = traced(&toml, 1);
     assert_eq!(
         table(&m, &spans),
         vec![
@@ -136,7 +125,7 @@ fn a_hit_vm_runs_vcpu_by_vcpu_and_the_same_vm_as_con_together() {
         let vms =
             [vm_toml("h", 2, &format!("type = \"{ty}\"\nweight = 256"), HOG), vm_toml("x", 1, "weight = 512", HOG)];
         let toml = format!("{}{}\n[run]\nhorizon_s = 0.0099\n", host(2, 100, ""), vms.join("\n"));
-        let (m, spans) = run_traced(&toml);
+        let (m, spans) = traced(&toml, 1);
         (table(&m, &spans), m)
     };
     // HIT: each pCPU runs its own head (rule 3): h1 runs while h0 waits behind x.
@@ -170,7 +159,7 @@ fn turning_con_rescatters_vcpus_that_shared_a_run_queue() {
     ];
     let event = "[[event]]\nat_s = 0.025\nvm = \"h\"\ntype = \"CON\"";
     let toml = format!("{}{}\n[run]\nhorizon_s = 0.0399\n{event}\n", host(2, 0, ""), vms.join("\n"));
-    let (m, spans) = run_traced(&toml);
+    let (m, spans) = traced(&toml, 1);
     assert_eq!(
         table(&m, &spans),
         vec![
@@ -188,7 +177,7 @@ fn turning_con_rescatters_vcpus_that_shared_a_run_queue() {
     // after every event): rule 1 may not bring one onto the other's pCPU, so on 2 pCPUs
     // each stays on its own, while launches keep starting them together.
     let toml = format!("{}{}\n[run]\nhorizon_s = 0.5\n{event}\n", host(2, 0, ""), vms.join("\n"));
-    let (m, spans) = run_traced(&toml);
+    let (m, spans) = traced(&toml, 1);
     let h = m.vms.iter().position(|v| v.name == "h").unwrap();
     let pcpus_of = |index: usize| {
         let mut ps: Vec<usize> = spans

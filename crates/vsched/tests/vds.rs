@@ -2,18 +2,11 @@
 //! queue qb before qv, the boost period of case (3), and CPU shares by weight.
 
 mod common;
-use std::collections::BTreeMap;
 
 use common::*;
 use vsched_model::*;
 
-const HOG: &str = "kind = \"cpu_hog\"";
-const FREE_HOST: &str = "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0";
 const MS: u64 = NS_PER_MS;
-
-fn con(name: &str, vcpus: u32, extra: &str) -> String {
-    vm_toml(name, vcpus, &format!("type = \"CON\"\n{extra}"), HOG)
-}
 
 /// `(pcpu, vcpu, start ms, end ms)`, sorted by pCPU then start.
 fn spans_ms(sim: &mut Simulation) -> Vec<(PcpuId, VcpuId, u64, u64)> {
@@ -36,9 +29,8 @@ fn example_3_1_reproduces_table_1() {
     // K1: VM1 has 120 ms, VM2 and VM3 0 -> VM2 on C1-C3 (Definition 3.3: VC1j on Cj+1); C4
     // is a NULL slot, filled by the head of qv = VC00. K2: VM1 150, VM2 90, VM3 0 -> VM3 on
     // C1, C2; C3 and C4 take the next entries of qv, VC01 and VC02.
-    let toml =
-        scenario(4, "name = \"vds\"", &[con("VM1", 4, ""), con("VM2", 3, ""), con("VM3", 2, "")], "horizon_s = 0.09")
-            .replacen("pcpus = 4\n", &format!("pcpus = 4\n{FREE_HOST}\n"), 1);
+    let vms = [con("VM1", 4, ""), con("VM2", 3, ""), con("VM3", 2, "")];
+    let toml = free_scenario(4, "name = \"vds\"", &vms, "horizon_s = 0.09");
     let s = vsched::Scenario::parse(&toml).unwrap();
     let mut sim = s.build(1);
     sim.enable_trace(1000);
@@ -69,52 +61,12 @@ fn example_3_1_reproduces_table_1() {
     assert_eq!(m.host.policy_counters["vds.qv_fills"], 5);
 }
 
-fn policy(params: &[(&str, Value)]) -> Box<dyn Policy> {
-    let info = vsched_policies::find("vds").unwrap();
-    let given: BTreeMap<String, Value> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    (info.build)(&Params::check("scheduler", info.params, &given).unwrap()).unwrap()
-}
-
-fn free_host(pcpus: usize) -> HostConfig {
-    HostConfig {
-        pcpus,
-        context_switch_ns: 0,
-        ipi_latency_ns: 0,
-        migration_penalty_ns: 0,
-        sched_cost_ns: 0,
-        ..HostConfig::default()
-    }
-}
-
-fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConfig {
-    DomainConfig {
-        name: name.into(),
-        weight: 256,
-        cap: 0,
-        vm_type,
-        workload: "test".into(),
-        guest: GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: false },
-    }
-}
-
-fn program(steps: &[Instr]) -> Program {
-    let mut b = ProgramBuilder::new();
-    for s in steps {
-        b.push(s.clone());
-    }
-    b.build()
-}
-
 fn compute(ms: u64) -> Instr {
     Instr::Compute(Dur::Fixed(ms * MS))
 }
 
 fn io(ms: u64) -> Instr {
     Instr::Io(Dur::Fixed(ms * MS))
-}
-
-fn hog() -> Program {
-    program(&[Instr::Compute(Dur::Fixed(FOREVER))])
 }
 
 /// 4 pCPUs. G (CON, vCPUs 0-2, hogs) is the gang of every period (`hit = "fill"`: HIT VMs
@@ -136,7 +88,7 @@ fn qb_host(params: &[(&str, Value)]) -> (Vec<(PcpuId, VcpuId, u64, u64)>, RunMet
     ];
     let mut params = params.to_vec();
     params.push(("hit", Value::Str("fill".into())));
-    let mut sim = Simulation::new(free_host(4), doms, policy(&params), 1);
+    let mut sim = Simulation::new(free_host(4), doms, policy("vds", &params), 1);
     sim.enable_trace(1000);
     let m = sim.run(40 * MS, Until::Horizon, &mut |_| true).unwrap();
     (spans_ms(&mut sim), m)
@@ -200,7 +152,7 @@ fn more_boosted_vcpus_than_idle_pcpus_make_the_next_period_a_boost_period() {
     //   AddAll, i.e. B0, B1, B2 — as fills, off their mapped pCPUs.
     let a = program(&[compute(1), io(45), Instr::Compute(Dur::Fixed(FOREVER))]);
     let doms = vec![domain("B", VmType::Con, vec![hog(), hog(), hog()]), domain("A", VmType::Hit, vec![a; 3])];
-    let mut sim = Simulation::new(free_host(4), doms, policy(&[("hit", Value::Str("fill".into()))]), 1);
+    let mut sim = Simulation::new(free_host(4), doms, policy("vds", &[("hit", Value::Str("fill".into()))]), 1);
     sim.enable_trace(1000);
     let m = sim.run(120 * MS, Until::Horizon, &mut |_| true).unwrap();
     assert_eq!(
