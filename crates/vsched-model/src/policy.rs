@@ -60,11 +60,20 @@ pub trait Policy {
         None
     }
 
-    /// `v` was created runnable: choose its run queue. Contract: afterwards the policy owns
-    /// `v` until `pick_next` returns it; it may tickle pCPUs with `cx.resched`.
+    /// Whether the policy handles VMs created and destroyed during a run (`vcpu_insert`
+    /// after the start, `vcpu_remove`). Scenarios with such VMs are refused otherwise.
+    fn supports_vm_lifecycle(&self) -> bool {
+        false
+    }
+
+    /// `v` was created runnable (at the start, or when its VM is created mid-run; the
+    /// domain is `online` by then): choose its run queue. Contract: afterwards the policy
+    /// owns `v` until `pick_next` returns it; it may tickle pCPUs with `cx.resched`.
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId);
 
-    /// `v` is being destroyed (it is not running): forget it.
+    /// `v`'s VM is being destroyed: `v` is `Offline` (not runnable) and not running (if it
+    /// ran, its pCPU has already been through `pick_next` with it as `prev`). Contract:
+    /// dequeue it if it is queued and forget it; it never comes back.
     fn vcpu_remove(&mut self, _cx: &mut Cx, _v: VcpuId) {}
 
     /// `v` was blocked and is runnable again (I/O done, barrier released, kick). Contract:

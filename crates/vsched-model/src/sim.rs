@@ -124,6 +124,8 @@ pub struct DomainInfo {
     pub vm_type: VmType,
     /// Global id of the domain's vCPU 0; its vCPUs are `first_vcpu .. first_vcpu + vcpus`.
     pub first_vcpu: VcpuId,
+    /// The VM exists now (false before it is created and after it is destroyed).
+    pub online: bool,
 }
 
 /// The host-level state of a vCPU.
@@ -133,6 +135,8 @@ pub enum VcpuState {
     /// Runnable but not running: waiting in some policy queue (this is steal time).
     Runnable,
     Blocked,
+    /// The VM does not exist (yet, or any more): created later in the run, or destroyed.
+    Offline,
 }
 
 /// What the vCPU's guest thread is doing.
@@ -170,6 +174,8 @@ struct Vcpu {
     running_ns: Time,
     runnable_ns: Time,
     blocked_ns: Time,
+    /// Before its VM was created and after it was destroyed.
+    offline_ns: Time,
     spin_ns: Time,
     last_pcpu: Option<PcpuId>,
     /// Guest code runs from here on (after the dispatch overheads).
@@ -184,7 +190,8 @@ struct Vcpu {
     pc: usize,
     loops: Vec<(usize, Option<u64>)>,
     thread: Thread,
-    held: Vec<u32>,
+    /// Locks held, innermost last, each with whether it was taken in kernel mode.
+    held: Vec<(u32, bool)>,
     /// When the I/O that delivers the next request completed.
     io_done_at: Option<Time>,
     request_start: Time,
@@ -357,7 +364,19 @@ impl<'a> Cx<'a> {
     }
     /// Runnable or running.
     pub fn is_runnable(&self, v: VcpuId) -> bool {
-        self.core.vcpus[v].state != VcpuState::Blocked
+        matches!(self.core.vcpus[v].state, VcpuState::Runnable | VcpuState::Running(_))
+    }
+    /// Whether `v`'s guest is in kernel mode (holding or spinning on a kernel lock, or
+    /// waiting for IPI acknowledgements), as the hypervisor learns it on a VM exit
+    /// (KVM's `kvm_arch_vcpu_preempted_in_kernel`).
+    pub fn guest_in_kernel(&self, v: VcpuId) -> bool {
+        let vc = &self.core.vcpus[v];
+        matches!(vc.thread, Thread::SpinLock { kernel: true, .. }) || vc.held.iter().any(|&(_, k)| k)
+    }
+    /// Whether `v`'s guest is busy-waiting (on a lock, at a spinning barrier, for IPI
+    /// acknowledgements).
+    pub fn guest_spinning(&self, v: VcpuId) -> bool {
+        self.core.vcpus[v].thread.spinning()
     }
     pub fn running_on(&self, v: VcpuId) -> Option<PcpuId> {
         match self.core.vcpus[v].state {
@@ -469,6 +488,7 @@ impl Simulation {
                     running_ns: 0,
                     runnable_ns: 0,
                     blocked_ns: 0,
+                    offline_ns: 0,
                     spin_ns: 0,
                     last_pcpu: None,
                     run_from: 0,
@@ -497,6 +517,7 @@ impl Simulation {
                     cap: cfg.cap,
                     vm_type: cfg.vm_type,
                     first_vcpu,
+                    online: true,
                 },
                 workload: cfg.workload,
                 lock_kind: cfg.guest.lock_kind,
@@ -764,6 +785,7 @@ impl Core {
                 self.n_waiting -= 1;
             }
             VcpuState::Blocked => vc.blocked_ns += spent,
+            VcpuState::Offline => vc.offline_ns += spent,
         }
         if new == VcpuState::Runnable {
             self.n_waiting += 1;
@@ -810,7 +832,7 @@ impl Core {
             let ok = match self.vcpus[v].state {
                 VcpuState::Runnable => true,
                 VcpuState::Running(q) => q == p && prev == Some(v),
-                VcpuState::Blocked => false,
+                VcpuState::Blocked | VcpuState::Offline => false,
             };
             if !ok {
                 return Err(format!(
@@ -890,7 +912,7 @@ impl Core {
                     earliest = earliest.min(dom.costart.started_at[i]);
                 }
                 VcpuState::Runnable => return,
-                VcpuState::Blocked => {}
+                VcpuState::Blocked | VcpuState::Offline => {}
             }
         }
         if running >= 2 {
@@ -988,13 +1010,13 @@ impl Core {
                     self.arm(v);
                 }
             }
-            Thread::SpinLock { lock, .. } => {
+            Thread::SpinLock { lock, kernel } => {
                 let dom = &mut self.doms[vc.dom];
                 if dom.lock_kind == LockKind::Tas && dom.locks[lock as usize].holder.is_none() {
                     let l = &mut dom.locks[lock as usize];
                     l.waiters.retain(|&w| w != v);
                     l.holder = Some(v);
-                    vc.held.push(lock);
+                    vc.held.push((lock, kernel));
                     vc.thread = Thread::Ready;
                     self.to_advance.push_back(v);
                 } else {
@@ -1085,7 +1107,7 @@ impl Core {
                     let ticket_queue_empty = dom.lock_kind == LockKind::Tas || l.waiters.is_empty();
                     if l.holder.is_none() && ticket_queue_empty {
                         l.holder = Some(v);
-                        vc.held.push(lock);
+                        vc.held.push((lock, kernel));
                     } else {
                         l.waiters.push_back(v);
                         vc.thread = Thread::SpinLock { lock, kernel };
@@ -1096,7 +1118,7 @@ impl Core {
                     }
                 }
                 Instr::Unlock => {
-                    let lock = vc.held.pop().expect("workload unlocks a lock it does not hold");
+                    let (lock, _) = vc.held.pop().expect("workload unlocks a lock it does not hold");
                     self.unlock(d, lock);
                 }
                 Instr::Barrier(wait) => {
@@ -1193,7 +1215,8 @@ impl Core {
         let Some(w) = next else { return };
         l.holder = Some(w);
         let wc = &mut self.vcpus[w];
-        wc.held.push(lock);
+        let kernel = matches!(wc.thread, Thread::SpinLock { kernel: true, .. });
+        wc.held.push((lock, kernel));
         if !matches!(wc.state, VcpuState::Running(_)) {
             dom.lock_waiter_preemptions += 1;
         }
@@ -1248,9 +1271,9 @@ impl Core {
         }
         for vc in &self.vcpus {
             assert_eq!(
-                vc.running_ns + vc.runnable_ns + vc.blocked_ns,
+                vc.running_ns + vc.runnable_ns + vc.blocked_ns + vc.offline_ns,
                 now,
-                "vCPU running + waiting + blocked must equal its lifetime"
+                "vCPU running + waiting + blocked + offline must equal the run's length"
             );
         }
         let busy: Time = self.pcpus.iter().map(|p| p.busy_ns).sum();

@@ -345,6 +345,7 @@ impl Scenario {
                     v.vm_type
                 },
                 first_vcpu: 0,
+                online: true,
             })
             .collect();
         built
