@@ -27,6 +27,17 @@
 //!   already moves waiting vCPUs to idle pCPUs.
 //! - No soft affinity, pinning or cpupools; every vCPU may run on every pCPU.
 //! - The ticks of all pCPUs fire at the same instants (Xen starts them per pCPU at boot).
+//! - A VM created mid-run is queued as at the start and then woken, as Xen creates a domain
+//!   paused and unpauses it (`csched_unit_insert`, then `csched_unit_wake`: BOOST and tickle).
+//!   A destroyed VM's vCPUs leave their run queue and their domain's active list
+//!   (`csched_unit_remove`).
+//!
+//! # Where a yielding vCPU goes
+//! Xen's `__runq_insert` puts a yielder behind its own priority class and one lower-priority
+//! vCPU (`YieldPlacement::Xen`, this policy). `ytt` and `yth` (seed 001 §2, Fig. 1) are this
+//! scheduler with the yielder at the tail of its run queue or at its head; see
+//! [`YieldPlacement`]. Any of the three can leave a run queue out of priority order until the
+//! next `csched_runq_sort`; nothing here assumes order beyond what Xen does (see `runq_insert`).
 //!
 //! Suits: the baseline every seed paper measures against. Known weakness: blind to guest
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
@@ -105,6 +116,18 @@ pub(crate) enum Spread {
     All,
 }
 
+/// Where a yielding vCPU goes back in its pCPU's run queue (seed 001 §2, Fig. 1).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum YieldPlacement {
+    /// Xen's `__runq_insert`: behind the vCPUs of its own priority and one lower-priority vCPU.
+    Xen,
+    /// Yield to tail (`ytt`): behind every queued vCPU, whatever its priority.
+    Tail,
+    /// Yield to head (`yth`): the pCPU chooses among the others (work stealing included), then
+    /// the yielder waits at the head of the run queue for the next round. Alone, it runs on.
+    Head,
+}
+
 // ---- State, by scope ----
 
 pub(crate) struct PcpuState {
@@ -135,6 +158,24 @@ pub(crate) struct VcpuState {
     active: bool,
 }
 
+impl VcpuState {
+    /// A vCPU as Xen allocates it (`csched_alloc_udata`): UNDER, no credit, on no list.
+    fn new() -> Self {
+        VcpuState {
+            credit: 0,
+            residual: 0,
+            pri: PRI_UNDER,
+            start_time: 0,
+            run_start: 0,
+            processor: 0,
+            queued: false,
+            yielding: false,
+            parked: false,
+            active: false,
+        }
+    }
+}
+
 struct DomState {
     weight: u32,
     cap: u32,
@@ -154,6 +195,7 @@ pub(crate) struct Credit {
     boost: bool,
     tickle_one_idle: bool,
     pub(crate) spread: Spread,
+    yield_placement: YieldPlacement,
     // State.
     pub(crate) pcpus: Vec<PcpuState>,
     pub(crate) vcpus: Vec<VcpuState>,
@@ -166,6 +208,8 @@ pub(crate) struct Credit {
     sort_epoch: u64,
     last_tickle: PcpuId,
     balance_bias: PcpuId,
+    /// Some pCPU has scheduled: a `vcpu_insert` from now on is a VM created mid-run.
+    started: bool,
 }
 
 impl Credit {
@@ -208,14 +252,26 @@ impl Credit {
         }
     }
 
-    /// `__runq_insert`: after every vCPU of equal or higher priority; a yielding vCPU also
-    /// goes behind the first lower-priority one, if there is one.
+    /// `__runq_insert`: after every vCPU of equal or higher priority. A yielding vCPU goes
+    /// where `yield_placement` says: also behind the first lower-priority vCPU, if there is one
+    /// (Xen); behind everyone (`Tail`); or first (`Head`: `pick_next` holds it out of its choice).
+    ///
+    /// So a queue is not always in priority order: `Xen` and `Tail` can leave a yielder behind
+    /// lower-priority vCPUs (Xen's comment on this rule: the next `csched_runq_sort`, after an
+    /// accounting, brings it forward), `Head` can put an OVER yielder before UNDER vCPUs, and
+    /// accounting changes priorities between sorts. Readers cope as Xen's do: a pCPU runs its
+    /// head, an insert stops at the first lower-priority entry, and stealing stops at the first
+    /// entry that does not outrank the thief (`csched_runq_steal`'s `break`).
     pub(crate) fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
         let pri = self.vcpus[v].pri;
         let runq = &self.pcpus[p].runq;
         let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
-        if self.vcpus[v].yielding && i < runq.len() {
-            i += 1;
+        if self.vcpus[v].yielding {
+            i = match self.yield_placement {
+                YieldPlacement::Xen => (i + 1).min(runq.len()),
+                YieldPlacement::Tail => runq.len(),
+                YieldPlacement::Head => 0,
+            };
         }
         self.pcpus[p].runq.insert(i, v);
         let s = &mut self.vcpus[v];
@@ -285,7 +341,8 @@ impl Credit {
             if peer == p || self.pcpus[peer].idle {
                 continue;
             }
-            // The queue is sorted by priority: scan while entries still outrank `pri`.
+            // Scan while entries outrank `pri`, as `csched_runq_steal` does: a vCPU misplaced
+            // behind lower-priority ones (a yielder, see `runq_insert`) waits for the next sort.
             let found = self.pcpus[peer]
                 .runq
                 .iter()
@@ -352,6 +409,7 @@ impl Credit {
     /// and run it on `p` for a slice, or go idle.
     pub(crate) fn commit(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>) -> Decision {
         let now = cx.now();
+        self.started = true;
         if let Some(cur) = prev {
             self.vcpus[cur].yielding = false;
         }
@@ -478,6 +536,44 @@ impl Credit {
         Ok(())
     }
 
+    /// Bookkeeping: each queued vCPU is in its processor's queue, once, runnable, not running
+    /// and not parked (priority order is not an invariant, see `runq_insert`); the domains'
+    /// active lists hold exactly the active vCPUs, and `weight_total` sums them.
+    fn check_books(&self, cx: &Cx) -> Result<(), String> {
+        let mut in_queues = 0;
+        for (p, s) in self.pcpus.iter().enumerate() {
+            in_queues += s.runq.len();
+            for &u in &s.runq {
+                let su = &self.vcpus[u];
+                let waiting = cx.is_runnable(u) && cx.running_on(u).is_none();
+                if !su.queued || su.processor != p || su.parked || !waiting {
+                    return Err(format!(
+                        "vCPU {u} in pCPU {p}'s run queue: queued {}, processor {}, parked {}, {:?}",
+                        su.queued,
+                        su.processor,
+                        su.parked,
+                        cx.state(u)
+                    ));
+                }
+            }
+        }
+        let flagged = self.vcpus.iter().filter(|s| s.queued).count();
+        if flagged != in_queues {
+            return Err(format!("{flagged} vCPUs flagged queued but {in_queues} run queue entries"));
+        }
+        let active = self.vcpus.iter().filter(|s| s.active).count();
+        let listed: usize = self.doms.iter().map(|d| d.active_vcpus.len()).sum();
+        let weight: i64 = self.doms.iter().map(|d| d.weight as i64 * d.active_vcpus.len() as i64).sum();
+        let stray = self.doms.iter().flat_map(|d| &d.active_vcpus).any(|&u| !self.vcpus[u].active);
+        if active != listed || stray || weight != self.weight_total {
+            return Err(format!(
+                "active lists: {active} vCPUs active, {listed} listed (stray: {stray}), weight {weight} but total {}",
+                self.weight_total
+            ));
+        }
+        Ok(())
+    }
+
     /// `csched_acct`: share out a period's credits among active domains.
     fn account(&mut self, cx: &mut Cx) {
         let weight_total = self.weight_total;
@@ -577,21 +673,7 @@ impl Policy for Credit {
             .map(|_| PcpuState { runq: Vec::new(), idle: true, last_load_balance: 0, sort_epoch: 0 })
             .collect();
         self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
-        self.vcpus = vec![
-            VcpuState {
-                credit: 0,
-                residual: 0,
-                pri: PRI_UNDER,
-                start_time: 0,
-                run_start: 0,
-                processor: 0,
-                queued: false,
-                yielding: false,
-                parked: false,
-                active: false,
-            };
-            cx.n_vcpus()
-        ];
+        self.vcpus = vec![VcpuState::new(); cx.n_vcpus()];
         let at = cx.now() + self.tslice_ns;
         cx.set_timer(at, TIMER_ACCT);
     }
@@ -600,12 +682,35 @@ impl Policy for Credit {
         Some(self.tick_ns)
     }
 
+    fn supports_vm_lifecycle(&self) -> bool {
+        true
+    }
+
     /// Contract: queue the new vCPU on a pCPU chosen round robin (see fidelity notes), or on
-    /// its spread target under a spread rule.
+    /// its spread target under a spread rule. After the start it belongs to a VM created
+    /// mid-run, which Xen creates paused and then unpauses: the wake-up BOOSTs it (it is UNDER,
+    /// as every new vCPU) and tickles, so an idle pCPU picks it up.
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         self.vcpus[v].processor = v % cx.n_pcpus();
         let p = if self.spreads(cx, v) { self.spread_target(cx, v) } else { v % cx.n_pcpus() };
+        if self.started && self.boost {
+            self.vcpus[v].pri = PRI_BOOST;
+            cx.count("credit.boosts");
+        }
         self.runq_insert(p, v);
+        if self.started {
+            self.tickle(cx, v);
+        }
+    }
+
+    /// `csched_unit_remove`: off its run queue and its domain's active list (the domain leaves
+    /// the accounting with its last active vCPU); nothing of it is kept.
+    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.runq_remove(v);
+        if self.vcpus[v].active {
+            self.acct_stop(cx, v);
+        }
+        self.vcpus[v] = VcpuState::new();
     }
 
     /// `csched_unit_wake`: BOOST an UNDER vCPU, queue it on its processor, tickle.
@@ -635,13 +740,26 @@ impl Policy for Credit {
         }
     }
 
-    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it.
+    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it. A
+    /// yielder under `Head` placement steps out of the queue while `p` chooses, then waits at
+    /// the head; if there is nothing else to run, it runs on.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
         if let Some(keep) = self.put_prev(cx, p, prev, true) {
             return keep;
         }
-        let next = self.choose(cx, p);
-        self.commit(cx, p, prev, next)
+        let aside = prev.filter(|&v| {
+            self.yield_placement == YieldPlacement::Head && self.vcpus[v].yielding && self.vcpus[v].queued
+        });
+        if let Some(y) = aside {
+            self.runq_remove(y);
+        }
+        let next = self.choose(cx, p).or(aside);
+        let decision = self.commit(cx, p, prev, next);
+        if let Some(y) = aside.filter(|&y| next != Some(y)) {
+            self.pcpus[p].runq.insert(0, y);
+            self.vcpus[y].queued = true;
+        }
+        decision
     }
 
     /// `csched_tick` + `csched_unit_acct`: BOOST ends here and only here; the running vCPU
@@ -673,6 +791,7 @@ impl Policy for Credit {
     }
 
     fn check(&self, cx: &Cx) -> Result<(), String> {
+        self.check_books(cx)?;
         if self.spread == Spread::Off {
             return Ok(());
         }
@@ -760,6 +879,12 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 }
 
 impl Credit {
+    /// This Credit with yielding vCPUs placed by `placement` instead of Xen's rule.
+    pub(crate) fn with_yield_placement(mut self, placement: YieldPlacement) -> Credit {
+        self.yield_placement = placement;
+        self
+    }
+
     /// Credit configured from its parameters (`PARAMS`), with a sibling-spread rule.
     pub(crate) fn from_params(params: &Params, spread: Spread) -> Result<Credit, ConfigError> {
         let tslice_ms = params.int_at_least("tslice_ms", 1)?;
@@ -785,6 +910,7 @@ impl Credit {
             boost: params.bool("boost"),
             tickle_one_idle: params.bool("tickle_one_idle"),
             spread,
+            yield_placement: YieldPlacement::Xen,
             pcpus: Vec::new(),
             vcpus: Vec::new(),
             doms: Vec::new(),
@@ -794,6 +920,7 @@ impl Credit {
             sort_epoch: 0,
             last_tickle: 0,
             balance_bias: 0,
+            started: false,
         })
     }
 }

@@ -7,15 +7,19 @@
 pub mod balance;
 pub mod bcs;
 pub mod cds;
+pub mod cfs;
 pub mod cosched;
 pub mod credit;
 pub mod cs;
 pub mod hybrid;
+pub mod kvm_dy;
 pub mod pcs;
 /// Not a policy: what `cosched` and `vds` share.
 mod rounds;
 pub mod rr;
 pub mod vds;
+pub mod yth;
+pub mod ytt;
 
 use vsched_model::PolicyInfo;
 
@@ -24,6 +28,8 @@ pub const REGISTRY: &[PolicyInfo] = &[
     rr::INFO,
     credit::INFO,
     balance::INFO,
+    ytt::INFO,
+    yth::INFO,
     cs::INFO,
     cds::INFO,
     pcs::INFO,
@@ -31,6 +37,8 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cosched::INFO,
     vds::INFO,
     hybrid::INFO,
+    cfs::INFO,
+    kvm_dy::INFO,
 ];
 
 /// Looks a policy up by name.

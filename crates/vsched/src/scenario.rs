@@ -464,8 +464,8 @@ kind = "cpu_hog"
 
     #[test]
     fn unknown_names_list_the_valid_ones() {
-        let e = error_of(&MINIMAL.replace("\"rr\"", "\"cfs\""));
-        assert!(e.starts_with("scheduler.name: unknown policy \"cfs\"; expected one of rr, credit"), "{e}");
+        let e = error_of(&MINIMAL.replace("\"rr\"", "\"fifo\""));
+        assert!(e.starts_with("scheduler.name: unknown policy \"fifo\"; expected one of rr, credit"), "{e}");
         let e = error_of(&MINIMAL.replace("cpu_hog", "hog"));
         assert!(e.starts_with("vm[0].workload.kind: unknown workload \"hog\"; expected one of cpu_hog"), "{e}");
         let e = error_of(&MINIMAL.replace("kind = \"cpu_hog\"", "kind = \"spinlock\"\nlock_kind = \"mcs\""));
