@@ -81,6 +81,21 @@ BAD_SCENARIOS = [
         with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2\n[vm.workload]\nkind = \"cpu_hog\"", 'vcpus = 3\ntype = "CON"\n[vm.workload]\nkind = "cpu_hog"'),
         ["scheduler.name", "pcs", "hog", "3 vCPUs"],
     ),
+    ("VM created after the horizon", with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 99"), ["vm[0].start_s"]),
+    ("VM destroyed before it exists", with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 0.3\nstop_s = 0.2"), ["vm[0].stop_s"]),
+    (
+        "VM lifecycle under a policy without it",
+        with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2", "vcpus = 2\nstop_s = 1", 1),
+        ["vm[0].stop_s", "pcs", "credit"],
+    ),
+    ("PLE growth of zero", with_replaced("pcpus = 2", "pcpus = 2\nple_grow = 0"), ["host.ple_grow"]),
+    (
+        "PLE maximum below the window",
+        with_replaced("pcpus = 2", "pcpus = 2\nple_window_max_cycles = 100"),
+        ["host.ple_window_max_cycles"],
+    ),
+    ("pv_spinlocks not a boolean", with_replaced("vcpus = 2", 'vcpus = 2\npv_spinlocks = "yes"'), ["vm[0].pv_spinlocks"]),
+    ("kernbench with no jobs", with_replaced('kind = "cpu_hog"', 'kind = "kernbench"\njobs = 0'), ["vm[1].workload.jobs"]),
 ]
 
 

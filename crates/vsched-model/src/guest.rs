@@ -92,6 +92,10 @@ pub enum Instr {
     Unlock,
     /// Wait until every thread of the VM has arrived.
     Barrier(BarrierWait),
+    /// Interrupt the VM's other vCPUs and spin (in kernel mode) until each has acknowledged:
+    /// a TLB shootdown (`flush_tlb_mm_range` → `smp_call_function_many`). Which vCPUs are
+    /// interrupted, and when they answer, is the simulator's (`sim.rs`, guest IPIs).
+    IpiSync,
     /// Block for a duration (I/O, sleep), then wake.
     Io(Dur),
     /// Start of a loop body run `times` times (None = forever). `end` is the index of the

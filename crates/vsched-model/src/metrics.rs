@@ -1,8 +1,10 @@
 //! What a run reports. Every figure is defined here, once.
 //!
 //! Per VM:
-//! - `completion_s`: when the VM's last thread exited (null for a never-ending workload, or
-//!   if the run stopped first).
+//! - `completion_s`: how long after its creation the VM's last thread exited (null for a
+//!   never-ending workload, or if the run or the VM stopped first).
+//! - `created_s`, `destroyed_s`: when the VM was created (0 unless the scenario creates it
+//!   later) and destroyed (null if never).
 //! - `cpu_s`: time its vCPUs held a pCPU (including dispatch overheads).
 //! - `spin_s`: the part of `cpu_s` spent spinning on locks or barriers (wasted).
 //! - `steal_s`: time its vCPUs were runnable but not running (waiting in a run queue).
@@ -10,6 +12,10 @@
 //! - `lock_waiter_preemptions`: times a ticket lock was handed to a waiter whose vCPU was
 //!   not running (the lock then sits idle until that vCPU runs).
 //! - `ple_exits`: pause-loop exits.
+//! - `ipi_syncs`: guest IPI rounds (`ipi_sync`, e.g. TLB shootdowns) that interrupted at
+//!   least one other vCPU; the sender's wait for acknowledgements is part of `spin_s`.
+//! - `pv_halts`, `pv_kicks`: paravirtual spinlock waiters that halted after spinning their
+//!   threshold, and kicks of halted waiters by unlocks.
 //! - `wake_latency_us_mean`: mean time from a wake-up to running.
 //! - `cpu_share`: `cpu_s` over host capacity (pCPUs x elapsed); `weight_share`: weight over
 //!   the sum of all VMs' weights.
@@ -49,6 +55,8 @@ pub struct VmMetrics {
     pub weight: u32,
     pub cap: u32,
     pub completion_s: Option<f64>,
+    pub created_s: f64,
+    pub destroyed_s: Option<f64>,
     pub cpu_s: f64,
     pub spin_s: f64,
     pub steal_s: f64,
@@ -68,6 +76,9 @@ pub struct VmMetrics {
     pub costart_skew_us_mean: Option<f64>,
     pub costart_skew_us_p50: Option<f64>,
     pub costart_skew_us_p99: Option<f64>,
+    pub ipi_syncs: u64,
+    pub pv_halts: u64,
+    pub pv_kicks: u64,
     #[serde(skip)]
     pub blocked_fraction: f64,
 }

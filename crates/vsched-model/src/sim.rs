@@ -28,7 +28,35 @@
 //! `ple_window` cycles, PAUSEs closer than `ple_gap` cycles counting as one loop. A spinner
 //! here pauses continuously, so the gap never splits a loop: continuous kernel-mode spinning
 //! of `ple_window_cycles / cpu_ghz` ns raises an exit, which the policy sees as `yield_`; the
-//! window restarts after each exit and each time the vCPU is scheduled in.
+//! window restarts after each exit and each time the vCPU is scheduled in. Xen keeps the
+//! window fixed; KVM grows it ×`ple_grow` at each exit (`grow_ple_window`, vmx.c) and resets
+//! it when the vCPU is scheduled in (`vmx_sched_in` → `shrink_ple_window` with the default
+//! `ple_window_shrink = 0`), which `ple_grow > 1` turns on.
+//!
+//! # Guest IPIs (`ipi_sync`, a TLB shootdown)
+//! The sender interrupts every other vCPU of its VM that has the address space live, then
+//! spins in kernel mode until each has acknowledged. A halted vCPU (blocked) is in lazy-TLB
+//! mode and is skipped, as Linux skips lazy CPUs; with paravirtual features on, a preempted
+//! vCPU is skipped too (KVM's PV TLB flush sets a flag instead, specs §5). A running target
+//! takes the interrupt one IPI latency later; a preempted one when it is next scheduled in
+//! (virtual interrupts are injected at VM entry); a target that halts first handles it on
+//! the way (interrupts are enabled at `sti; hlt`). The acknowledgement is sent as the
+//! handler starts; the handler then costs the target `ipi_handler_ns` of no progress.
+//!
+//! # Paravirtual spinlocks (a VM option; kernel locks only)
+//! Linux's pv qspinlock (kernel/locking/qspinlock_paravirt.h), reduced to its scheduling
+//! effects: waiters queue FIFO; a queued waiter spins `SPIN_THRESHOLD` (2^15) iterations of
+//! `spin_iteration_cycles`, then halts (`pv_wait`, the vCPU blocks); an unlock hands the lock
+//! to the queue head if it is spinning on a pCPU, otherwise leaves it free and kicks the head
+//! if it halted (`pv_kick`, woken one IPI latency later). While the head is not spinning on a
+//! pCPU a newcomer may steal the free lock (`pv_hybrid_queued_unfair_trylock`). Not
+//! modelled: a waiter halting early when its predecessor's vCPU is preempted, and the
+//! directed yield that KVM's kick hypercall adds.
+//!
+//! # VMs created and destroyed during a run
+//! Before its creation and after its destruction a VM's vCPUs are `Offline`. Creation makes
+//! them runnable at the start of their programs and inserts them into the policy; destruction
+//! takes running ones off their pCPUs (`sleep`, then `pick_next`) and removes them all.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -61,6 +89,15 @@ pub struct HostConfig {
     /// PLE gap in cycles. Recorded for completeness; see the module notes for why it does
     /// not change a continuous spin.
     pub ple_gap_cycles: u64,
+    /// Window growth factor per exit; 1 keeps it fixed (Xen), 2 is KVM's `ple_window_grow`
+    /// (and then the window resets to `ple_window_cycles` when the vCPU is scheduled in).
+    pub ple_grow: u32,
+    /// KVM's `ple_window_max`: the window never grows beyond this.
+    pub ple_window_max_cycles: u64,
+    /// A guest's IPI handler (a TLB flush and its acknowledgement).
+    pub ipi_handler_ns: Time,
+    /// One iteration of a paravirtual spinlock's wait loop (PAUSE, load, compare).
+    pub spin_iteration_cycles: u64,
 }
 
 impl Default for HostConfig {
@@ -74,13 +111,29 @@ impl Default for HostConfig {
             sched_cost_ns: NS_PER_US / 2,
             ple_window_cycles: 4096,
             ple_gap_cycles: 128,
+            ple_grow: 1,
+            // KVM_VMX_DEFAULT_PLE_WINDOW_MAX (UINT_MAX): unbounded in practice.
+            ple_window_max_cycles: u32::MAX as u64,
+            ipi_handler_ns: NS_PER_US,
+            // A 2010s PAUSE takes ~10 cycles, plus the load and branch of the loop.
+            spin_iteration_cycles: 16,
         }
     }
 }
 
 impl HostConfig {
     pub fn ple_window_ns(&self) -> Option<Time> {
-        (self.ple_window_cycles > 0).then(|| ((self.ple_window_cycles as f64) / self.cpu_ghz).round().max(1.0) as Time)
+        (self.ple_window_cycles > 0).then(|| self.cycles_ns(self.ple_window_cycles))
+    }
+
+    fn cycles_ns(&self, cycles: u64) -> Time {
+        ((cycles as f64) / self.cpu_ghz).round().max(1.0) as Time
+    }
+
+    /// How long a paravirtual spinlock waiter spins before it halts: `SPIN_THRESHOLD`
+    /// (1 << 15, qspinlock_paravirt.h) iterations.
+    pub fn pv_spin_ns(&self) -> Time {
+        self.cycles_ns((1 << 15) * self.spin_iteration_cycles)
     }
 }
 
@@ -112,6 +165,12 @@ pub struct DomainConfig {
     /// Workload name, for reports.
     pub workload: String,
     pub guest: GuestSpec,
+    /// Paravirtual spinlocks for kernel locks (see the module notes).
+    pub pv_spinlocks: bool,
+    /// When the VM is created (0: exists from the start).
+    pub start_at: Time,
+    /// When the VM is destroyed, if ever.
+    pub stop_at: Option<Time>,
 }
 
 /// What policies may read about a domain.
@@ -147,9 +206,21 @@ enum Thread {
     Computing {
         left: Time,
     },
+    /// Waiting for a lock; `budget` is what is left of a paravirtual waiter's spinning
+    /// before it halts.
     SpinLock {
         lock: u32,
         kernel: bool,
+        budget: Option<Time>,
+    },
+    /// A paravirtual lock waiter halted (`pv_wait`); `kicked` once an unlock kicked it.
+    HaltedLock {
+        lock: u32,
+        kicked: bool,
+    },
+    /// Waiting for `pending` IPI acknowledgements (`ipi_sync`).
+    SpinIpi {
+        pending: u32,
     },
     /// Spinning at the barrier; `limit_left` is the spinning time left before blocking.
     SpinBarrier {
@@ -162,7 +233,7 @@ enum Thread {
 
 impl Thread {
     fn spinning(self) -> bool {
-        matches!(self, Thread::SpinLock { .. } | Thread::SpinBarrier { .. })
+        matches!(self, Thread::SpinLock { .. } | Thread::SpinBarrier { .. } | Thread::SpinIpi { .. })
     }
 }
 
@@ -196,6 +267,12 @@ struct Vcpu {
     io_done_at: Option<Time>,
     request_start: Time,
     ple_exits: u64,
+    /// The current PLE window (grows with `ple_grow > 1`).
+    ple_window_ns: Time,
+    /// Senders of IPIs this vCPU has not handled yet.
+    irqs: Vec<VcpuId>,
+    /// Bumped when the vCPU is descheduled: cancels an interrupt delivery in flight.
+    irq_gen: u32,
 }
 
 struct Pcpu {
@@ -239,6 +316,12 @@ struct Dom {
     /// Co-scheduling launches the policy reported for this VM (`Cx::co_launch`).
     co_launches: u64,
     costart: CoStart,
+    pv_spinlocks: bool,
+    created_at: Time,
+    destroyed_at: Option<Time>,
+    ipi_syncs: u64,
+    pv_halts: u64,
+    pv_kicks: u64,
 }
 
 /// Measures co-start skew (seed 004 Fig. 6, "the scheduling time edge difference between
@@ -279,15 +362,28 @@ enum Ev {
         d: DomId,
         ty: VmType,
     },
+    /// An IPI reaches a running vCPU (stale if it was descheduled since: `gen` is its
+    /// `irq_gen`).
+    Irq {
+        v: VcpuId,
+        gen: u32,
+    },
+    /// The scenario creates or destroys a VM.
+    Create {
+        d: DomId,
+    },
+    Destroy {
+        d: DomId,
+    },
 }
 
 impl Ev {
     /// Tie-break at one instant (see the module notes).
     fn priority(&self) -> u8 {
         match self {
-            Ev::Guest { .. } => 0,
+            Ev::Guest { .. } | Ev::Irq { .. } => 0,
             Ev::Wake { .. } => 1,
-            Ev::Timer { .. } | Ev::SetType { .. } => 2,
+            Ev::Timer { .. } | Ev::SetType { .. } | Ev::Create { .. } | Ev::Destroy { .. } => 2,
             Ev::Tick { .. } => 3,
             Ev::SliceEnd { .. } => 4,
             Ev::Resched { .. } => 5,
@@ -305,6 +401,8 @@ pub struct Core {
     policy_rng: StreamRng,
     counters: BTreeMap<&'static str, u64>,
     ple_window_ns: Option<Time>,
+    ple_window_max_ns: Time,
+    pv_spin_ns: Time,
     // Host-wide tallies.
     events: u64,
     context_switches: u64,
@@ -476,14 +574,23 @@ impl Simulation {
         let mut vcpus = Vec::new();
         let mut doms = Vec::new();
         let mut unfinished = 0;
+        let mut lifecycle = Vec::new();
+        let ple_base_ns = host.ple_window_ns().unwrap_or(0);
         for (d, cfg) in domains.into_iter().enumerate() {
             let first_vcpu = vcpus.len();
             let n = cfg.guest.programs.len();
+            let online = cfg.start_at == 0;
+            if !online {
+                lifecycle.push((cfg.start_at, Ev::Create { d }));
+            }
+            if let Some(at) = cfg.stop_at {
+                lifecycle.push((at, Ev::Destroy { d }));
+            }
             for (index, program) in cfg.guest.programs.iter().enumerate() {
                 vcpus.push(Vcpu {
                     dom: d,
                     index,
-                    state: VcpuState::Runnable,
+                    state: if online { VcpuState::Runnable } else { VcpuState::Offline },
                     state_since: 0,
                     running_ns: 0,
                     runnable_ns: 0,
@@ -504,6 +611,9 @@ impl Simulation {
                     io_done_at: None,
                     request_start: 0,
                     ple_exits: 0,
+                    ple_window_ns: ple_base_ns,
+                    irqs: Vec::new(),
+                    irq_gen: 0,
                 });
             }
             if cfg.guest.finite {
@@ -517,7 +627,7 @@ impl Simulation {
                     cap: cfg.cap,
                     vm_type: cfg.vm_type,
                     first_vcpu,
-                    online: true,
+                    online,
                 },
                 workload: cfg.workload,
                 lock_kind: cfg.guest.lock_kind,
@@ -535,9 +645,15 @@ impl Simulation {
                 request_latencies: Vec::new(),
                 co_launches: 0,
                 costart: CoStart { started_at: vec![0; n], skews: Vec::new() },
+                pv_spinlocks: cfg.pv_spinlocks,
+                created_at: cfg.start_at,
+                destroyed_at: None,
+                ipi_syncs: 0,
+                pv_halts: 0,
+                pv_kicks: 0,
             });
         }
-        let n_waiting = vcpus.len();
+        let n_waiting = vcpus.iter().filter(|v| v.state == VcpuState::Runnable).count();
         let pcpus = (0..host.pcpus)
             .map(|_| Pcpu {
                 curr: None,
@@ -551,6 +667,8 @@ impl Simulation {
             })
             .collect();
         let ple_window_ns = host.ple_window_ns();
+        let ple_window_max_ns = host.cycles_ns(host.ple_window_max_cycles);
+        let pv_spin_ns = host.pv_spin_ns();
         let core = Core {
             n_idle: host.pcpus,
             host,
@@ -561,6 +679,8 @@ impl Simulation {
             policy_rng: streams.stream(0),
             counters: BTreeMap::new(),
             ple_window_ns,
+            ple_window_max_ns,
+            pv_spin_ns,
             events: 0,
             context_switches: 0,
             ipis: 0,
@@ -579,7 +699,11 @@ impl Simulation {
             trace: None,
             error: None,
         };
-        Simulation { core, policy }
+        let mut sim = Simulation { core, policy };
+        for (at, ev) in lifecycle {
+            sim.core.queue.schedule(at, ev.priority(), ev);
+        }
+        sim
     }
 
     /// At `at`, domain `d` becomes of type `ty` (the policy hears of it through
@@ -643,7 +767,9 @@ impl Simulation {
         let mut cx = Cx { core: &mut self.core, here: None };
         self.policy.init(&mut cx);
         for v in 0..cx.core.vcpus.len() {
-            self.policy.vcpu_insert(&mut cx, v);
+            if cx.core.vcpus[v].state != VcpuState::Offline {
+                self.policy.vcpu_insert(&mut cx, v);
+            }
         }
         if let Some(period) = self.policy.tick_period_ns() {
             for p in 0..cx.core.pcpus.len() {
@@ -667,12 +793,22 @@ impl Simulation {
             }
             Ev::Wake { v } => {
                 let now = core.queue.now();
+                let pv_spin_ns = core.pv_spin_ns;
                 let vc = &mut core.vcpus[v];
-                debug_assert_eq!(vc.state, VcpuState::Blocked);
-                if vc.thread == Thread::BlockedIo {
-                    vc.io_done_at = Some(now);
+                if vc.state != VcpuState::Blocked {
+                    return false; // its VM was destroyed while it waited
                 }
-                vc.thread = Thread::Ready;
+                vc.thread = match vc.thread {
+                    Thread::BlockedIo => {
+                        vc.io_done_at = Some(now);
+                        Thread::Ready
+                    }
+                    // Kicked: back to spinning at the head of the queue, with a fresh budget.
+                    Thread::HaltedLock { lock, .. } => {
+                        Thread::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) }
+                    }
+                    _ => Thread::Ready,
+                };
                 vc.woke_at = Some(now);
                 core.set_state(v, VcpuState::Runnable);
                 self.policy.wake(&mut Cx { core, here: None }, v);
@@ -713,8 +849,71 @@ impl Simulation {
                 }
                 self.schedule(p);
             }
+            Ev::Irq { v, gen } => {
+                let vc = &core.vcpus[v];
+                if vc.irq_gen != gen || vc.irqs.is_empty() || !matches!(vc.state, VcpuState::Running(_)) {
+                    return false;
+                }
+                core.handle_irqs(v);
+            }
+            Ev::Create { d } => self.create(d),
+            Ev::Destroy { d } => self.destroy(d),
         }
         true
+    }
+
+    /// Brings domain `d` to life: its vCPUs start their programs and join the policy.
+    fn create(&mut self, d: DomId) {
+        let core = &mut self.core;
+        let now = core.now();
+        core.doms[d].info.online = true;
+        core.doms[d].created_at = now;
+        let vcpus: Vec<VcpuId> = Cx { core, here: None }.vcpus_of(d).collect();
+        for &v in &vcpus {
+            core.set_state(v, VcpuState::Runnable);
+        }
+        for v in vcpus {
+            self.policy.vcpu_insert(&mut Cx { core: &mut self.core, here: None }, v);
+        }
+    }
+
+    /// Destroys domain `d` (see the module notes). An unfinished job never finishes.
+    fn destroy(&mut self, d: DomId) {
+        let core = &mut self.core;
+        let now = core.now();
+        if !core.doms[d].info.online {
+            return;
+        }
+        let dom = &mut core.doms[d];
+        dom.info.online = false;
+        dom.destroyed_at = Some(now);
+        if dom.finite && dom.finished_at.is_none() {
+            core.unfinished -= 1;
+        }
+        let vcpus: Vec<VcpuId> = Cx { core, here: None }.vcpus_of(d).collect();
+        let mut running = Vec::new();
+        for &v in &vcpus {
+            core.sync(v);
+            if let VcpuState::Running(p) = core.vcpus[v].state {
+                running.push((v, p));
+            }
+            core.set_state(v, VcpuState::Offline);
+            let vc = &mut core.vcpus[v];
+            vc.thread = Thread::Exited;
+            vc.gen = vc.gen.wrapping_add(1);
+            vc.irq_gen = vc.irq_gen.wrapping_add(1);
+            vc.irqs.clear();
+        }
+        for &v in &vcpus {
+            if !running.iter().any(|&(u, _)| u == v) {
+                self.policy.vcpu_remove(&mut Cx { core: &mut self.core, here: None }, v);
+            }
+        }
+        for (v, p) in running {
+            self.policy.sleep(&mut Cx { core: &mut self.core, here: Some(p) }, v);
+            self.schedule(p);
+            self.policy.vcpu_remove(&mut Cx { core: &mut self.core, here: None }, v);
+        }
     }
 
     /// Asks the policy what `p` runs next and makes it so.
@@ -864,9 +1063,14 @@ impl Core {
                     dom.wakes += 1;
                 }
                 self.set_state(v, VcpuState::Running(p));
+                let grows = self.host.ple_grow > 1;
+                let base = self.ple_window_ns.unwrap_or(0);
                 let vc = &mut self.vcpus[v];
                 vc.woke_at = None;
                 vc.last_pcpu = Some(p);
+                if grows {
+                    vc.ple_window_ns = base; // KVM: shrink_ple_window at sched-in
+                }
             } else {
                 self.sync(v);
             }
@@ -877,6 +1081,11 @@ impl Core {
             vc.ple_from = vc.run_from;
             if let Some(t) = &mut self.trace {
                 t.open(p, v, vc.dom, vc.index, now, vc.thread.spinning());
+            }
+            if !vc.irqs.is_empty() {
+                // Interrupts that arrived while it waited are injected at VM entry.
+                let ev = Ev::Irq { v, gen: vc.irq_gen };
+                self.queue.schedule(vc.run_from, ev.priority(), ev);
             }
             self.arm(v);
         } else if let Some(t) = &mut self.trace {
@@ -930,6 +1139,7 @@ impl Core {
         self.sync(v);
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
+        vc.irq_gen = vc.irq_gen.wrapping_add(1);
         if let VcpuState::Running(_) = vc.state {
             if !vc.held.is_empty() {
                 self.doms[vc.dom].lock_holder_preemptions += 1;
@@ -950,7 +1160,13 @@ impl Core {
         let elapsed = now - from;
         match &mut vc.thread {
             Thread::Computing { left } => *left -= elapsed.min(*left),
-            Thread::SpinLock { .. } => vc.spin_ns += elapsed,
+            Thread::SpinLock { budget, .. } => {
+                vc.spin_ns += elapsed;
+                if let Some(b) = budget {
+                    *b -= elapsed.min(*b);
+                }
+            }
+            Thread::SpinIpi { .. } => vc.spin_ns += elapsed,
             Thread::SpinBarrier { limit_left } => {
                 vc.spin_ns += elapsed;
                 if let Some(l) = limit_left {
@@ -964,7 +1180,8 @@ impl Core {
     /// (Re)schedules the single pending guest event of a running vCPU.
     fn arm(&mut self, v: VcpuId) {
         let now = self.now();
-        let ple = self.ple_window_ns;
+        let free = matches!(self.vcpus[v].thread, Thread::SpinLock { .. }) && self.lock_free_for(v);
+        let ple_at = self.ple_deadline(v);
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         if !matches!(vc.state, VcpuState::Running(_)) {
@@ -974,18 +1191,15 @@ impl Core {
         let at = match vc.thread {
             Thread::Ready => Some(from),
             Thread::Computing { left } => Some(from.saturating_add(left)),
-            Thread::SpinLock { lock, kernel } => {
-                let dom = &self.doms[vc.dom];
-                if dom.lock_kind == LockKind::Tas && dom.locks[lock as usize].holder.is_none() {
-                    Some(from) // the lock is free: grab it as soon as we execute
-                } else if kernel {
-                    ple.map(|w| vc.ple_from.max(vc.run_from) + w)
-                } else {
-                    None
-                }
-            }
+            // The lock is free for us: grab it as soon as we execute.
+            Thread::SpinLock { .. } if free => Some(from),
+            Thread::SpinLock { budget, .. } => match (ple_at, budget.map(|b| from + b)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            Thread::SpinIpi { .. } => ple_at,
             Thread::SpinBarrier { limit_left } => limit_left.map(|l| from + l),
-            Thread::BlockedIo | Thread::BlockedBarrier | Thread::Exited => None,
+            Thread::BlockedIo | Thread::BlockedBarrier | Thread::HaltedLock { .. } | Thread::Exited => None,
         };
         if let Some(at) = at {
             if at < FOREVER {
@@ -995,10 +1209,84 @@ impl Core {
         }
     }
 
+    /// Whether lock waiter `v` may take its lock now: it is free and either anyone may grab
+    /// it (test-and-set) or `v` heads a paravirtual lock's queue. (A ticket lock is handed
+    /// over by the unlock itself.)
+    fn lock_free_for(&self, v: VcpuId) -> bool {
+        let vc = &self.vcpus[v];
+        let Thread::SpinLock { lock, kernel, .. } = vc.thread else { return false };
+        let dom = &self.doms[vc.dom];
+        let l = &dom.locks[lock as usize];
+        l.holder.is_none()
+            && if dom.pv_spinlocks && kernel { l.waiters.front() == Some(&v) } else { dom.lock_kind == LockKind::Tas }
+    }
+
+    /// When `v`'s current kernel-mode spinning raises a pause-loop exit, if PLE applies.
+    fn ple_deadline(&self, v: VcpuId) -> Option<Time> {
+        let vc = &self.vcpus[v];
+        let kernel = matches!(vc.thread, Thread::SpinLock { kernel: true, .. } | Thread::SpinIpi { .. });
+        (kernel && self.ple_window_ns.is_some()).then(|| vc.ple_from.max(vc.run_from) + vc.ple_window_ns)
+    }
+
+    /// A spinner's guest event: a pause-loop exit if the window is reached, else re-arm.
+    fn maybe_ple_exit(&mut self, v: VcpuId) {
+        let now = self.now();
+        if self.ple_deadline(v).is_some_and(|at| at <= now) {
+            let max = self.ple_window_max_ns;
+            let grow = self.host.ple_grow as Time;
+            let vc = &mut self.vcpus[v];
+            vc.ple_exits += 1;
+            vc.ple_from = now;
+            if grow > 1 {
+                vc.ple_window_ns = (vc.ple_window_ns * grow).min(max); // KVM: grow_ple_window
+            }
+            self.ple_exits += 1;
+            self.to_yield.push_back(v);
+        }
+        self.arm(v);
+    }
+
+    /// `sender` interrupts `target` (an `ipi_sync`); see the module notes.
+    fn send_irq(&mut self, sender: VcpuId, target: VcpuId) {
+        let now = self.now();
+        let latency = self.host.ipi_latency_ns;
+        let vc = &mut self.vcpus[target];
+        vc.irqs.push(sender);
+        if let VcpuState::Running(_) = vc.state {
+            let ev = Ev::Irq { v: target, gen: vc.irq_gen };
+            self.queue.schedule((now + latency).max(vc.run_from), ev.priority(), ev);
+        }
+    }
+
+    /// Running vCPU `v` takes its pending interrupts: it acknowledges each sender at once,
+    /// then spends `ipi_handler_ns` in the handler before its own code resumes.
+    fn handle_irqs(&mut self, v: VcpuId) {
+        self.sync(v);
+        let now = self.now();
+        let handler = self.host.ipi_handler_ns;
+        let vc = &mut self.vcpus[v];
+        vc.run_from = vc.run_from.max(now) + handler;
+        for s in std::mem::take(&mut vc.irqs) {
+            self.ack(s);
+        }
+        self.arm(v);
+    }
+
+    /// One acknowledgement reaches `sender`; the last one ends its wait.
+    fn ack(&mut self, sender: VcpuId) {
+        let vc = &mut self.vcpus[sender];
+        if let Thread::SpinIpi { pending } = &mut vc.thread {
+            *pending -= 1;
+            if *pending == 0 {
+                self.release_waiter(sender);
+            }
+        }
+    }
+
     /// A running vCPU's pending guest event fired.
     fn guest_event(&mut self, v: VcpuId) {
         self.sync(v);
-        let now = self.now();
+        let free = self.lock_free_for(v);
         let vc = &mut self.vcpus[v];
         match vc.thread {
             Thread::Ready => self.to_advance.push_back(v),
@@ -1010,24 +1298,24 @@ impl Core {
                     self.arm(v);
                 }
             }
-            Thread::SpinLock { lock, kernel } => {
-                let dom = &mut self.doms[vc.dom];
-                if dom.lock_kind == LockKind::Tas && dom.locks[lock as usize].holder.is_none() {
-                    let l = &mut dom.locks[lock as usize];
+            Thread::SpinLock { lock, kernel, budget } => {
+                if free {
+                    let l = &mut self.doms[vc.dom].locks[lock as usize];
                     l.waiters.retain(|&w| w != v);
                     l.holder = Some(v);
                     vc.held.push((lock, kernel));
                     vc.thread = Thread::Ready;
                     self.to_advance.push_back(v);
+                } else if budget == Some(0) {
+                    // A paravirtual waiter spun its threshold out: halt until kicked (pv_wait).
+                    vc.thread = Thread::HaltedLock { lock, kicked: false };
+                    self.doms[vc.dom].pv_halts += 1;
+                    self.block(v);
                 } else {
-                    // Continuous spinning reached the PLE window: exit to the hypervisor.
-                    vc.ple_exits += 1;
-                    vc.ple_from = now;
-                    self.ple_exits += 1;
-                    self.to_yield.push_back(v);
-                    self.arm(v);
+                    self.maybe_ple_exit(v);
                 }
             }
+            Thread::SpinIpi { .. } => self.maybe_ple_exit(v),
             Thread::SpinBarrier { limit_left: Some(0) } => {
                 vc.thread = Thread::BlockedBarrier;
                 self.block(v);
@@ -1054,6 +1342,10 @@ impl Core {
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         let VcpuState::Running(p) = vc.state else { unreachable!("only a running thread blocks") };
+        // Pending interrupts are taken on the way to halt (`sti; hlt`).
+        for s in std::mem::take(&mut vc.irqs) {
+            self.ack(s);
+        }
         self.set_state(v, VcpuState::Blocked);
         self.to_sleep.push_back((v, p));
     }
@@ -1103,14 +1395,25 @@ impl Core {
                         LockChoice::Fixed(l) => l,
                         LockChoice::Uniform => dom.rng.gen_range(0..dom.locks.len() as u32),
                     };
+                    let pv = dom.pv_spinlocks && kernel;
                     let l = &mut dom.locks[lock as usize];
-                    let ticket_queue_empty = dom.lock_kind == LockKind::Tas || l.waiters.is_empty();
-                    if l.holder.is_none() && ticket_queue_empty {
+                    let may_take = if pv {
+                        // A newcomer steals a free lock unless the queue head spins for it.
+                        l.waiters.front().is_none_or(|&h| {
+                            let hc = &self.vcpus[h];
+                            !(matches!(hc.state, VcpuState::Running(_)) && matches!(hc.thread, Thread::SpinLock { .. }))
+                        })
+                    } else {
+                        dom.lock_kind == LockKind::Tas || l.waiters.is_empty()
+                    };
+                    let vc = &mut self.vcpus[v];
+                    if l.holder.is_none() && may_take {
                         l.holder = Some(v);
                         vc.held.push((lock, kernel));
                     } else {
                         l.waiters.push_back(v);
-                        vc.thread = Thread::SpinLock { lock, kernel };
+                        let budget = pv.then_some(self.pv_spin_ns);
+                        vc.thread = Thread::SpinLock { lock, kernel, budget };
                         vc.ple_from = now.max(vc.run_from);
                         self.arm(v);
                         self.trace_state(v);
@@ -1118,8 +1421,34 @@ impl Core {
                     }
                 }
                 Instr::Unlock => {
-                    let (lock, _) = vc.held.pop().expect("workload unlocks a lock it does not hold");
-                    self.unlock(d, lock);
+                    let (lock, kernel) = vc.held.pop().expect("workload unlocks a lock it does not hold");
+                    self.unlock(d, lock, kernel);
+                }
+                Instr::IpiSync => {
+                    let pv = self.doms[d].pv_spinlocks;
+                    let first = self.doms[d].info.first_vcpu;
+                    let targets: Vec<VcpuId> = (first..first + self.doms[d].info.vcpus)
+                        .filter(|&u| {
+                            u != v
+                                && match self.vcpus[u].state {
+                                    VcpuState::Running(_) => true,
+                                    VcpuState::Runnable => !pv,
+                                    VcpuState::Blocked | VcpuState::Offline => false,
+                                }
+                        })
+                        .collect();
+                    if targets.is_empty() {
+                        continue;
+                    }
+                    self.doms[d].ipi_syncs += 1;
+                    self.vcpus[v].thread = Thread::SpinIpi { pending: targets.len() as u32 };
+                    self.vcpus[v].ple_from = now.max(self.vcpus[v].run_from);
+                    for u in targets {
+                        self.send_irq(v, u);
+                    }
+                    self.arm(v);
+                    self.trace_state(v);
+                    return;
                 }
                 Instr::Barrier(wait) => {
                     let dom = &mut self.doms[d];
@@ -1186,11 +1515,39 @@ impl Core {
         panic!("guest program of vCPU {v} loops without taking time");
     }
 
-    /// Releases `lock` of domain `d` and hands it on.
-    fn unlock(&mut self, d: DomId, lock: u32) {
+    /// Releases `lock` of domain `d` (taken in kernel mode or not) and hands it on.
+    fn unlock(&mut self, d: DomId, lock: u32, kernel: bool) {
+        let now = self.now();
         let dom = &mut self.doms[d];
         let l = &mut dom.locks[lock as usize];
         l.holder = None;
+        if dom.pv_spinlocks && kernel {
+            // Paravirtual: hand over only to a head spinning on a pCPU; kick a halted head.
+            let Some(&h) = l.waiters.front() else { return };
+            let hc = &mut self.vcpus[h];
+            match (hc.state, hc.thread) {
+                (VcpuState::Running(_), Thread::SpinLock { .. }) if hc.run_from <= now => {
+                    l.waiters.pop_front();
+                    l.holder = Some(h);
+                    hc.held.push((lock, kernel));
+                    self.release_waiter(h);
+                }
+                (_, Thread::HaltedLock { lock, kicked: false }) => {
+                    hc.thread = Thread::HaltedLock { lock, kicked: true };
+                    dom.pv_kicks += 1;
+                    self.ipis += 1;
+                    let at = now + self.host.ipi_latency_ns;
+                    self.queue.schedule(at, Ev::Wake { v: h }.priority(), Ev::Wake { v: h });
+                }
+                // Head about to execute: it takes the lock when it does (if nobody steals it).
+                (VcpuState::Running(_), _) => {
+                    self.sync(h);
+                    self.arm(h);
+                }
+                _ => {}
+            }
+            return;
+        }
         let next = match dom.lock_kind {
             // Ticket: the next ticket in line owns the lock now, running or not.
             LockKind::Ticket => l.waiters.pop_front(),
@@ -1300,7 +1657,9 @@ impl Core {
                 vcpus: dom.info.vcpus,
                 weight: dom.info.weight,
                 cap: dom.info.cap,
-                completion_s: dom.finished_at.map(secs),
+                completion_s: dom.finished_at.map(|t| secs(t - dom.created_at)),
+                created_s: secs(dom.created_at),
+                destroyed_s: dom.destroyed_at.map(secs),
                 cpu_s: secs(cpu_ns),
                 spin_s: secs(spin_ns),
                 steal_s: secs(vcpus.iter().map(|v| v.runnable_ns).sum()),
@@ -1321,7 +1680,13 @@ impl Core {
                     .then(|| skews.iter().sum::<Time>() as f64 / skews.len() as f64 / 1e3),
                 costart_skew_us_p50: quantile(skews, 0.5).map(us),
                 costart_skew_us_p99: quantile(skews, 0.99).map(us),
-                blocked_fraction: ratio(blocked_ns as f64, (now as f64) * vcpus.len() as f64),
+                ipi_syncs: dom.ipi_syncs,
+                pv_halts: dom.pv_halts,
+                pv_kicks: dom.pv_kicks,
+                blocked_fraction: ratio(
+                    blocked_ns as f64,
+                    (dom.destroyed_at.unwrap_or(now).saturating_sub(dom.created_at) as f64) * vcpus.len() as f64,
+                ),
             });
         }
         let fairness = weighted_fairness(&vms);

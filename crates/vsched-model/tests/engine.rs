@@ -59,6 +59,9 @@ fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {
         vm_type: VmType::Hit,
         workload: "test".into(),
         guest: GuestSpec { programs: vec![program; vcpus], locks: 1, lock_kind: LockKind::Ticket, finite: true },
+        pv_spinlocks: false,
+        start_at: 0,
+        stop_at: None,
     }
 }
 

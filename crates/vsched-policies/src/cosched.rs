@@ -114,6 +114,13 @@ pub struct Cosched {
     // Configuration.
     slice_ns: Time,
     placement: Placement,
+    /// Gang-schedule every VM that fits the host, whatever its type (seed 001's
+    /// co-scheduling, inside `cvs-adaptive`); otherwise only CON VMs.
+    gang_all: bool,
+    /// Added to this policy's timer ids, so that a policy embedding it can tell them apart.
+    timer_base: u64,
+    /// A re-plan is already due at this instant (VMs created or destroyed).
+    replan_pending: bool,
     // Global state.
     fair: FairShare,
     /// Round number; the round timer carries it as its id, so a timer left over from a
@@ -133,11 +140,17 @@ pub struct Cosched {
     planned: Vec<bool>,
 }
 
+/// The timer id (above `timer_base`) of an immediate re-plan; rounds use 0, 1, 2, ...
+const TIMER_REPLAN: u64 = 1 << 40;
+
 impl Cosched {
     fn new(slice_ns: Time, placement: Placement) -> Self {
         Cosched {
             slice_ns,
             placement,
+            gang_all: false,
+            timer_base: 0,
+            replan_pending: false,
             fair: FairShare::empty(),
             round: 0,
             cursor: 0,
@@ -148,8 +161,35 @@ impl Cosched {
         }
     }
 
-    fn is_hit(cx: &Cx, v: VcpuId) -> bool {
-        cx.domain(cx.dom_of(v)).vm_type == VmType::Hit
+    /// Strict co-scheduling at default parameters, for `cvs-adaptive`: every VM that fits
+    /// is a gang, and timer ids start at `timer_base`.
+    pub(crate) fn embedded(timer_base: u64) -> Self {
+        Cosched { gang_all: true, timer_base, ..Cosched::new(SLICE_MS as Time * NS_PER_MS, Placement::Rotate) }
+    }
+
+    /// Whether domain `d` is scheduled as a gang.
+    fn is_gang(&self, cx: &Cx, d: DomId) -> bool {
+        let dom = cx.domain(d);
+        if self.gang_all {
+            dom.vcpus > 1 && dom.vcpus <= cx.n_pcpus()
+        } else {
+            dom.vm_type == VmType::Con
+        }
+    }
+
+    fn is_hit(&self, cx: &Cx, v: VcpuId) -> bool {
+        !self.is_gang(cx, cx.dom_of(v))
+    }
+
+    /// Takes over a host another policy was scheduling (`cvs-adaptive` switching to
+    /// co-scheduling): fresh state, and a round planned at once.
+    pub(crate) fn activate(&mut self, cx: &mut Cx) {
+        self.init(cx);
+    }
+
+    /// Whether timer `id` is one of ours.
+    pub(crate) fn owns_timer(&self, id: u64) -> bool {
+        id >= self.timer_base
     }
 
     /// The vCPU `p` should run now according to the plan (`None`: idle or a HIT filler).
@@ -166,7 +206,16 @@ impl Cosched {
             (Some(v), _) => c == Some(v),
             (None, Slot::Gang(_)) => c.is_none(),
             // A free or blocked-HIT slot may run an unplanned HIT filler.
-            (None, _) => c.is_none_or(|u| Self::is_hit(cx, u) && self.slot_of[u].is_none()),
+            (None, _) => c.is_none_or(|u| self.is_hit(cx, u) && self.slot_of[u].is_none()),
+        }
+    }
+
+    /// Re-plans at the end of this instant (after every vCPU a VM change adds or removes).
+    fn replan_soon(&mut self, cx: &mut Cx) {
+        if !self.replan_pending {
+            self.replan_pending = true;
+            let now = cx.now();
+            cx.set_timer(now, self.timer_base + TIMER_REPLAN);
         }
     }
 
@@ -185,11 +234,10 @@ impl Cosched {
                 continue;
             }
             runnable_doms.push(d);
-            match cx.domain(d).vm_type {
-                VmType::Con => units.push(Unit { dom: d, gang: true, members: cx.vcpus_of(d).collect() }),
-                VmType::Hit => {
-                    units.extend(runnable.into_iter().map(|v| Unit { dom: d, gang: false, members: vec![v] }))
-                }
+            if self.is_gang(cx, d) {
+                units.push(Unit { dom: d, gang: true, members: cx.vcpus_of(d).collect() });
+            } else {
+                units.extend(runnable.into_iter().map(|v| Unit { dom: d, gang: false, members: vec![v] }));
             }
         }
         self.fair.settle(&runnable_doms);
@@ -265,7 +313,8 @@ impl Cosched {
         }
         cx.count("cosched.rounds");
         self.round += 1;
-        cx.set_timer(now + self.slice_ns, self.round);
+        self.replan_pending = false;
+        cx.set_timer(now + self.slice_ns, self.timer_base + self.round);
     }
 
     /// The waiting HIT vCPU of lowest virtual time that is not planned anywhere (`prev`
@@ -273,7 +322,7 @@ impl Cosched {
     fn pick_filler(&self, cx: &Cx, p: PcpuId) -> Option<VcpuId> {
         (0..cx.n_vcpus())
             .filter(|&v| {
-                Self::is_hit(cx, v)
+                self.is_hit(cx, v)
                     && self.slot_of[v].is_none()
                     && cx.is_runnable(v)
                     && cx.running_on(v).is_none_or(|q| q == p)
@@ -298,11 +347,27 @@ impl Policy for Cosched {
         self.slot_of = vec![None; cx.n_vcpus()];
         self.planned = vec![false; cx.domains().len()];
         let now = cx.now();
-        cx.set_timer(now, self.round);
+        self.round += 1;
+        cx.set_timer(now, self.timer_base + self.round);
+    }
+
+    fn supports_vm_lifecycle(&self) -> bool {
+        true
     }
 
     /// Contract: nothing to queue; every plan looks at all runnable vCPUs.
-    fn vcpu_insert(&mut self, _cx: &mut Cx, _v: VcpuId) {}
+    fn vcpu_insert(&mut self, cx: &mut Cx, _v: VcpuId) {
+        if cx.now() > 0 {
+            self.replan_soon(cx);
+        }
+    }
+
+    /// Contract: a VM that leaves frees its slots at once (a re-plan in this instant).
+    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
+        if self.slot_of[v].is_some() || self.planned[cx.dom_of(v)] {
+            self.replan_soon(cx);
+        }
+    }
 
     /// Contract: a planned vCPU goes back to its slot (a gang member resumes beside its
     /// siblings; a HIT vCPU displaces the filler); an unplanned HIT vCPU takes an idle
@@ -315,7 +380,7 @@ impl Policy for Cosched {
             }
             return;
         }
-        if !Self::is_hit(cx, v) {
+        if !self.is_hit(cx, v) {
             return;
         }
         let idle = (0..cx.n_pcpus()).find(|&p| {
@@ -350,7 +415,7 @@ impl Policy for Cosched {
 
     /// The round boundary.
     fn timer(&mut self, cx: &mut Cx, id: u64) {
-        if id == self.round {
+        if id == self.timer_base + self.round || (id == self.timer_base + TIMER_REPLAN && self.replan_pending) {
             self.plan(cx);
         }
     }
@@ -366,7 +431,7 @@ impl Policy for Cosched {
         let quiet = !(0..cx.n_pcpus()).any(transit);
         for d in 0..cx.domains().len() {
             let dom = cx.domain(d);
-            if dom.vm_type != VmType::Con {
+            if !self.is_gang(cx, d) {
                 continue;
             }
             let (mut runnable, mut running) = (0, 0);

@@ -8,6 +8,7 @@
 pub mod bsp;
 pub mod cpu_hog;
 pub mod idle;
+pub mod kernbench;
 pub mod spinlock;
 pub mod web;
 
@@ -24,7 +25,8 @@ pub struct WorkloadInfo {
     pub build: fn(&Params, usize) -> Result<GuestSpec, ConfigError>,
 }
 
-pub const REGISTRY: &[WorkloadInfo] = &[cpu_hog::INFO, idle::INFO, spinlock::INFO, bsp::INFO, web::INFO];
+pub const REGISTRY: &[WorkloadInfo] =
+    &[cpu_hog::INFO, idle::INFO, spinlock::INFO, bsp::INFO, web::INFO, kernbench::INFO];
 
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     REGISTRY.iter().find(|w| w.name == name)

@@ -58,6 +58,9 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
         put_stats(&mut o, "spin_share", &col(&|v| v.spin_share));
         put_stats(&mut o, "lock_holder_preemptions", &col(&|v| Some(v.lock_holder_preemptions as f64)));
         put_stats(&mut o, "lock_waiter_preemptions", &col(&|v| Some(v.lock_waiter_preemptions as f64)));
+        put_stats(&mut o, "ple_exits", &col(&|v| Some(v.ple_exits as f64)));
+        put_stats(&mut o, "ipi_syncs", &col(&|v| Some(v.ipi_syncs as f64)));
+        put_stats(&mut o, "pv_halts", &col(&|v| Some(v.pv_halts as f64)));
         put_stats(&mut o, "wake_latency_us", &col(&|v| v.wake_latency_us_mean));
         put_stats(&mut o, "throughput_rps", &col(&|v| v.throughput_rps));
         put_stats(&mut o, "latency_ms", &col(&|v| v.latency_ms_mean));

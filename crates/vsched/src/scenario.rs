@@ -49,6 +49,10 @@ struct HostSection {
     sched_cost_us: Option<f64>,
     ple_window_cycles: Option<u64>,
     ple_gap_cycles: Option<u64>,
+    ple_grow: Option<u32>,
+    ple_window_max_cycles: Option<u64>,
+    ipi_handler_us: Option<f64>,
+    spin_iteration_cycles: Option<u64>,
 }
 
 /// A table with a `name`/`kind` and free-form parameters checked by the policy or workload.
@@ -69,6 +73,9 @@ struct VmSection {
     cap: Option<u32>,
     #[serde(rename = "type")]
     vm_type: Option<String>,
+    pv_spinlocks: Option<bool>,
+    start_s: Option<f64>,
+    stop_s: Option<f64>,
     workload: WorkloadSection,
 }
 
@@ -124,6 +131,10 @@ pub struct VmSpec {
     pub vm_type: VmType,
     pub workload: &'static vsched_workloads::WorkloadInfo,
     pub workload_params: Params,
+    pub pv_spinlocks: bool,
+    /// Created at (0: from the start) and destroyed at (never if `None`).
+    pub start: Time,
+    pub stop: Option<Time>,
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -225,7 +236,32 @@ impl Scenario {
             sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
             ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
             ple_gap_cycles: h.ple_gap_cycles.unwrap_or(defaults.ple_gap_cycles),
+            ple_grow: h.ple_grow.unwrap_or(defaults.ple_grow),
+            ple_window_max_cycles: h.ple_window_max_cycles.unwrap_or(defaults.ple_window_max_cycles),
+            ipi_handler_ns: micros("host.ipi_handler_us", h.ipi_handler_us, defaults.ipi_handler_ns)?,
+            spin_iteration_cycles: h.spin_iteration_cycles.unwrap_or(defaults.spin_iteration_cycles),
         };
+        if host.ple_grow == 0 || host.ple_grow > 64 {
+            return Err(err(
+                "host.ple_grow",
+                format!("expected an integer in 1..=64 (1 = fixed window), got {}", host.ple_grow),
+            ));
+        }
+        if host.ple_window_max_cycles < host.ple_window_cycles {
+            return Err(err(
+                "host.ple_window_max_cycles",
+                format!(
+                    "expected at least host.ple_window_cycles = {}, got {}",
+                    host.ple_window_cycles, host.ple_window_max_cycles
+                ),
+            ));
+        }
+        if host.spin_iteration_cycles == 0 || host.spin_iteration_cycles > 1_000_000 {
+            return Err(err(
+                "host.spin_iteration_cycles",
+                format!("expected an integer in 1..=1000000, got {}", host.spin_iteration_cycles),
+            ));
+        }
 
         let policy = vsched_policies::find(&f.scheduler.name).ok_or_else(|| {
             err(
@@ -294,6 +330,9 @@ impl Scenario {
                 vm_type,
                 workload,
                 workload_params,
+                pv_spinlocks: v.pv_spinlocks.unwrap_or(false),
+                start: 0,
+                stop: None,
             });
         }
 
@@ -309,6 +348,40 @@ impl Scenario {
         };
         let reps = r.reps.unwrap_or(1);
         check_reps("run.reps", reps)?;
+
+        for (i, v) in f.vm.iter().enumerate() {
+            let at = |field: &str| format!("vm[{i}].{field}");
+            let start_s = v.start_s.unwrap_or(0.0);
+            if !(start_s.is_finite() && (0.0..horizon_s).contains(&start_s)) {
+                return Err(err(
+                    at("start_s"),
+                    format!("expected seconds in [0, run.horizon_s = {horizon_s}), got {start_s}"),
+                ));
+            }
+            if let Some(stop_s) = v.stop_s {
+                if !(stop_s.is_finite() && stop_s > start_s && stop_s <= horizon_s) {
+                    return Err(err(
+                        at("stop_s"),
+                        format!("expected seconds in (start_s = {start_s}, run.horizon_s = {horizon_s}], got {stop_s}"),
+                    ));
+                }
+            }
+            vms[i].start = vsched_engine::secs_to_ns(start_s);
+            vms[i].stop = v.stop_s.map(vsched_engine::secs_to_ns);
+        }
+        if !built.supports_vm_lifecycle() {
+            if let Some(i) = vms.iter().position(|v| v.start > 0 || v.stop.is_some()) {
+                let field = if vms[i].start > 0 { "start_s" } else { "stop_s" };
+                return Err(err(
+                    format!("vm[{i}].{field}"),
+                    format!(
+                        "policy {} does not support VMs created or destroyed during the run; expected no start_s / stop_s, or one of {}",
+                        policy.name,
+                        lifecycle_policies().join(", ")
+                    ),
+                ));
+            }
+        }
 
         let mut events = Vec::new();
         for (i, e) in f.event.iter().enumerate() {
@@ -377,6 +450,9 @@ impl Scenario {
                 vm_type: v.vm_type,
                 workload: v.workload.name.to_string(),
                 guest: (v.workload.build)(&v.workload_params, v.vcpus).expect("validated"),
+                pv_spinlocks: v.pv_spinlocks,
+                start_at: v.start,
+                stop_at: v.stop,
             })
             .collect();
         let policy = (self.policy.build)(&self.policy_params).expect("validated");
@@ -386,6 +462,19 @@ impl Scenario {
         }
         sim
     }
+}
+
+/// The policies that handle VMs created and destroyed during a run.
+fn lifecycle_policies() -> Vec<&'static str> {
+    vsched_policies::REGISTRY
+        .iter()
+        .filter(|p| {
+            Params::check("scheduler", p.params, &BTreeMap::new())
+                .and_then(|params| (p.build)(&params))
+                .is_ok_and(|b| b.supports_vm_lifecycle())
+        })
+        .map(|p| p.name)
+        .collect()
 }
 
 fn parse_type(path: &str, s: &str) -> Result<VmType, ConfigError> {

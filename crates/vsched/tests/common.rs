@@ -92,6 +92,9 @@ pub fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConf
         vm_type,
         workload: "test".into(),
         guest: GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: false },
+        pv_spinlocks: false,
+        start_at: 0,
+        stop_at: None,
     }
 }
 

@@ -1,0 +1,126 @@
+//! `kernbench`: a parallel kernel build (`make -j`), reduced to what a hypervisor sees.
+//!
+//! Built from the Kernbench row of shared/specs/workloads.md: no user-level synchronization
+//! (the compile jobs are independent processes); the sensitivity to vCPU scheduling comes
+//! from the guest kernel — short, frequent spinlock critical sections (system calls, page
+//! faults: µs long, taken in kernel mode so pause-loop exiting applies) and TLB-shootdown
+//! IPIs when processes unmap memory and exit (`ipi_sync`: the sender spins until every
+//! other live vCPU has acknowledged). Seed 001 (Wang et al. 2015) runs it in 4 VMs to show
+//! how lock-holder preemption grows with the vCPU over-commitment rate.
+//!
+//! # The model
+//! The build is `jobs` compile jobs shared evenly among the vCPUs (make keeps one job per
+//! vCPU busy; static shares stand in for make's dynamic hand-out, so a vCPU that draws long
+//! jobs finishes last, much as the slowest files do). A job forks and execs (`exec_io_us`,
+//! blocking: the vCPU halts), then computes `job_ms` of CPU in sections of mean
+//! `syscall_every_us`, each followed by a kernel critical section of `cs_us` under one of
+//! `locks` kernel spinlocks, and unmaps memory `shootdowns_per_job` times (the last one
+//! as it exits). When every job is done, vCPU 0 links the kernel alone (`link_ms`) while the
+//! others idle: the serial tail of a real build.
+//!
+//! Defaults are scaled down from a real build (thousands of jobs of ~0.1–1 s) to keep runs
+//! short; what matters for scheduling — µs critical sections every ~100 µs of compute,
+//! a shootdown every few ms, blocking between jobs — keeps its real time scale.
+
+use vsched_model::{
+    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params,
+    ProgramBuilder,
+};
+
+use crate::{us, WorkloadInfo};
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "jobs",
+        default: ParamDefault::Int(96),
+        doc: "compile jobs in the whole build (shared by the vCPUs)",
+    },
+    ParamSpec { name: "job_ms", default: ParamDefault::Float(20.0), doc: "mean CPU time of one job, ms" },
+    ParamSpec {
+        name: "syscall_every_us",
+        default: ParamDefault::Float(100.0),
+        doc: "mean compute between kernel critical sections, µs (exponential)",
+    },
+    ParamSpec { name: "cs_us", default: ParamDefault::Float(2.0), doc: "mean kernel critical section, µs" },
+    ParamSpec {
+        name: "locks",
+        default: ParamDefault::Int(2),
+        doc: "hot kernel spinlocks (each section takes one at random)",
+    },
+    ParamSpec {
+        name: "shootdowns_per_job",
+        default: ParamDefault::Int(2),
+        doc: "TLB shootdowns (ipi_sync) per job, the last at exit; 0 = none",
+    },
+    ParamSpec {
+        name: "exec_io_us",
+        default: ParamDefault::Float(300.0),
+        doc: "mean blocking time to fork and exec a job, µs (exponential)",
+    },
+    ParamSpec { name: "link_ms", default: ParamDefault::Float(50.0), doc: "serial link at the end, on vCPU 0, ms" },
+    ParamSpec {
+        name: "lock_kind",
+        default: ParamDefault::Str("ticket"),
+        doc:
+            "\"ticket\" (Linux 2.6.25–4.1) or \"tas\" (a guest qspinlock without PV support falls back to test-and-set)",
+    },
+];
+
+/// Variation of a critical section's length around its mean.
+const CS_CV: f64 = 0.5;
+
+fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+    let jobs = params.int_at_least("jobs", 1)? as u64;
+    let job_ms = params.float_in("job_ms", 0.001, 1e6)?;
+    let every_us = params.float_in("syscall_every_us", 0.1, 1e9)?;
+    let cs_us = params.float_in("cs_us", 0.0, 1e6)?;
+    let locks = params.int_at_least("locks", 1)? as u32;
+    let shootdowns = params.int_at_least("shootdowns_per_job", 0)? as u64;
+    let exec_io_us = params.float_in("exec_io_us", 0.0, 1e9)?;
+    let link_ms = params.float_in("link_ms", 0.0, 1e6)?;
+    let lock_kind = match params.choice("lock_kind", &["ticket", "tas"])?.as_str() {
+        "ticket" => LockKind::Ticket,
+        _ => LockKind::Tas,
+    };
+    // Sections per job, split into one chunk per shootdown (at least one chunk).
+    let sections = ((job_ms * 1000.0 / every_us).round() as u64).max(1);
+    let chunks = shootdowns.clamp(1, sections);
+    let per_chunk = sections / chunks;
+    let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
+    let programs = (0..vcpus as u64)
+        .map(|i| {
+            let mine = jobs / vcpus as u64 + u64::from(i < jobs % vcpus as u64);
+            let mut b = ProgramBuilder::new();
+            if mine > 0 {
+                b.repeat(Some(mine));
+                if exec_io_us > 0.0 {
+                    b.push(Instr::Io(Dur::Exp { mean: us(exec_io_us) }));
+                }
+                b.repeat(Some(chunks)).repeat(Some(per_chunk));
+                b.push(Instr::Compute(Dur::Exp { mean: us(every_us) }))
+                    .push(Instr::Lock { choice, kernel: true })
+                    .push(Instr::Compute(Dur::Jitter { mean: us(cs_us), cv: CS_CV }))
+                    .push(Instr::Unlock)
+                    .end_repeat();
+                if shootdowns > 0 {
+                    b.push(Instr::IpiSync);
+                }
+                b.end_repeat().end_repeat();
+            }
+            b.push(Instr::Barrier(BarrierWait::Block));
+            if i == 0 && link_ms > 0.0 {
+                b.push(Instr::Compute(Dur::Fixed(us(link_ms * 1000.0))));
+            }
+            b.build()
+        })
+        .collect();
+    Ok(GuestSpec { programs, locks, lock_kind, finite: true })
+}
+
+pub const INFO: WorkloadInfo = WorkloadInfo {
+    name: "kernbench",
+    description: "Parallel kernel build (make -j): independent jobs, kernel spinlocks, TLB shootdowns",
+    models: "Kernbench",
+    params: PARAMS,
+    build,
+};
