@@ -85,7 +85,7 @@ BAD_SCENARIOS = [
     ("VM destroyed before it exists", with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 0.3\nstop_s = 0.2"), ["vm[0].stop_s"]),
     (
         "VM lifecycle under a policy without it",
-        with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2", "vcpus = 2\nstop_s = 1", 1),
+        with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2", "vcpus = 2\nstop_s = 0.4", 1),
         ["vm[0].stop_s", "pcs", "credit"],
     ),
     ("PLE growth of zero", with_replaced("pcpus = 2", "pcpus = 2\nple_grow = 0"), ["host.ple_grow"]),

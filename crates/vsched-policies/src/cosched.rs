@@ -181,10 +181,22 @@ impl Cosched {
         !self.is_gang(cx, cx.dom_of(v))
     }
 
+    /// Fresh state: no plan, and fair-share history from now.
+    fn reset(&mut self, cx: &Cx) {
+        let n = cx.n_pcpus();
+        self.fair = FairShare::new(cx);
+        self.slot = vec![Slot::Free; n];
+        self.handoff = Handoff::new(n);
+        self.slot_of = vec![None; cx.n_vcpus()];
+        self.planned = vec![false; cx.domains().len()];
+    }
+
     /// Takes over a host another policy was scheduling (`cvs-adaptive` switching to
-    /// co-scheduling): fresh state, and a round planned at once.
+    /// co-scheduling): fresh state, and a round planned now, which reschedules every pCPU
+    /// whose current vCPU disagrees with it.
     pub(crate) fn activate(&mut self, cx: &mut Cx) {
-        self.init(cx);
+        self.reset(cx);
+        self.plan(cx);
     }
 
     /// Whether timer `id` is one of ours.
@@ -340,12 +352,7 @@ impl Policy for Cosched {
     /// Contract: state exists, and the first round is planned at once (the timer fires at
     /// time 0, before the engine's initial reschedules).
     fn init(&mut self, cx: &mut Cx) {
-        let n = cx.n_pcpus();
-        self.fair = FairShare::new(cx);
-        self.slot = vec![Slot::Free; n];
-        self.handoff = Handoff::new(n);
-        self.slot_of = vec![None; cx.n_vcpus()];
-        self.planned = vec![false; cx.domains().len()];
+        self.reset(cx);
         let now = cx.now();
         self.round += 1;
         cx.set_timer(now, self.timer_base + self.round);

@@ -885,6 +885,49 @@ impl Credit {
         self
     }
 
+    /// Changes where yielding vCPUs go from now on (`cvs-adaptive` switching between yth
+    /// and ytt). A vCPU already queued stays where it is.
+    pub(crate) fn set_yield_placement(&mut self, placement: YieldPlacement) {
+        self.yield_placement = placement;
+    }
+
+    /// Takes over a host another policy was scheduling (`cvs-adaptive` leaving
+    /// co-scheduling): each running vCPU is charged from now on the pCPU it runs on, each
+    /// waiting one is queued on the pCPU it last ran on (or its insertion pCPU), and every
+    /// pCPU reschedules so that the run queues, not the old plan, decide what runs.
+    pub(crate) fn adopt(&mut self, cx: &mut Cx) {
+        let now = cx.now();
+        for p in 0..cx.n_pcpus() {
+            self.pcpus[p].idle = cx.curr(p).is_none();
+        }
+        for v in 0..cx.n_vcpus() {
+            self.vcpus[v].yielding = false;
+            if let Some(p) = cx.running_on(v) {
+                let s = &mut self.vcpus[v];
+                s.processor = p;
+                s.start_time = now;
+                s.run_start = now;
+            } else if cx.is_runnable(v) && !self.vcpus[v].queued {
+                let p = cx.last_pcpu(v).unwrap_or(v % cx.n_pcpus());
+                self.runq_insert(p, v);
+            }
+        }
+        for p in 0..cx.n_pcpus() {
+            cx.resched(p);
+        }
+    }
+
+    /// Hands the host to another policy (`cvs-adaptive` entering co-scheduling): every run
+    /// queue is emptied. Priorities, credits and active lists are kept for a later `adopt`.
+    pub(crate) fn release_all(&mut self) {
+        for pcpu in &mut self.pcpus {
+            for &v in &pcpu.runq {
+                self.vcpus[v].queued = false;
+            }
+            pcpu.runq.clear();
+        }
+    }
+
     /// Credit configured from its parameters (`PARAMS`), with a sibling-spread rule.
     pub(crate) fn from_params(params: &Params, spread: Spread) -> Result<Credit, ConfigError> {
         let tslice_ms = params.int_at_least("tslice_ms", 1)?;

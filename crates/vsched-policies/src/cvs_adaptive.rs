@@ -115,7 +115,11 @@ impl CvsAdaptive {
             Mode::YieldToHead => "cvs.to_yth",
             Mode::YieldToTail => "cvs.to_ytt",
         });
-        self.credit.set_yield_placement(if next == Mode::YieldToHead { YieldPlacement::Head } else { YieldPlacement::Tail });
+        self.credit.set_yield_placement(if next == Mode::YieldToHead {
+            YieldPlacement::Head
+        } else {
+            YieldPlacement::Tail
+        });
         match (prev, next) {
             (Mode::CoSchedule, _) => self.credit.adopt(cx),
             (_, Mode::CoSchedule) => {

@@ -11,6 +11,7 @@ pub mod cfs;
 pub mod cosched;
 pub mod credit;
 pub mod cs;
+pub mod cvs_adaptive;
 pub mod hybrid;
 pub mod kvm_dy;
 pub mod pcs;
@@ -37,6 +38,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cosched::INFO,
     vds::INFO,
     hybrid::INFO,
+    cvs_adaptive::INFO,
     cfs::INFO,
     kvm_dy::INFO,
 ];
