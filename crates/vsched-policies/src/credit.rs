@@ -154,6 +154,9 @@ pub(crate) struct VcpuState {
     pub(crate) processor: PcpuId,
     pub(crate) queued: bool,
     yielding: bool,
+    /// `Head` placement: yielded in its pCPU's current round, so passed over until a vCPU
+    /// that did not yield has had its turn there (see `pick_next_yield_to_head`).
+    head_wait: bool,
     parked: bool,
     active: bool,
 }
@@ -170,6 +173,7 @@ impl VcpuState {
             processor: 0,
             queued: false,
             yielding: false,
+            head_wait: false,
             parked: false,
             active: false,
         }
@@ -343,12 +347,14 @@ impl Credit {
             }
             // Scan while entries outrank `pri`, as `csched_runq_steal` does: a vCPU misplaced
             // behind lower-priority ones (a yielder, see `runq_insert`) waits for the next sort.
-            let found = self.pcpus[peer]
-                .runq
-                .iter()
-                .copied()
-                .take_while(|&u| self.vcpus[u].pri > pri)
-                .find(|&u| cx.running_on(u).is_none() && !(self.spreads(cx, u) && self.sibling_on(cx, u, p)));
+            // A `Head` yielder waiting for its pCPU's next round is not taken either: running
+            // it elsewhere at once would undo its yield (and waiters stolen back and forth
+            // between pCPUs would keep the lock holders out).
+            let found = self.pcpus[peer].runq.iter().copied().take_while(|&u| self.vcpus[u].pri > pri).find(|&u| {
+                cx.running_on(u).is_none()
+                    && !self.vcpus[u].head_wait
+                    && !(self.spreads(cx, u) && self.sibling_on(cx, u, p))
+            });
             if let Some(u) = found {
                 self.balance_bias = peer;
                 cx.count("credit.steals");
@@ -420,6 +426,7 @@ impl Credit {
                 let s = &mut self.vcpus[v];
                 s.processor = p;
                 s.start_time = now;
+                s.head_wait = false;
                 if prev != Some(v) {
                     s.run_start = now;
                 }
@@ -740,26 +747,16 @@ impl Policy for Credit {
         }
     }
 
-    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it. A
-    /// yielder under `Head` placement steps out of the queue while `p` chooses, then waits at
-    /// the head; if there is nothing else to run, it runs on.
+    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
         if let Some(keep) = self.put_prev(cx, p, prev, true) {
             return keep;
         }
-        let aside = prev.filter(|&v| {
-            self.yield_placement == YieldPlacement::Head && self.vcpus[v].yielding && self.vcpus[v].queued
-        });
-        if let Some(y) = aside {
-            self.runq_remove(y);
+        if self.yield_placement == YieldPlacement::Head {
+            return self.pick_next_yield_to_head(cx, p, prev);
         }
-        let next = self.choose(cx, p).or(aside);
-        let decision = self.commit(cx, p, prev, next);
-        if let Some(y) = aside.filter(|&y| next != Some(y)) {
-            self.pcpus[p].runq.insert(0, y);
-            self.vcpus[y].queued = true;
-        }
-        decision
+        let next = self.choose(cx, p);
+        self.commit(cx, p, prev, next)
     }
 
     /// `csched_tick` + `csched_unit_acct`: BOOST ends here and only here; the running vCPU
@@ -885,6 +882,40 @@ impl Credit {
         self
     }
 
+    /// `pick_next` under `Head` placement (seed 001 Fig. 1(b): the waiter "yields its CPU time
+    /// slice to other vCPUs and waits in the head of CPU run queue for the next round").
+    /// `put_prev` has queued a yielding `prev` first. Every vCPU that yielded on `p` in the
+    /// current round (`head_wait`) steps out of the queue while `p` chooses by Credit's rule,
+    /// then goes back to the head, the latest yielder first. A round ends when a vCPU leaves
+    /// `p` without yielding (its slice ended, it blocked or was preempted): the waiters are
+    /// then chosen again. So two waiters on one pCPU cannot hand it back and forth while the
+    /// rest of the queue waits; with nothing else to run, the earliest yielder runs.
+    fn pick_next_yield_to_head(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        let yielded = prev.filter(|&v| self.vcpus[v].yielding && self.vcpus[v].queued);
+        match yielded {
+            Some(y) => self.vcpus[y].head_wait = true,
+            None => {
+                for &u in &self.pcpus[p].runq {
+                    self.vcpus[u].head_wait = false;
+                }
+            }
+        }
+        let waiting: Vec<VcpuId> = self.pcpus[p].runq.iter().copied().filter(|&u| self.vcpus[u].head_wait).collect();
+        for &u in &waiting {
+            self.runq_remove(u);
+        }
+        // Nothing else to run: the yielder that has waited longest runs (alone, the yielder
+        // runs on). Running the latest one would let one waiter spin while the next ticket
+        // holder waits behind it.
+        let next = self.choose(cx, p).or(waiting.last().copied());
+        let decision = self.commit(cx, p, prev, next);
+        for (i, &u) in waiting.iter().filter(|&&u| next != Some(u)).enumerate() {
+            self.pcpus[p].runq.insert(i, u);
+            self.vcpus[u].queued = true;
+        }
+        decision
+    }
+
     /// Changes where yielding vCPUs go from now on (`cvs-adaptive` switching between yth
     /// and ytt). A vCPU already queued stays where it is.
     pub(crate) fn set_yield_placement(&mut self, placement: YieldPlacement) {
@@ -902,6 +933,7 @@ impl Credit {
         }
         for v in 0..cx.n_vcpus() {
             self.vcpus[v].yielding = false;
+            self.vcpus[v].head_wait = false;
             if let Some(p) = cx.running_on(v) {
                 let s = &mut self.vcpus[v];
                 s.processor = p;

@@ -9,9 +9,12 @@
 //! run queue": the waiter "yields its CPU time slice to other vCPUs and waits in the head of
 //! CPU run queue for the next round". We read that as: the pCPU chooses its next vCPU without
 //! the yielder, by Credit's usual rule (the head of its queue, or a vCPU stolen from a peer
-//! when the head is OVER or the queue empty), runs it for a slice, and queues the yielder
-//! first, so it runs when that slice ends. With nothing else to run the yielder runs on. Unlike
-//! `credit` and `ytt`, the waiter gives up one slice, not a round of its queue.
+//! when the head is OVER or the queue empty), runs it, and queues the yielder first, so it
+//! runs when that vCPU's turn ends. A "round" ends when a vCPU leaves the pCPU without
+//! yielding: until then every vCPU that yielded there in the round is passed over, so a second
+//! waiter that replaces the first and yields too hands the pCPU to the rest of the queue, not
+//! back to the first. With nothing else to run, the waiter that yielded earliest runs. Unlike
+//! `credit` and `ytt`, the waiter gives up one turn, not a round of its whole queue.
 //!
 //! # Readings
 //! - The head is a position, not a priority: a vCPU that wakes BOOSTed later still goes ahead
@@ -20,6 +23,12 @@
 //!   the head, as any queued vCPU.
 //! - If the holder is still preempted when the yielder runs again, the yielder spins for one
 //!   PLE window, exits and yields again: the seed's Fig. 1(b) shows one round only.
+//! - Rounds and stealing are our readings: the figure shows one waiter. Without rounds, two
+//!   waiters of one lock on one pCPU hand it to each other every PLE window and the rest of
+//!   the queue (the holder, say) waits until the next accounting re-sorts it; and a waiter
+//!   that peers may steal while it waits for its round is run elsewhere at once, which undoes
+//!   its yield: on the seed 001 Kernbench scenarios at VOR ≥ 2 both livelocked the host (waiters
+//!   stolen back and forth, holders never run). So a waiting yielder is not stolen.
 //!
 //! Everything else is Credit's (`credit.rs`).
 //!

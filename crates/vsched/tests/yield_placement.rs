@@ -1,6 +1,6 @@
 //! Where a vCPU that takes a pause-loop exit waits: `credit` (Xen's `__runq_insert`), `ytt`
 //! (yield to tail) and `yth` (yield to head), seed 001 §2 Fig. 1; and Credit's VM lifecycle
-//! callbacks. Hand-checked on traces.
+//! callbacks, driven by VMs the engine creates and destroys mid-run. Hand-checked on traces.
 //!
 //! The yield scenarios run on one pCPU of a host without overheads ([`free_host`]), so
 //! decisions land on exact instants. A PLE window is 4096 cycles at 2 GHz = 2048 ns of continuous
@@ -124,6 +124,53 @@ fn yth_runs_the_yielder_right_after_the_vcpu_that_replaced_it() {
 }
 
 #[test]
+fn yth_waiters_yield_to_the_rest_of_the_queue_before_each_other() {
+    // Two waiters on one pCPU: S0 = 0 holds the lock for 45 ms of CPU, S1 = 1 and S2 = 2 want
+    // it (tickets in that order), H1 = 3 is a hog. Up to 30 ms as scenario A: queue [S1 S2 H1
+    // S0] when S0's slice ends holding the lock.
+    //   30: S1 spins, yields; the pCPU chooses without it: S2, which spins and yields too. Both
+    //       yielded this round, so the pCPU chooses without either: H1 runs a slice, and the
+    //       waiters wait at the head, the latest first: [S2 S1 S0].
+    //   60: H1's slice ends (OVER, to the tail): the round is over. S2 spins and yields, S1
+    //       spins and yields, S0 runs and releases the lock to S1 15 ms later.
+    //   90: S0's slice ends; S1 runs with the lock.
+    // Without rounds S1 and S2 would hand the pCPU to each other every window.
+    let vms = vec![
+        {
+            let spin = [lock(), Instr::Unlock, compute(FOREVER)];
+            let mut d = domain(
+                "S",
+                VmType::Hit,
+                vec![
+                    program(&[lock(), compute(45 * MS), Instr::Unlock, compute(FOREVER)]),
+                    program(&spin),
+                    program(&spin),
+                ],
+            );
+            d.guest.locks = 1;
+            d
+        },
+        domain("H1", VmType::Hit, vec![hog()]),
+    ];
+    let (s0, s1, s2, h1) = (0, 1, 2, 3);
+    let (m, got) = runs("yth", vms, 200 * MS);
+    assert_eq!(
+        got[..8],
+        [
+            (s0, 0, 30 * MS, false),
+            (s1, 30 * MS, 30 * MS + PLE, true),
+            (s2, 30 * MS + PLE, 30 * MS + 2 * PLE, true),
+            (h1, 30 * MS + 2 * PLE, 60 * MS + 2 * PLE, false),
+            (s2, 60 * MS + 2 * PLE, 60 * MS + 3 * PLE, true),
+            (s1, 60 * MS + 3 * PLE, 60 * MS + 4 * PLE, true),
+            (s0, 60 * MS + 4 * PLE, 90 * MS + 4 * PLE, false),
+            (s1, 90 * MS + 4 * PLE, 120 * MS + 4 * PLE, false),
+        ]
+    );
+    assert_eq!(vm(&m, "S").ple_exits, 4);
+}
+
+#[test]
 fn a_boosted_yielder_goes_one_vcpu_back_under_credit_but_to_the_tail_under_ytt() {
     // Scenario B. vCPUs: W = 0 (5 ms of I/O, then wants the lock), Hd = 1 (holds the lock for
     // 50 ms of CPU), H1 = 2 (3 ms of work, then I/O for longer than the run), H2 = 3 (hog).
@@ -180,70 +227,7 @@ fn a_yielder_with_nothing_else_to_run_runs_on() {
 }
 
 // ---- VM lifecycle on Credit ----
-// The engine cannot create or destroy a VM mid-run yet, so `Lifecycle` plays the engine's
-// part around a Credit-based policy: it withholds `late` from the initial insertion and
-// inserts it at its time, and removes `gone` once the policy has descheduled it after its
-// time (the `vcpu_remove` contract: not running, its pCPU has been through `pick_next`). The
-// engine still counts those vCPUs runnable; only the policy's view is under test here.
-
-/// A timer id the wrapped policy does not use.
-const JOIN_TIMER: u64 = 1 << 40;
-
-struct Lifecycle {
-    inner: Box<dyn Policy>,
-    late: Option<(VcpuId, Time)>,
-    gone: Option<(VcpuId, Time)>,
-}
-
-impl Policy for Lifecycle {
-    fn init(&mut self, cx: &mut Cx) {
-        self.inner.init(cx);
-        if let Some((_, at)) = self.late {
-            cx.set_timer(at, JOIN_TIMER);
-        }
-    }
-    fn tick_period_ns(&self) -> Option<Time> {
-        self.inner.tick_period_ns()
-    }
-    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        if self.late.map(|(l, _)| l) != Some(v) {
-            self.inner.vcpu_insert(cx, v);
-        }
-    }
-    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.inner.wake(cx, v)
-    }
-    fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.inner.sleep(cx, v)
-    }
-    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
-        self.inner.yield_(cx, v, why)
-    }
-    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        let d = self.inner.pick_next(cx, p, prev);
-        if let Some((g, at)) = self.gone {
-            if prev == Some(g) && d.next != Some(g) && cx.now() >= at {
-                self.inner.vcpu_remove(cx, g);
-                self.gone = None;
-            }
-        }
-        d
-    }
-    fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
-        self.inner.tick(cx, p)
-    }
-    fn timer(&mut self, cx: &mut Cx, id: u64) {
-        if id == JOIN_TIMER {
-            let (v, _) = self.late.take().expect("one late vCPU");
-            self.inner.vcpu_insert(cx, v);
-        } else {
-            self.inner.timer(cx, id);
-        }
-    }
-    fn check(&self, cx: &Cx) -> Result<(), String> {
-        self.inner.check(cx)
-    }
-}
+// VMs created (`start_at`) and destroyed (`stop_at`) by the engine during the run.
 
 const CREDIT_FAMILY: [&str; 4] = ["credit", "balance", "ytt", "yth"];
 
@@ -262,9 +246,9 @@ fn a_vcpu_inserted_mid_run_is_boosted_and_picked_up_by_an_idle_pcpu_at_once() {
     // 2 pCPUs: hog A (vCPU 0) on pCPU 0; hog L (vCPU 1) arrives at 45 ms. Its run queue is
     // pCPU 1's (1 mod 2), idle since the start with no timer: only the insert's tickle wakes it.
     for name in CREDIT_FAMILY {
-        let doms = vec![domain("A", VmType::Hit, vec![hog()]), domain("L", VmType::Hit, vec![hog()])];
-        let wrapped = Lifecycle { inner: policy(name, &[]), late: Some((1, 45 * MS)), gone: None };
-        let mut sim = Simulation::new(free_host(2), doms, Box::new(wrapped), 1);
+        let late = DomainConfig { start_at: 45 * MS, ..domain("L", VmType::Hit, vec![hog()]) };
+        let doms = vec![domain("A", VmType::Hit, vec![hog()]), late];
+        let mut sim = Simulation::new(free_host(2), doms, policy(name, &[]), 1);
         sim.enable_trace(1000);
         let m = sim.run(100 * MS, Until::Horizon, &mut |_| true).expect("run failed");
         let spans = sim.take_trace().unwrap().spans().to_vec();
@@ -277,20 +261,23 @@ fn a_vcpu_inserted_mid_run_is_boosted_and_picked_up_by_an_idle_pcpu_at_once() {
 
 #[test]
 fn a_removed_vcpu_never_runs_again_and_its_vm_leaves_the_accounting() {
-    // 1 pCPU, hogs A (weight 256), B (512), C (256). C runs [60, 90) and [210, 240) ms and is
-    // removed when that slice ends, its first descheduling after 100 ms. It never runs again,
-    // and from 500 ms on A and B split the pCPU 1:2. (Credit's debug check also verifies after
-    // every event that the run queue and the active lists agree with the vCPUs' state.)
-    for name in CREDIT_FAMILY {
+    // 1 pCPU, hogs A (weight 256), B (512), C (256). C runs [60, 90) ms. Its VM is destroyed
+    // at 100 ms, while C waits in the run queue, or at 75 ms, while it runs (its pCPU
+    // reschedules at once). Either way C never runs again, and from 500 ms on A and B split
+    // the pCPU 1:2. (Credit's debug check also verifies after every event that the run queue
+    // and the active lists agree with the vCPUs' state.)
+    for (name, (stop, c_last_expected)) in
+        CREDIT_FAMILY.iter().flat_map(|&n| [(n, (100 * MS, 90 * MS)), (n, (75 * MS, 75 * MS))])
+    {
         let weighted = |n: &str, w: u32| DomainConfig { weight: w, ..domain(n, VmType::Hit, vec![hog()]) };
-        let doms = vec![weighted("A", 256), weighted("B", 512), weighted("C", 256)];
-        let wrapped = Lifecycle { inner: policy(name, &[]), late: None, gone: Some((2, 100 * MS)) };
-        let mut sim = Simulation::new(free_host(1), doms, Box::new(wrapped), 1);
+        let doomed = DomainConfig { stop_at: Some(stop), ..weighted("C", 256) };
+        let doms = vec![weighted("A", 256), weighted("B", 512), doomed];
+        let mut sim = Simulation::new(free_host(1), doms, policy(name, &[]), 1);
         sim.enable_trace(100_000);
         sim.run(3_000 * MS, Until::Horizon, &mut |_| true).expect("run failed");
         let spans = sim.take_trace().unwrap().spans().to_vec();
         let c_last = spans.iter().filter(|s| s.vcpu == 2).map(|s| s.end).max().unwrap();
-        assert_eq!(c_last, 240 * MS, "{name}: C's first descheduling after 100 ms ends [210, 240) ms");
+        assert_eq!(c_last, c_last_expected, "{name}, destroyed at {stop} ns: C's only slice starts at 60 ms");
         let cpu_after = |v: VcpuId| -> Time {
             spans.iter().filter(|s| s.vcpu == v).map(|s| s.end.saturating_sub(s.start.max(500 * MS))).sum()
         };
