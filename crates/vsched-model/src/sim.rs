@@ -533,7 +533,7 @@ impl<'a> Cx<'a> {
     /// Calls `timer(id)` at time `at` (not before now).
     pub fn set_timer(&mut self, at: Time, id: u64) -> Ticket {
         let at = at.max(self.now());
-        self.core.queue.schedule(at, Ev::Timer { id }.priority(), Ev::Timer { id })
+        self.core.post(at, Ev::Timer { id })
     }
 
     pub fn cancel_timer(&mut self, ticket: Ticket) {
@@ -701,7 +701,7 @@ impl Simulation {
         };
         let mut sim = Simulation { core, policy };
         for (at, ev) in lifecycle {
-            sim.core.queue.schedule(at, ev.priority(), ev);
+            sim.core.post(at, ev);
         }
         sim
     }
@@ -709,8 +709,7 @@ impl Simulation {
     /// At `at`, domain `d` becomes of type `ty` (the policy hears of it through
     /// `vm_type_changed`). Call before `run`.
     pub fn schedule_type_change(&mut self, at: Time, d: DomId, ty: VmType) {
-        let ev = Ev::SetType { d, ty };
-        self.core.queue.schedule(at, ev.priority(), ev);
+        self.core.post(at, Ev::SetType { d, ty });
     }
 
     /// Records per-pCPU run intervals, keeping at most `limit` of them.
@@ -773,7 +772,7 @@ impl Simulation {
         }
         if let Some(period) = self.policy.tick_period_ns() {
             for p in 0..cx.core.pcpus.len() {
-                cx.core.queue.schedule(period, Ev::Tick { p }.priority(), Ev::Tick { p });
+                cx.core.post(period, Ev::Tick { p });
             }
         }
         for p in 0..cx.core.pcpus.len() {
@@ -824,7 +823,7 @@ impl Simulation {
                 self.policy.tick(&mut Cx { core, here: Some(p) }, p);
                 if let Some(period) = self.policy.tick_period_ns() {
                     let at = self.core.queue.now() + period;
-                    self.core.queue.schedule(at, Ev::Tick { p }.priority(), Ev::Tick { p });
+                    self.core.post(at, Ev::Tick { p });
                 }
             }
             Ev::SliceEnd { p } => {
@@ -950,6 +949,12 @@ impl Core {
         self.queue.now()
     }
 
+    /// Queues `ev` at `at`, with its tie-break priority.
+    fn post(&mut self, at: Time, ev: Ev) -> Ticket {
+        let priority = ev.priority();
+        self.queue.schedule(at, priority, ev)
+    }
+
     /// Schedules a reschedule of `p` at `at`; false if one at or before `at` is pending.
     fn request_resched(&mut self, p: PcpuId, at: Time) -> bool {
         let pc = &mut self.pcpus[p];
@@ -958,8 +963,8 @@ impl Core {
         }
         pc.resched_gen = pc.resched_gen.wrapping_add(1);
         pc.resched_due = Some(at);
-        let ev = Ev::Resched { p, gen: pc.resched_gen };
-        self.queue.schedule(at, ev.priority(), ev);
+        let gen = pc.resched_gen;
+        self.post(at, Ev::Resched { p, gen });
         true
     }
 
@@ -1084,8 +1089,8 @@ impl Core {
             }
             if !vc.irqs.is_empty() {
                 // Interrupts that arrived while it waited are injected at VM entry.
-                let ev = Ev::Irq { v, gen: vc.irq_gen };
-                self.queue.schedule(vc.run_from, ev.priority(), ev);
+                let (at, gen) = (vc.run_from, vc.irq_gen);
+                self.post(at, Ev::Irq { v, gen });
             }
             self.arm(v);
         } else if let Some(t) = &mut self.trace {
@@ -1131,7 +1136,7 @@ impl Core {
 
     fn arm_slice_timer(&mut self, p: PcpuId, at: Time) {
         self.pcpus[p].slice_timer_at = Some(at);
-        self.queue.schedule(at, Ev::SliceEnd { p }.priority(), Ev::SliceEnd { p });
+        self.post(at, Ev::SliceEnd { p });
     }
 
     /// Takes `v` off its pCPU: it stops making progress; a runnable vCPU starts waiting.
@@ -1203,8 +1208,8 @@ impl Core {
         };
         if let Some(at) = at {
             if at < FOREVER {
-                let ev = Ev::Guest { v, gen: vc.gen };
-                self.queue.schedule(at, ev.priority(), ev);
+                let gen = vc.gen;
+                self.post(at, Ev::Guest { v, gen });
             }
         }
     }
@@ -1253,8 +1258,8 @@ impl Core {
         let vc = &mut self.vcpus[target];
         vc.irqs.push(sender);
         if let VcpuState::Running(_) = vc.state {
-            let ev = Ev::Irq { v: target, gen: vc.irq_gen };
-            self.queue.schedule((now + latency).max(vc.run_from), ev.priority(), ev);
+            let (at, gen) = ((now + latency).max(vc.run_from), vc.irq_gen);
+            self.post(at, Ev::Irq { v: target, gen });
         }
     }
 
@@ -1360,7 +1365,7 @@ impl Core {
                 vc.thread = Thread::Ready;
                 let at = self.queue.now() + self.host.ipi_latency_ns;
                 self.ipis += 1;
-                self.queue.schedule(at, Ev::Wake { v: w }.priority(), Ev::Wake { v: w });
+                self.post(at, Ev::Wake { v: w });
             }
             _ => {
                 vc.thread = Thread::Ready;
@@ -1476,7 +1481,7 @@ impl Core {
                 Instr::Io(dur) => {
                     let t = dur.sample(&mut self.doms[d].rng);
                     self.vcpus[v].thread = Thread::BlockedIo;
-                    self.queue.schedule(now + t, Ev::Wake { v }.priority(), Ev::Wake { v });
+                    self.post(now + t, Ev::Wake { v });
                     self.block(v);
                     return;
                 }
@@ -1537,7 +1542,7 @@ impl Core {
                     dom.pv_kicks += 1;
                     self.ipis += 1;
                     let at = now + self.host.ipi_latency_ns;
-                    self.queue.schedule(at, Ev::Wake { v: h }.priority(), Ev::Wake { v: h });
+                    self.post(at, Ev::Wake { v: h });
                 }
                 // Head about to execute: it takes the lock when it does (if nobody steals it).
                 (VcpuState::Running(_), _) => {
