@@ -66,8 +66,8 @@ pub trait Policy {
         false
     }
 
-    /// `v` was created runnable (at the start, or when its VM is created mid-run; the
-    /// domain is `online` by then): choose its run queue. Contract: afterwards the policy
+    /// `v` was created runnable (at the start, or when its VM is created mid-run, which
+    /// `cx.mid_run()` tells; the domain is `online` by then): choose its run queue. Contract: afterwards the policy
     /// owns `v` until `pick_next` returns it; it may tickle pCPUs with `cx.resched`.
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId);
 

@@ -437,6 +437,12 @@ impl<'a> Cx<'a> {
     pub fn now(&self) -> Time {
         self.core.queue.now()
     }
+    /// Whether the run is under way, so that a `vcpu_insert` belongs to a VM created mid-run.
+    /// The initial vCPUs are inserted at time 0 before any pCPU schedules, and only VMs that
+    /// start later are created by an event.
+    pub fn mid_run(&self) -> bool {
+        self.now() > 0
+    }
     pub fn n_pcpus(&self) -> usize {
         self.core.pcpus.len()
     }

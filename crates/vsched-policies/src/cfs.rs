@@ -139,8 +139,6 @@ pub struct Cfs {
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
-    /// Set at the first `pick_next`: inserts after that are VMs created mid-run.
-    started: bool,
 }
 
 impl Cfs {
@@ -319,12 +317,6 @@ impl Cfs {
         cx.resched(p); // the yielder calls schedule()
         YieldTo::Yielded
     }
-
-    fn ensure(&mut self, n: usize) {
-        if self.se.len() < n {
-            self.se.resize(n, Entity::default());
-        }
-    }
 }
 
 impl Policy for Cfs {
@@ -340,7 +332,7 @@ impl Policy for Cfs {
         self.min_gran_ns *= factor;
         self.wakeup_gran_ns *= factor;
         self.rqs = (0..cx.n_pcpus()).map(|_| RunQueue::default()).collect();
-        self.ensure(cx.n_vcpus());
+        self.se = vec![Entity::default(); cx.n_vcpus()];
     }
 
     fn tick_period_ns(&self) -> Option<Time> {
@@ -355,7 +347,6 @@ impl Policy for Cfs {
     /// vslice after its min_vruntime; mid-run it may preempt like a wake-up
     /// (`wake_up_new_task`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.ensure(v + 1);
         let weight = (cx.domain(cx.dom_of(v)).weight as i64 * NICE_0_LOAD / NICE_0_DOMAIN_WEIGHT).max(1);
         self.se[v] = Entity { weight, last_ran: cx.now(), ..Entity::default() };
         let p = (0..self.rqs.len()).min_by_key(|&q| self.nr_running(q)).unwrap_or(0);
@@ -363,7 +354,7 @@ impl Policy for Cfs {
         self.se[v].cpu = p;
         self.place(p, v, true);
         self.enqueue(p, v);
-        if self.started {
+        if cx.mid_run() {
             self.check_preempt(cx, p, v);
         }
     }
@@ -410,7 +401,6 @@ impl Policy for Cfs {
 
     /// `pick_next_task_fair`: put `prev` back, pick with buddies, or pull work if empty.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, _prev: Option<VcpuId>) -> Decision {
-        self.started = true;
         self.update_curr(cx, p);
         if let Some(c) = self.rqs[p].curr.take() {
             self.se[c].last_ran = cx.now();
@@ -456,7 +446,7 @@ impl Policy for Cfs {
 
     /// Every waiting vCPU is in exactly its queue's tree; every running one is its pCPU's curr.
     fn check(&self, cx: &Cx) -> Result<(), String> {
-        for (v, e) in self.se.iter().enumerate().take(cx.n_vcpus()) {
+        for (v, e) in self.se.iter().enumerate() {
             let waiting = cx.state(v) == vsched_model::VcpuState::Runnable;
             if waiting != e.in_tree || (e.in_tree && !self.rqs[e.cpu].tree.contains(&(e.vruntime, v))) {
                 return Err(format!("vCPU {v} waiting = {waiting} but in a run queue = {}", e.in_tree));
@@ -491,7 +481,6 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
         nr_latency: ((latency_ns + min_gran_ns - 1) / min_gran_ns) as usize,
         rqs: Vec::new(),
         se: Vec::new(),
-        started: false,
     })
 }
 

@@ -364,7 +364,7 @@ impl Policy for Cosched {
 
     /// Contract: nothing to queue; every plan looks at all runnable vCPUs.
     fn vcpu_insert(&mut self, cx: &mut Cx, _v: VcpuId) {
-        if cx.now() > 0 {
+        if cx.mid_run() {
             self.replan_soon(cx);
         }
     }

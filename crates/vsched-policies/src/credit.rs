@@ -212,8 +212,6 @@ pub(crate) struct Credit {
     sort_epoch: u64,
     last_tickle: PcpuId,
     balance_bias: PcpuId,
-    /// Some pCPU has scheduled: a `vcpu_insert` from now on is a VM created mid-run.
-    started: bool,
 }
 
 impl Credit {
@@ -415,7 +413,6 @@ impl Credit {
     /// and run it on `p` for a slice, or go idle.
     pub(crate) fn commit(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>) -> Decision {
         let now = cx.now();
-        self.started = true;
         if let Some(cur) = prev {
             self.vcpus[cur].yielding = false;
         }
@@ -700,12 +697,12 @@ impl Policy for Credit {
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         self.vcpus[v].processor = v % cx.n_pcpus();
         let p = if self.spreads(cx, v) { self.spread_target(cx, v) } else { v % cx.n_pcpus() };
-        if self.started && self.boost {
+        if cx.mid_run() && self.boost {
             self.vcpus[v].pri = PRI_BOOST;
             cx.count("credit.boosts");
         }
         self.runq_insert(p, v);
-        if self.started {
+        if cx.mid_run() {
             self.tickle(cx, v);
         }
     }
@@ -995,7 +992,6 @@ impl Credit {
             sort_epoch: 0,
             last_tickle: 0,
             balance_bias: 0,
-            started: false,
         })
     }
 }

@@ -80,6 +80,17 @@ enum Mode {
     YieldToTail,
 }
 
+impl Mode {
+    /// Where Credit puts a yielding vCPU in this mode (unused while co-scheduling).
+    fn yield_placement(self) -> YieldPlacement {
+        if self == Mode::YieldToHead {
+            YieldPlacement::Head
+        } else {
+            YieldPlacement::Tail
+        }
+    }
+}
+
 pub struct CvsAdaptive {
     co_max_vor: f64,
     yth_max_vor: f64,
@@ -119,11 +130,7 @@ impl CvsAdaptive {
             Mode::YieldToHead => "cvs.to_yth",
             Mode::YieldToTail => "cvs.to_ytt",
         });
-        self.credit.set_yield_placement(if next == Mode::YieldToHead {
-            YieldPlacement::Head
-        } else {
-            YieldPlacement::Tail
-        });
+        self.credit.set_yield_placement(next.yield_placement());
         match (prev, next) {
             (Mode::CoSchedule, _) => self.credit.adopt(cx),
             (_, Mode::CoSchedule) => {
@@ -161,8 +168,7 @@ impl Policy for CvsAdaptive {
         self.credit.init(cx);
         self.cosched.init(cx);
         self.mode = self.mode_for(Self::vor(cx));
-        let placement = if self.mode == Mode::YieldToHead { YieldPlacement::Head } else { YieldPlacement::Tail };
-        self.credit.set_yield_placement(placement);
+        self.credit.set_yield_placement(self.mode.yield_placement());
     }
 
     fn tick_period_ns(&self) -> Option<Time> {
@@ -171,7 +177,7 @@ impl Policy for CvsAdaptive {
 
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         self.active().vcpu_insert(cx, v);
-        if cx.now() > 0 {
+        if cx.mid_run() {
             self.vor_changed(cx);
         }
     }

@@ -66,12 +66,6 @@ pub struct KvmDy {
 }
 
 impl KvmDy {
-    fn ensure(&mut self, n: usize) {
-        if self.vcpus.len() < n {
-            self.vcpus.resize(n, VcpuState::default());
-        }
-    }
-
     /// The filters of `kvm_vcpu_on_spin` for candidate `c`, ending with
     /// `kvm_vcpu_eligible_for_directed_yield` (which flips a spinning candidate's toggle).
     fn eligible(&mut self, cx: &Cx, c: VcpuId, yield_to_kernel_mode: bool) -> bool {
@@ -134,7 +128,7 @@ impl Policy for KvmDy {
     fn init(&mut self, cx: &mut Cx) {
         self.cfs.init(cx);
         self.last_boosted = vec![0; cx.domains().len()];
-        self.ensure(cx.n_vcpus());
+        self.vcpus = vec![VcpuState::default(); cx.n_vcpus()];
     }
 
     fn tick_period_ns(&self) -> Option<Time> {
@@ -147,12 +141,7 @@ impl Policy for KvmDy {
 
     /// A new vCPU is neither ready nor preempted (`kvm_vcpu_init`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.ensure(v + 1);
         self.vcpus[v] = VcpuState::default();
-        let d = cx.dom_of(v);
-        if self.last_boosted.len() <= d {
-            self.last_boosted.resize(d + 1, 0);
-        }
         self.cfs.vcpu_insert(cx, v);
     }
 
