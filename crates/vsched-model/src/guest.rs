@@ -69,7 +69,7 @@ pub enum LockChoice {
     Uniform,
 }
 
-/// How a thread waits at a barrier.
+/// How a thread waits at a barrier or for a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierWait {
     Spin,
@@ -96,6 +96,23 @@ pub enum Instr {
     /// a TLB shootdown (`flush_tlb_mm_range` → `smp_call_function_many`). Which vCPUs are
     /// interrupted, and when they answer, is the simulator's (`sim.rs`, guest IPIs).
     IpiSync,
+    /// Send `bytes` to rank `to` of the VM's parallel job (its virtual cluster, or the VM
+    /// alone: rank = vCPU index). Asynchronous, as MPI's eager protocol: the sender goes on
+    /// at once and the network delivers (`sim.rs`, network). Messages from one rank to
+    /// another arrive in the order they were sent.
+    Send {
+        to: u32,
+        bytes: u64,
+    },
+    /// Take the next message from rank `from`, waiting as `wait` says if none has arrived
+    /// (MPI receivers busy-poll by default; `Spin` here is user-mode polling, so no PLE).
+    Recv {
+        from: u32,
+        wait: BarrierWait,
+    },
+    /// Driver domain (dom0) only: forward the packet this thread was processing, then take
+    /// the next one from the host's backlog and process it, or block until one arrives.
+    NetServe,
     /// Block for a duration (I/O, sleep), then wake.
     Io(Dur),
     /// Start of a loop body run `times` times (None = forever). `end` is the index of the

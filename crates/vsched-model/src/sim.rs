@@ -185,6 +185,10 @@ pub struct DomainInfo {
     pub first_vcpu: VcpuId,
     /// The VM exists now (false before it is created and after it is destroyed).
     pub online: bool,
+    /// Network packets delivered to the VM's vCPUs so far (messages from other VMs, counted
+    /// in MTU-sized packets; messages between ranks of one VM use shared memory and are not
+    /// packets). Seed 002's CVS reads its change since a VM was last descheduled.
+    pub rx_packets: u64,
 }
 
 /// The host-level state of a vCPU.
@@ -634,6 +638,7 @@ impl Simulation {
                     vm_type: cfg.vm_type,
                     first_vcpu,
                     online,
+                    rx_packets: 0,
                 },
                 workload: cfg.workload,
                 lock_kind: cfg.guest.lock_kind,
@@ -1510,6 +1515,7 @@ impl Core {
                     let latency = now - vc.request_start;
                     self.doms[d].request_latencies.push(latency);
                 }
+                Instr::Send { .. } | Instr::Recv { .. } | Instr::NetServe => todo!("network"),
                 Instr::Exit => {
                     vc.thread = Thread::Exited;
                     let dom = &mut self.doms[d];

@@ -11,7 +11,7 @@ use vsched_model::{
     BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
 };
 
-use crate::{us, WorkloadInfo};
+use crate::{us, Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "supersteps", default: ParamDefault::Int(100), doc: "number of compute + barrier steps" },
@@ -29,7 +29,8 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
+    let vcpus = ranks.vcpus;
     let supersteps = params.int_at_least("supersteps", 1)? as u64;
     let compute_ms = params.float_in("compute_ms", 0.0, f64::INFINITY)?;
     if compute_ms <= 0.0 {

@@ -5,13 +5,13 @@
 
 use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, Params, ProgramBuilder, FOREVER};
 
-use crate::WorkloadInfo;
+use crate::{Ranks, WorkloadInfo};
 
-fn build(_params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+fn build(_params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let mut b = ProgramBuilder::new();
     b.push(Instr::Compute(Dur::Fixed(FOREVER)));
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false })
+    Ok(GuestSpec { programs: vec![program; ranks.vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -27,7 +27,7 @@ use vsched_model::{
     ProgramBuilder,
 };
 
-use crate::{us, WorkloadInfo};
+use crate::{us, Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -69,7 +69,8 @@ const PARAMS: &[ParamSpec] = &[
 /// Variation of a critical section's length around its mean.
 const CS_CV: f64 = 0.5;
 
-fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
+    let vcpus = ranks.vcpus;
     let jobs = params.int_at_least("jobs", 1)? as u64;
     let job_ms = params.float_in("job_ms", 0.001, 1e6)?;
     let every_us = params.float_in("syscall_every_us", 0.1, 1e9)?;

@@ -21,8 +21,26 @@ pub struct WorkloadInfo {
     /// The rows of shared/specs/workloads.md this model is built from.
     pub models: &'static str,
     pub params: &'static [ParamSpec],
-    /// Builds the guest for a VM with `vcpus` vCPUs; range errors name the parameter.
-    pub build: fn(&Params, usize) -> Result<GuestSpec, ConfigError>,
+    /// Builds the guest of one VM, placed in its job by `ranks`; range errors name the
+    /// parameter.
+    pub build: fn(&Params, &Ranks) -> Result<GuestSpec, ConfigError>,
+}
+
+/// Where a VM's vCPUs sit in its parallel job: one MPI rank per vCPU, the VM's vCPU `i`
+/// being rank `first + i` of `world`. A VM outside any virtual cluster is a job of its own
+/// (`first = 0`, `world = vcpus`); workloads that do not communicate only read `vcpus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranks {
+    pub vcpus: usize,
+    pub first: usize,
+    pub world: usize,
+}
+
+impl Ranks {
+    /// A VM that is its own job.
+    pub fn alone(vcpus: usize) -> Ranks {
+        Ranks { vcpus, first: 0, world: vcpus }
+    }
 }
 
 pub const REGISTRY: &[WorkloadInfo] =

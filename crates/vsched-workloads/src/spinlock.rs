@@ -12,7 +12,7 @@ use vsched_model::{
     ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
 };
 
-use crate::{us, WorkloadInfo};
+use crate::{us, Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "iterations", default: ParamDefault::Int(10_000), doc: "lock acquisitions per thread" },
@@ -40,7 +40,8 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
+    let vcpus = ranks.vcpus;
     let iterations = params.int_at_least("iterations", 1)? as u64;
     let compute_us = params.float_in("compute_us", 0.0, f64::INFINITY)?;
     let cs_us = params.float_in("cs_us", 0.0, f64::INFINITY)?;

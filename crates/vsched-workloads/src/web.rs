@@ -8,7 +8,7 @@
 
 use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
-use crate::{us, WorkloadInfo};
+use crate::{us, Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -29,7 +29,8 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-fn build(params: &Params, vcpus: usize) -> Result<GuestSpec, ConfigError> {
+fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
+    let vcpus = ranks.vcpus;
     let requests = params.int_at_least("requests", 0)? as u64;
     let service_us = params.float_in("service_us", 0.0, f64::INFINITY)?;
     let jitter = params.float_in("jitter", 0.0, 10.0)?;

@@ -321,7 +321,7 @@ impl Scenario {
             let wpath = at("workload");
             let given = to_params(&wpath, &v.workload.params)?;
             let workload_params = Params::check(&wpath, workload.params, &given)?;
-            (workload.build)(&workload_params, v.vcpus as usize)?;
+            (workload.build)(&workload_params, &vsched_workloads::Ranks::alone(v.vcpus as usize))?;
             vms.push(VmSpec {
                 name: v.name.clone(),
                 vcpus: v.vcpus as usize,
@@ -419,6 +419,7 @@ impl Scenario {
                 },
                 first_vcpu: 0,
                 online: true,
+                rx_packets: 0,
             })
             .collect();
         built
@@ -449,7 +450,7 @@ impl Scenario {
                 cap: v.cap,
                 vm_type: v.vm_type,
                 workload: v.workload.name.to_string(),
-                guest: (v.workload.build)(&v.workload_params, v.vcpus).expect("validated"),
+                guest: (v.workload.build)(&v.workload_params, &vsched_workloads::Ranks::alone(v.vcpus)).expect("validated"),
                 pv_spinlocks: v.pv_spinlocks,
                 start_at: v.start,
                 stop_at: v.stop,
