@@ -32,6 +32,12 @@
 //!   are in µs. Under a gang scheduler the skew is about the IPI latency; under Credit it can
 //!   reach a time slice or more.
 //!
+//! - `host`: the host it runs on (0 on a single host); `virtual_cluster`: the virtual
+//!   cluster (parallel job across VMs) it belongs to, if any.
+//! - `messages_received`: messages delivered to its vCPUs (from any rank, shared memory
+//!   included); `rx_packets`: network packets among them (messages from other VMs, counted
+//!   in MTU-sized packets), what seed 002's CVS reads.
+//!
 //! Per host: `utilization` (busy pCPU time over capacity), `frag_idle_s` (pCPU idle time
 //! while at least one vCPU was runnable and waiting), `context_switches`, `ipis`,
 //! `migrations`, `sched_invocations`, `ple_exits`, `co_launches` and `co_launches_per_s`
@@ -40,6 +46,17 @@
 //! `fairness` is Jain's index over the CPU-bound VMs (blocked less than 5% of their vCPU
 //! time) of (share of the CPU those VMs received) / (share of their total weight): 1.0 when
 //! CPU is split exactly by weight, lower otherwise; null if no VM is CPU-bound.
+//! On a cluster, `hosts` lists these per host and `host` totals them: counts are summed,
+//! `utilization` is over all pCPUs, `fairness` over all VMs (each VM's share measured on
+//! its own host), and `policy_counters` are summed by name.
+//!
+//! Per virtual cluster (`virtual_clusters`): `completion_s`, from the creation of its first
+//! VM to the exit of the last thread of its last VM (null unless every VM finished);
+//! `vms` and `ranks`.
+//!
+//! Network (`network`, present when any message was sent): `messages`, `bytes`, `packets`
+//! (delivered between VMs), `driver_passes` (message passes through a driver domain) and
+//! `message_latency_us_mean` (from the send to the delivery into the receiver's mailbox).
 
 use std::collections::BTreeMap;
 
@@ -79,6 +96,10 @@ pub struct VmMetrics {
     pub ipi_syncs: u64,
     pub pv_halts: u64,
     pub pv_kicks: u64,
+    pub host: usize,
+    pub virtual_cluster: Option<String>,
+    pub messages_received: u64,
+    pub rx_packets: u64,
     #[serde(skip)]
     pub blocked_fraction: f64,
 }
@@ -100,12 +121,67 @@ pub struct HostMetrics {
     pub policy_counters: BTreeMap<String, u64>,
 }
 
+impl HostMetrics {
+    /// The cluster-wide totals of per-host figures (see the module notes).
+    pub fn total(hosts: &[HostMetrics], vms: &[VmMetrics], sim_s: f64) -> HostMetrics {
+        let sum = |f: fn(&HostMetrics) -> u64| hosts.iter().map(f).sum::<u64>();
+        let pcpus: usize = hosts.iter().map(|h| h.pcpus).sum();
+        let mut policy_counters = BTreeMap::new();
+        for h in hosts {
+            for (k, v) in &h.policy_counters {
+                *policy_counters.entry(k.clone()).or_insert(0) += v;
+            }
+        }
+        let co_launches = sum(|h| h.co_launches);
+        HostMetrics {
+            pcpus,
+            utilization: hosts.iter().map(|h| h.utilization * h.pcpus as f64).sum::<f64>() / pcpus.max(1) as f64,
+            frag_idle_s: hosts.iter().map(|h| h.frag_idle_s).sum(),
+            context_switches: sum(|h| h.context_switches),
+            ipis: sum(|h| h.ipis),
+            migrations: sum(|h| h.migrations),
+            sched_invocations: sum(|h| h.sched_invocations),
+            ple_exits: sum(|h| h.ple_exits),
+            co_launches,
+            co_launches_per_s: if sim_s > 0.0 { co_launches as f64 / sim_s } else { 0.0 },
+            co_ipis: sum(|h| h.co_ipis),
+            fairness: weighted_fairness(vms),
+            policy_counters,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterMetrics {
+    pub name: String,
+    pub workload: String,
+    pub vms: usize,
+    pub ranks: usize,
+    pub completion_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NetworkMetrics {
+    pub messages: u64,
+    pub bytes: u64,
+    pub packets: u64,
+    pub driver_passes: u64,
+    pub message_latency_us_mean: Option<f64>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunMetrics {
     pub sim_s: f64,
     pub events: u64,
     pub vms: Vec<VmMetrics>,
+    /// The host, or on a cluster the totals over `hosts`.
     pub host: HostMetrics,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostMetrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMetrics>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub virtual_clusters: Vec<ClusterMetrics>,
 }
 
 /// Jain's fairness index of CPU received against weight, over the CPU-bound VMs.

@@ -53,6 +53,34 @@
 //! modelled: a waiter halting early when its predecessor's vCPU is preempted, and the
 //! directed yield that KVM's kick hypercall adds.
 //!
+//! # Clusters and the network
+//! A simulation holds one or more identical hosts under one clock and one event queue. Each
+//! host runs its own instance of the policy and sees only its own pCPUs, vCPUs and domains,
+//! numbered from 0 ([`Cx`] translates), so the VMMs decide autonomously (seed 002 §3); they
+//! share nothing but the messages their guests exchange.
+//!
+//! Guests exchange messages between ranks of a job (a virtual cluster, or one VM alone):
+//! `send` is asynchronous, `recv` takes the next message from one source rank, busy-polling
+//! (user mode, no PLE) or blocking. A message takes one of three routes:
+//! - ranks of one VM: shared memory, `shm_latency + bytes / shm_bandwidth`;
+//! - VMs of one host: the software bridge, `intra_host_latency + bytes / intra_host_bandwidth`,
+//!   after one pass through the host's driver domain if it has one;
+//! - VMs of different hosts: the sender's link, FIFO (a message starts when the link is free
+//!   and holds it for `bytes / bandwidth`), then `latency` to the receiving host; with a
+//!   driver domain, one pass through the sender's (transmit) and one through the receiver's
+//!   (receive).
+//!
+//! A message is carried as one unit; its packets (`ceil(bytes / mtu)`, at least one) only set
+//! the driver domain's work and the receiving VM's `rx_packets`. The receiving NIC does not
+//! serialize (no incast contention).
+//!
+//! # The driver domain (dom0)
+//! Xen's network I/O goes through dom0's netback, which the hypervisor schedules like any
+//! VM. A host's driver domain is a VM whose vCPUs run `NetServe`: take the next message pass
+//! from the host's backlog, spend `dom0_packet_ns` per packet on it (no progress elsewhere
+//! while it waits for a pCPU), forward it, repeat; with an empty backlog a vCPU blocks, and
+//! a new pass wakes one blocked vCPU one IPI latency later (an event-channel notification).
+//!
 //! # VMs created and destroyed during a run
 //! Before its creation and after its destruction a VM's vCPUs are `Offline`. Creation makes
 //! them runnable at the start of their programs and inserts them into the policy; destruction
@@ -64,7 +92,7 @@ use vsched_engine::{EventQueue, RngStreams, StreamRng, Ticket, Time, NS_PER_US};
 
 use crate::guest::{BarrierWait, GuestSpec, Instr, LockChoice, LockKind, Program, FOREVER};
 use crate::ids::{DomId, PcpuId, VcpuId};
-use crate::metrics::{quantile, weighted_fairness, HostMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{quantile, weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 use crate::policy::{Decision, Policy, YieldReason};
 use crate::trace::Trace;
 use rand::Rng;
@@ -137,6 +165,58 @@ impl HostConfig {
     }
 }
 
+/// The network between and within hosts (see the module notes). Defaults are a 10 GbE-class
+/// cluster of the early 2010s with kernel TCP/IP (MPI over TCP); every one can be set in the
+/// scenario's `[network]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkConfig {
+    /// One way between hosts: NIC, switch and protocol stack, for a small message.
+    pub latency_ns: Time,
+    /// Each host's link, bits per nanosecond (= Gbit/s).
+    pub bandwidth_gbps: f64,
+    /// One way between VMs of one host through the software bridge.
+    pub intra_host_latency_ns: Time,
+    pub intra_host_bandwidth_gbps: f64,
+    /// Between ranks of one VM (MPI's shared-memory transport).
+    pub shm_latency_ns: Time,
+    pub shm_bandwidth_gbps: f64,
+    /// Packet size for packet counts and driver-domain work.
+    pub mtu_bytes: u64,
+    /// Driver-domain (dom0) CPU time per packet and pass (netback and bridge work).
+    pub dom0_packet_ns: Time,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        NetworkConfig {
+            // 10 GbE with kernel TCP: ~10 µs one way for a small message.
+            latency_ns: 10 * NS_PER_US,
+            bandwidth_gbps: 10.0,
+            // A bridge hop between two virtual NICs: a few µs, a memory copy.
+            intra_host_latency_ns: 5 * NS_PER_US,
+            intra_host_bandwidth_gbps: 20.0,
+            // Shared-memory MPI: sub-µs latency, memory bandwidth.
+            shm_latency_ns: NS_PER_US / 2,
+            shm_bandwidth_gbps: 50.0,
+            mtu_bytes: 1500,
+            // Xen netback of the era: ~2 µs of dom0 CPU per 1500-byte packet.
+            dom0_packet_ns: 2 * NS_PER_US,
+        }
+    }
+}
+
+impl NetworkConfig {
+    /// Time to push `bytes` through a link of `gbps`, rounded to the nanosecond.
+    pub fn transfer_ns(bytes: u64, gbps: f64) -> Time {
+        ((bytes * 8) as f64 / gbps).round() as Time
+    }
+
+    /// The packets a message of `bytes` takes (at least one).
+    pub fn packets(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.mtu_bytes).max(1)
+    }
+}
+
 /// A VM's type, used by co-scheduling policies (seed 003): HIT (high-throughput) VMs are
 /// scheduled vCPU by vCPU; CON (concurrent) VMs want their vCPUs to run together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +251,22 @@ pub struct DomainConfig {
     pub start_at: Time,
     /// When the VM is destroyed, if ever.
     pub stop_at: Option<Time>,
+    /// The host it runs on. Domains must be listed host by host (non-decreasing).
+    pub host: usize,
+    /// The parallel job (virtual cluster) it belongs to; domains naming the same job form it,
+    /// their vCPUs being its ranks in domain order. `None`: the VM is a job of its own.
+    pub job: Option<String>,
+    /// The host's driver domain (dom0): its guest must be [`driver_guest`].
+    pub driver: bool,
+}
+
+/// The guest of a driver domain with `vcpus` vCPUs: every vCPU serves the host's network
+/// backlog forever (see the module notes).
+pub fn driver_guest(vcpus: usize) -> GuestSpec {
+    let mut b = crate::guest::ProgramBuilder::new();
+    b.repeat(None).push(Instr::NetServe).end_repeat();
+    let program = b.build();
+    GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false }
 }
 
 /// What policies may read about a domain.
@@ -230,20 +326,40 @@ enum Thread {
     SpinBarrier {
         limit_left: Option<Time>,
     },
+    /// Busy-polling for a message from rank `from`; `limit_left` as at a barrier.
+    SpinRecv {
+        from: u32,
+        limit_left: Option<Time>,
+    },
     BlockedIo,
     BlockedBarrier,
+    BlockedRecv {
+        from: u32,
+    },
+    /// A driver-domain vCPU with an empty backlog.
+    BlockedNet,
     Exited,
 }
 
 impl Thread {
     fn spinning(self) -> bool {
-        matches!(self, Thread::SpinLock { .. } | Thread::SpinBarrier { .. } | Thread::SpinIpi { .. })
+        matches!(
+            self,
+            Thread::SpinLock { .. } | Thread::SpinBarrier { .. } | Thread::SpinIpi { .. } | Thread::SpinRecv { .. }
+        )
     }
 }
 
 struct Vcpu {
     dom: DomId,
+    host: usize,
     index: usize,
+    /// Its rank in its job.
+    rank: u32,
+    /// Messages arrived and not yet received, per source rank (sized on first use).
+    mailbox: Vec<u32>,
+    /// Driver domain: the message pass this vCPU is processing.
+    net_msg: Option<u32>,
     state: VcpuState,
     state_since: Time,
     running_ns: Time,
@@ -280,6 +396,7 @@ struct Vcpu {
 }
 
 struct Pcpu {
+    host: usize,
     curr: Option<VcpuId>,
     since: Time,
     busy_ns: Time,
@@ -303,6 +420,11 @@ struct Lock {
 
 struct Dom {
     info: DomainInfo,
+    /// Its vCPUs' global ids (`info.first_vcpu` is local to its host).
+    span: std::ops::Range<VcpuId>,
+    host: usize,
+    job: usize,
+    messages_received: u64,
     workload: String,
     lock_kind: LockKind,
     locks: Vec<Lock>,
@@ -349,6 +471,7 @@ enum Ev {
         v: VcpuId,
     },
     Timer {
+        host: u32,
         id: u64,
     },
     Tick {
@@ -379,6 +502,10 @@ enum Ev {
     Destroy {
         d: DomId,
     },
+    /// Message `m` reaches the end of its current network stage.
+    Net {
+        m: u32,
+    },
 }
 
 impl Ev {
@@ -386,7 +513,7 @@ impl Ev {
     fn priority(&self) -> u8 {
         match self {
             Ev::Guest { .. } | Ev::Irq { .. } => 0,
-            Ev::Wake { .. } => 1,
+            Ev::Wake { .. } | Ev::Net { .. } => 1,
             Ev::Timer { .. } | Ev::SetType { .. } | Ev::Create { .. } | Ev::Destroy { .. } => 2,
             Ev::Tick { .. } => 3,
             Ev::SliceEnd { .. } => 4,
@@ -395,20 +522,44 @@ impl Ev {
     }
 }
 
-/// Everything but the policy. Policies see it through [`Cx`].
-pub struct Core {
-    pub host: HostConfig,
-    queue: EventQueue<Ev>,
-    pcpus: Vec<Pcpu>,
-    vcpus: Vec<Vcpu>,
-    doms: Vec<Dom>,
+/// Where a message is on its way (see the module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Waiting for, or in, the sending host's driver domain.
+    Transmit,
+    /// Waiting for, or in, the driver domain of the host of both VMs.
+    Bridge,
+    /// On the wire to the receiving host.
+    Wire,
+    /// Waiting for, or in, the receiving host's driver domain.
+    Receive,
+    /// Travelling to the receiving vCPU (shared memory, bridge or last hop).
+    Deliver,
+}
+
+struct Msg {
+    src: VcpuId,
+    dst: VcpuId,
+    bytes: u64,
+    packets: u64,
+    sent_at: Time,
+    stage: Stage,
+}
+
+/// One host's share of the core: its slices of the global arrays, its network backlog and
+/// its tallies.
+struct HostState {
+    pcpus: std::ops::Range<PcpuId>,
+    vcpus: std::ops::Range<VcpuId>,
+    doms: std::ops::Range<DomId>,
+    /// Its driver domain, if it has one.
+    driver: Option<DomId>,
+    /// Message passes waiting for the driver domain.
+    backlog: VecDeque<u32>,
+    /// When the outgoing link is free.
+    link_free_at: Time,
     policy_rng: StreamRng,
     counters: BTreeMap<&'static str, u64>,
-    ple_window_ns: Option<Time>,
-    ple_window_max_ns: Time,
-    pv_spin_ns: Time,
-    // Host-wide tallies.
-    events: u64,
     context_switches: u64,
     ipis: u64,
     migrations: u64,
@@ -421,6 +572,39 @@ pub struct Core {
     n_waiting: usize,
     frag_since: Time,
     frag_idle_ns: Time,
+}
+
+/// Network-wide tallies.
+#[derive(Default)]
+struct NetStats {
+    messages: u64,
+    bytes: u64,
+    packets: u64,
+    driver_passes: u64,
+    delivered: u64,
+    latency_sum_ns: Time,
+}
+
+/// Everything but the policies. Policies see it through [`Cx`].
+pub struct Core {
+    pub host: HostConfig,
+    pub network: NetworkConfig,
+    queue: EventQueue<Ev>,
+    pcpus: Vec<Pcpu>,
+    vcpus: Vec<Vcpu>,
+    doms: Vec<Dom>,
+    hosts: Vec<HostState>,
+    /// Each job's ranks (global vCPU ids).
+    jobs: Vec<Vec<VcpuId>>,
+    /// Each job's name, for the named ones (virtual clusters).
+    job_names: Vec<Option<String>>,
+    msgs: Vec<Msg>,
+    free_msgs: Vec<u32>,
+    net: NetStats,
+    ple_window_ns: Option<Time>,
+    ple_window_max_ns: Time,
+    pv_spin_ns: Time,
+    events: u64,
     // Work for the current instant.
     to_advance: VecDeque<VcpuId>,
     to_sleep: VecDeque<(VcpuId, PcpuId)>,
@@ -430,13 +614,38 @@ pub struct Core {
     error: Option<String>,
 }
 
-/// The policy's window on the simulator. `here` is the pCPU the callback runs on, if any.
+/// The policy's window on the simulator: one host, whose pCPUs, vCPUs and domains it
+/// numbers from 0. `here` is the pCPU the callback runs on, if any.
 pub struct Cx<'a> {
     core: &'a mut Core,
+    host: usize,
+    /// Global id of `here`.
     here: Option<PcpuId>,
 }
 
 impl<'a> Cx<'a> {
+    fn h(&self) -> &HostState {
+        &self.core.hosts[self.host]
+    }
+    fn pcpu_base(&self) -> PcpuId {
+        self.h().pcpus.start
+    }
+    fn vcpu_base(&self) -> VcpuId {
+        self.h().vcpus.start
+    }
+    fn dom_base(&self) -> DomId {
+        self.h().doms.start
+    }
+    fn local_state(&self, s: VcpuState) -> VcpuState {
+        match s {
+            VcpuState::Running(p) => VcpuState::Running(p - self.pcpu_base()),
+            other => other,
+        }
+    }
+    fn vc(&self, v: VcpuId) -> &Vcpu {
+        &self.core.vcpus[self.vcpu_base() + v]
+    }
+
     /// Current time in nanoseconds.
     pub fn now(&self) -> Time {
         self.core.queue.now()
@@ -448,73 +657,74 @@ impl<'a> Cx<'a> {
         self.now() > 0
     }
     pub fn n_pcpus(&self) -> usize {
-        self.core.pcpus.len()
+        self.h().pcpus.len()
     }
     pub fn n_vcpus(&self) -> usize {
-        self.core.vcpus.len()
+        self.h().vcpus.len()
     }
     pub fn domains(&self) -> impl ExactSizeIterator<Item = &DomainInfo> {
-        self.core.doms.iter().map(|d| &d.info)
+        self.core.doms[self.h().doms.clone()].iter().map(|d| &d.info)
     }
     pub fn domain(&self, d: DomId) -> &DomainInfo {
-        &self.core.doms[d].info
+        &self.core.doms[self.dom_base() + d].info
     }
     /// The domain of vCPU `v`.
     pub fn dom_of(&self, v: VcpuId) -> DomId {
-        self.core.vcpus[v].dom
+        self.vc(v).dom - self.dom_base()
     }
     /// The index of `v` within its domain (its `vcpu_id`).
     pub fn vcpu_index(&self, v: VcpuId) -> usize {
-        self.core.vcpus[v].index
+        self.vc(v).index
     }
     pub fn state(&self, v: VcpuId) -> VcpuState {
-        self.core.vcpus[v].state
+        self.local_state(self.vc(v).state)
     }
     /// Runnable or running.
     pub fn is_runnable(&self, v: VcpuId) -> bool {
-        matches!(self.core.vcpus[v].state, VcpuState::Runnable | VcpuState::Running(_))
+        matches!(self.vc(v).state, VcpuState::Runnable | VcpuState::Running(_))
     }
     /// Whether `v`'s guest is in kernel mode (holding or spinning on a kernel lock, or
     /// waiting for IPI acknowledgements), as the hypervisor learns it on a VM exit
     /// (KVM's `kvm_arch_vcpu_preempted_in_kernel`).
     pub fn guest_in_kernel(&self, v: VcpuId) -> bool {
-        let vc = &self.core.vcpus[v];
+        let vc = self.vc(v);
         matches!(vc.thread, Thread::SpinLock { kernel: true, .. }) || vc.held.iter().any(|&(_, k)| k)
     }
     /// Whether `v`'s guest is busy-waiting (on a lock, at a spinning barrier, for IPI
-    /// acknowledgements).
+    /// acknowledgements, polling for a message).
     pub fn guest_spinning(&self, v: VcpuId) -> bool {
-        self.core.vcpus[v].thread.spinning()
+        self.vc(v).thread.spinning()
     }
     pub fn running_on(&self, v: VcpuId) -> Option<PcpuId> {
-        match self.core.vcpus[v].state {
-            VcpuState::Running(p) => Some(p),
+        match self.vc(v).state {
+            VcpuState::Running(p) => Some(p - self.pcpu_base()),
             _ => None,
         }
     }
     /// The pCPU `v` last ran on.
     pub fn last_pcpu(&self, v: VcpuId) -> Option<PcpuId> {
-        self.core.vcpus[v].last_pcpu
+        self.vc(v).last_pcpu.map(|p| p - self.pcpu_base())
     }
     /// The vCPU `p` is running, or `None` if idle.
     pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
-        self.core.pcpus[p].curr
+        self.core.pcpus[self.pcpu_base() + p].curr.map(|v| v - self.vcpu_base())
     }
     /// The pCPU this callback runs on, if any.
     pub fn here(&self) -> Option<PcpuId> {
-        self.here
+        self.here.map(|p| p - self.pcpu_base())
     }
 
     /// Ask `p` to call `pick_next`. On `here` it happens at once; on another pCPU it is an
     /// IPI that lands after the host's IPI latency (and is counted).
     pub fn resched(&mut self, p: PcpuId) {
         let now = self.now();
+        let p = self.pcpu_base() + p;
         if Some(p) == self.here {
             self.core.request_resched(p, now);
         } else {
             let at = now + self.core.host.ipi_latency_ns;
             if self.core.request_resched(p, at) {
-                self.core.ipis += 1;
+                self.core.hosts[self.host].ipis += 1;
             }
         }
     }
@@ -522,28 +732,31 @@ impl<'a> Cx<'a> {
     /// A co-scheduling signal: like [`Cx::resched`], and also counted in the host's
     /// `co_ipis` when it is an IPI (seed 004's SCHED_SIG, seed 003's SCHEDULE_SOFTIRQ raise).
     pub fn co_signal(&mut self, p: PcpuId) {
-        let before = self.core.ipis;
+        let before = self.h().ipis;
         self.resched(p);
-        self.core.co_ipis += self.core.ipis - before;
+        let h = &mut self.core.hosts[self.host];
+        h.co_ipis += h.ipis - before;
     }
 
     /// Records that the policy launched a co-scheduling of domain `d` (reported per VM and as
     /// `co_launches_per_s`, seed 004 Fig. 5).
     pub fn co_launch(&mut self, d: DomId) {
+        let d = self.dom_base() + d;
         self.core.doms[d].co_launches += 1;
-        self.core.co_launches += 1;
+        self.core.hosts[self.host].co_launches += 1;
     }
 
     /// The vCPUs of domain `d`.
     pub fn vcpus_of(&self, d: DomId) -> std::ops::Range<VcpuId> {
-        let info = &self.core.doms[d].info;
+        let info = self.domain(d);
         info.first_vcpu..info.first_vcpu + info.vcpus
     }
 
     /// Calls `timer(id)` at time `at` (not before now).
     pub fn set_timer(&mut self, at: Time, id: u64) -> Ticket {
         let at = at.max(self.now());
-        self.core.post(at, Ev::Timer { id })
+        let host = self.host as u32;
+        self.core.post(at, Ev::Timer { host, id })
     }
 
     pub fn cancel_timer(&mut self, ticket: Ticket) {
@@ -552,22 +765,23 @@ impl<'a> Cx<'a> {
 
     /// Adds one to a policy-specific counter, reported under `host.policy_counters`.
     pub fn count(&mut self, name: &'static str) {
-        *self.core.counters.entry(name).or_insert(0) += 1;
+        *self.core.hosts[self.host].counters.entry(name).or_insert(0) += 1;
     }
 
     /// The policy's own seeded random stream.
     pub fn rng(&mut self) -> &mut StreamRng {
-        &mut self.core.policy_rng
+        &mut self.core.hosts[self.host].policy_rng
     }
 }
 
 /// The error of a run its progress callback stopped.
 pub const INTERRUPTED: &str = "interrupted";
 
-/// A host, its domains and a policy, ready to run.
+/// Hosts, their domains and a policy instance per host, ready to run.
 pub struct Simulation {
     core: Core,
-    policy: Box<dyn Policy>,
+    /// One per host, in host order.
+    policies: Vec<Box<dyn Policy>>,
 }
 
 /// How a run ends.
@@ -578,17 +792,102 @@ pub enum Until {
     AllDone,
 }
 
+/// The random stream of host `h`'s policy. Host 0 keeps stream 0 (what a single host always
+/// had); the others sit far above the domains' streams (`1 + d`).
+fn policy_stream(h: usize) -> u64 {
+    if h == 0 {
+        0
+    } else {
+        (1 << 40) + h as u64
+    }
+}
+
 impl Simulation {
+    /// One host running `policy`, no network.
     pub fn new(host: HostConfig, domains: Vec<DomainConfig>, policy: Box<dyn Policy>, seed: u64) -> Self {
+        Self::cluster(host, NetworkConfig::default(), domains, vec![policy], seed)
+    }
+
+    /// `policies.len()` identical hosts joined by `network`, each scheduled by its own
+    /// policy instance. Domains are listed host by host (`DomainConfig::host`); a host has at
+    /// most one driver domain.
+    ///
+    /// # Panics
+    /// If the domains are not in host order, name a host out of range, or a host has two
+    /// driver domains (scenario validation refuses these first).
+    pub fn cluster(
+        host: HostConfig,
+        network: NetworkConfig,
+        domains: Vec<DomainConfig>,
+        policies: Vec<Box<dyn Policy>>,
+        seed: u64,
+    ) -> Self {
+        let n_hosts = policies.len();
+        assert!(n_hosts > 0, "a simulation needs at least one host");
+        assert!(domains.windows(2).all(|w| w[0].host <= w[1].host), "domains must be listed host by host");
+        assert!(domains.iter().all(|d| d.host < n_hosts), "a domain names a host out of range");
         let streams = RngStreams::new(seed);
         let mut vcpus = Vec::new();
         let mut doms = Vec::new();
         let mut unfinished = 0;
         let mut lifecycle = Vec::new();
+        let mut jobs: Vec<Vec<VcpuId>> = Vec::new();
+        let mut job_names: Vec<Option<String>> = Vec::new();
+        let mut hosts: Vec<HostState> = (0..n_hosts)
+            .map(|h| HostState {
+                pcpus: h * host.pcpus..(h + 1) * host.pcpus,
+                vcpus: 0..0,
+                doms: 0..0,
+                driver: None,
+                backlog: VecDeque::new(),
+                link_free_at: 0,
+                policy_rng: streams.stream(policy_stream(h)),
+                counters: BTreeMap::new(),
+                context_switches: 0,
+                ipis: 0,
+                migrations: 0,
+                sched_invocations: 0,
+                ple_exits: 0,
+                co_launches: 0,
+                co_ipis: 0,
+                n_idle: host.pcpus,
+                n_waiting: 0,
+                frag_since: 0,
+                frag_idle_ns: 0,
+            })
+            .collect();
         let ple_base_ns = host.ple_window_ns().unwrap_or(0);
         for (d, cfg) in domains.into_iter().enumerate() {
+            let h = cfg.host;
+            let hs = &mut hosts[h];
+            if hs.doms.is_empty() {
+                hs.doms = d..d;
+                hs.vcpus = vcpus.len()..vcpus.len();
+            }
+            hs.doms.end = d + 1;
+            if cfg.driver {
+                assert!(hs.driver.is_none(), "host {h} has two driver domains");
+                hs.driver = Some(d);
+            }
             let first_vcpu = vcpus.len();
             let n = cfg.guest.programs.len();
+            hs.vcpus.end = first_vcpu + n;
+            let local_first = first_vcpu - hs.vcpus.start;
+            let job = match &cfg.job {
+                Some(name) => match job_names.iter().position(|j| j.as_deref() == Some(name.as_str())) {
+                    Some(j) => j,
+                    None => {
+                        job_names.push(Some(name.clone()));
+                        jobs.push(Vec::new());
+                        jobs.len() - 1
+                    }
+                },
+                None => {
+                    job_names.push(None);
+                    jobs.push(Vec::new());
+                    jobs.len() - 1
+                }
+            };
             let online = cfg.start_at == 0;
             if !online {
                 lifecycle.push((cfg.start_at, Ev::Create { d }));
@@ -597,9 +896,15 @@ impl Simulation {
                 lifecycle.push((at, Ev::Destroy { d }));
             }
             for (index, program) in cfg.guest.programs.iter().enumerate() {
+                let rank = jobs[job].len() as u32;
+                jobs[job].push(vcpus.len());
                 vcpus.push(Vcpu {
                     dom: d,
+                    host: h,
                     index,
+                    rank,
+                    mailbox: Vec::new(),
+                    net_msg: None,
                     state: if online { VcpuState::Runnable } else { VcpuState::Offline },
                     state_since: 0,
                     running_ns: 0,
@@ -625,6 +930,9 @@ impl Simulation {
                     irqs: Vec::new(),
                     irq_gen: 0,
                 });
+                if online {
+                    hs.n_waiting += 1;
+                }
             }
             if cfg.guest.finite {
                 unfinished += 1;
@@ -636,10 +944,14 @@ impl Simulation {
                     weight: cfg.weight,
                     cap: cfg.cap,
                     vm_type: cfg.vm_type,
-                    first_vcpu,
+                    first_vcpu: local_first,
                     online,
                     rx_packets: 0,
                 },
+                span: first_vcpu..first_vcpu + n,
+                host: h,
+                job,
+                messages_received: 0,
                 workload: cfg.workload,
                 lock_kind: cfg.guest.lock_kind,
                 locks: (0..cfg.guest.locks).map(|_| Lock::default()).collect(),
@@ -664,9 +976,17 @@ impl Simulation {
                 pv_kicks: 0,
             });
         }
-        let n_waiting = vcpus.iter().filter(|v| v.state == VcpuState::Runnable).count();
-        let pcpus = (0..host.pcpus)
-            .map(|_| Pcpu {
+        // Hosts without domains still own an (empty) slice where the next host starts.
+        for h in 0..n_hosts {
+            if hosts[h].doms.is_empty() {
+                let (d, v) = if h == 0 { (0, 0) } else { (hosts[h - 1].doms.end, hosts[h - 1].vcpus.end) };
+                hosts[h].doms = d..d;
+                hosts[h].vcpus = v..v;
+            }
+        }
+        let pcpus = (0..n_hosts * host.pcpus)
+            .map(|p| Pcpu {
+                host: p / host.pcpus,
                 curr: None,
                 since: 0,
                 busy_ns: 0,
@@ -681,28 +1001,22 @@ impl Simulation {
         let ple_window_max_ns = host.cycles_ns(host.ple_window_max_cycles);
         let pv_spin_ns = host.pv_spin_ns();
         let core = Core {
-            n_idle: host.pcpus,
             host,
+            network,
             queue: EventQueue::new(),
             pcpus,
             vcpus,
             doms,
-            policy_rng: streams.stream(0),
-            counters: BTreeMap::new(),
+            hosts,
+            jobs,
+            job_names,
+            msgs: Vec::new(),
+            free_msgs: Vec::new(),
+            net: NetStats::default(),
             ple_window_ns,
             ple_window_max_ns,
             pv_spin_ns,
             events: 0,
-            context_switches: 0,
-            ipis: 0,
-            migrations: 0,
-            sched_invocations: 0,
-            ple_exits: 0,
-            co_launches: 0,
-            co_ipis: 0,
-            n_waiting,
-            frag_since: 0,
-            frag_idle_ns: 0,
             to_advance: VecDeque::new(),
             to_sleep: VecDeque::new(),
             to_yield: VecDeque::new(),
@@ -710,7 +1024,7 @@ impl Simulation {
             trace: None,
             error: None,
         };
-        let mut sim = Simulation { core, policy };
+        let mut sim = Simulation { core, policies };
         for (at, ev) in lifecycle {
             sim.core.post(at, ev);
         }
@@ -734,7 +1048,8 @@ impl Simulation {
 
     /// Runs until the horizon (or until every finite workload finished, with `AllDone`).
     /// `progress(now)` is called every few thousand events; returning `false` stops the run
-    /// (an error [`INTERRUPTED`]). Returns an error if the policy made an unusable decision.
+    /// (an error [`INTERRUPTED`]). Returns an error if a policy made an unusable decision or
+    /// a guest program misbehaved (a message to a rank outside its job).
     pub fn run(
         &mut self,
         horizon: Time,
@@ -758,8 +1073,10 @@ impl Simulation {
             #[cfg(debug_assertions)]
             {
                 self.core.check_invariants();
-                if let Err(e) = self.policy.check(&Cx { core: &mut self.core, here: None }) {
-                    return Err(format!("policy invariant broken at t={now} ns: {e}"));
+                for (h, policy) in self.policies.iter().enumerate() {
+                    if let Err(e) = policy.check(&Cx { core: &mut self.core, host: h, here: None }) {
+                        return Err(format!("policy invariant broken at t={now} ns on host {h}: {e}"));
+                    }
                 }
             }
             if until == Until::AllDone && self.core.unfinished == 0 && self.core.doms.iter().any(|d| d.finite) {
@@ -773,21 +1090,30 @@ impl Simulation {
         Ok(self.core.finish(end))
     }
 
+    /// The callback context of host `h`, on global pCPU `here`.
+    fn cx(core: &mut Core, h: usize, here: Option<PcpuId>) -> Cx<'_> {
+        Cx { core, host: h, here }
+    }
+
     fn start(&mut self) {
-        let mut cx = Cx { core: &mut self.core, here: None };
-        self.policy.init(&mut cx);
-        for v in 0..cx.core.vcpus.len() {
-            if cx.core.vcpus[v].state != VcpuState::Offline {
-                self.policy.vcpu_insert(&mut cx, v);
+        for (h, policy) in self.policies.iter_mut().enumerate() {
+            let mut cx = Self::cx(&mut self.core, h, None);
+            policy.init(&mut cx);
+            let vcpus = cx.core.hosts[h].vcpus.clone();
+            for v in vcpus.clone() {
+                if cx.core.vcpus[v].state != VcpuState::Offline {
+                    policy.vcpu_insert(&mut cx, v - vcpus.start);
+                }
             }
-        }
-        if let Some(period) = self.policy.tick_period_ns() {
-            for p in 0..cx.core.pcpus.len() {
-                cx.core.post(period, Ev::Tick { p });
+            let pcpus = cx.core.hosts[h].pcpus.clone();
+            if let Some(period) = policy.tick_period_ns() {
+                for p in pcpus.clone() {
+                    cx.core.post(period, Ev::Tick { p });
+                }
             }
-        }
-        for p in 0..cx.core.pcpus.len() {
-            cx.core.request_resched(p, 0);
+            for p in pcpus {
+                cx.core.request_resched(p, 0);
+            }
         }
     }
 
@@ -820,19 +1146,28 @@ impl Simulation {
                     _ => Thread::Ready,
                 };
                 vc.woke_at = Some(now);
+                let h = vc.host;
                 core.set_state(v, VcpuState::Runnable);
-                self.policy.wake(&mut Cx { core, here: None }, v);
+                let local = v - core.hosts[h].vcpus.start;
+                self.policies[h].wake(&mut Self::cx(core, h, None), local);
             }
-            Ev::Timer { id } => self.policy.timer(&mut Cx { core, here: None }, id),
+            Ev::Timer { host, id } => {
+                let h = host as usize;
+                self.policies[h].timer(&mut Self::cx(core, h, None), id)
+            }
             Ev::SetType { d, ty } => {
                 let old = std::mem::replace(&mut core.doms[d].info.vm_type, ty);
                 if old != ty {
-                    self.policy.vm_type_changed(&mut Cx { core, here: None }, d, old);
+                    let h = core.doms[d].host;
+                    let local = d - core.hosts[h].doms.start;
+                    self.policies[h].vm_type_changed(&mut Self::cx(core, h, None), local, old);
                 }
             }
             Ev::Tick { p } => {
-                self.policy.tick(&mut Cx { core, here: Some(p) }, p);
-                if let Some(period) = self.policy.tick_period_ns() {
+                let h = core.pcpus[p].host;
+                let local = p - core.hosts[h].pcpus.start;
+                self.policies[h].tick(&mut Self::cx(core, h, Some(p)), local);
+                if let Some(period) = self.policies[h].tick_period_ns() {
                     let at = self.core.queue.now() + period;
                     self.core.post(at, Ev::Tick { p });
                 }
@@ -868,6 +1203,7 @@ impl Simulation {
             }
             Ev::Create { d } => self.create(d),
             Ev::Destroy { d } => self.destroy(d),
+            Ev::Net { m } => core.net_stage_done(m),
         }
         true
     }
@@ -878,12 +1214,14 @@ impl Simulation {
         let now = core.now();
         core.doms[d].info.online = true;
         core.doms[d].created_at = now;
-        let vcpus: Vec<VcpuId> = Cx { core, here: None }.vcpus_of(d).collect();
-        for &v in &vcpus {
+        let h = core.doms[d].host;
+        let base = core.hosts[h].vcpus.start;
+        let vcpus = core.doms[d].span.clone();
+        for v in vcpus.clone() {
             core.set_state(v, VcpuState::Runnable);
         }
         for v in vcpus {
-            self.policy.vcpu_insert(&mut Cx { core: &mut self.core, here: None }, v);
+            self.policies[h].vcpu_insert(&mut Self::cx(&mut self.core, h, None), v - base);
         }
     }
 
@@ -900,9 +1238,11 @@ impl Simulation {
         if dom.finite && dom.finished_at.is_none() {
             core.unfinished -= 1;
         }
-        let vcpus: Vec<VcpuId> = Cx { core, here: None }.vcpus_of(d).collect();
+        let h = dom.host;
+        let base = core.hosts[h].vcpus.start;
+        let vcpus = dom.span.clone();
         let mut running = Vec::new();
-        for &v in &vcpus {
+        for v in vcpus.clone() {
             core.sync(v);
             if let VcpuState::Running(p) = core.vcpus[v].state {
                 running.push((v, p));
@@ -914,22 +1254,34 @@ impl Simulation {
             vc.irq_gen = vc.irq_gen.wrapping_add(1);
             vc.irqs.clear();
         }
-        for &v in &vcpus {
+        for v in vcpus {
             if !running.iter().any(|&(u, _)| u == v) {
-                self.policy.vcpu_remove(&mut Cx { core: &mut self.core, here: None }, v);
+                self.policies[h].vcpu_remove(&mut Self::cx(&mut self.core, h, None), v - base);
             }
         }
         for (v, p) in running {
-            self.policy.sleep(&mut Cx { core: &mut self.core, here: Some(p) }, v);
+            self.policies[h].sleep(&mut Self::cx(&mut self.core, h, Some(p)), v - base);
             self.schedule(p);
-            self.policy.vcpu_remove(&mut Cx { core: &mut self.core, here: None }, v);
+            self.policies[h].vcpu_remove(&mut Self::cx(&mut self.core, h, None), v - base);
         }
     }
 
     /// Asks the policy what `p` runs next and makes it so.
     fn schedule(&mut self, p: PcpuId) {
-        let prev = self.core.pcpus[p].curr;
-        let decision = self.policy.pick_next(&mut Cx { core: &mut self.core, here: Some(p) }, p, prev);
+        let h = self.core.pcpus[p].host;
+        let (pbase, vbase) = (self.core.hosts[h].pcpus.start, self.core.hosts[h].vcpus.start);
+        let prev = self.core.pcpus[p].curr.map(|v| v - vbase);
+        let mut decision = self.policies[h].pick_next(&mut Self::cx(&mut self.core, h, Some(p)), p - pbase, prev);
+        if let Some(v) = decision.next {
+            if v >= self.core.hosts[h].vcpus.len() {
+                self.core.error.get_or_insert(format!(
+                    "policy error: pCPU {} was given vCPU {v}, which does not exist",
+                    p - pbase
+                ));
+                return;
+            }
+            decision.next = Some(v + vbase);
+        }
         if let Err(e) = self.core.dispatch(p, decision) {
             self.core.error.get_or_insert(e);
         }
@@ -941,13 +1293,17 @@ impl Simulation {
             if let Some(v) = self.core.to_advance.pop_front() {
                 self.core.advance(v);
             } else if let Some((v, p)) = self.core.to_sleep.pop_front() {
-                self.policy.sleep(&mut Cx { core: &mut self.core, here: Some(p) }, v);
+                let h = self.core.pcpus[p].host;
+                let local = v - self.core.hosts[h].vcpus.start;
+                self.policies[h].sleep(&mut Self::cx(&mut self.core, h, Some(p)), local);
                 self.schedule(p);
             } else if let Some(v) = self.core.to_yield.pop_front() {
                 let VcpuState::Running(p) = self.core.vcpus[v].state else {
                     continue;
                 };
-                self.policy.yield_(&mut Cx { core: &mut self.core, here: Some(p) }, v, YieldReason::PauseLoopExit);
+                let h = self.core.pcpus[p].host;
+                let local = v - self.core.hosts[h].vcpus.start;
+                self.policies[h].yield_(&mut Self::cx(&mut self.core, h, Some(p)), local, YieldReason::PauseLoopExit);
             } else {
                 break;
             }
@@ -979,31 +1335,34 @@ impl Core {
         true
     }
 
-    /// Moves the fragmentation integral up to now.
-    fn integrate_frag(&mut self) {
+    /// Moves host `h`'s fragmentation integral up to now.
+    fn integrate_frag(&mut self, h: usize) {
         let now = self.now();
-        if self.n_waiting > 0 {
-            self.frag_idle_ns += self.n_idle as Time * (now - self.frag_since);
+        let hs = &mut self.hosts[h];
+        if hs.n_waiting > 0 {
+            hs.frag_idle_ns += hs.n_idle as Time * (now - hs.frag_since);
         }
-        self.frag_since = now;
+        hs.frag_since = now;
     }
 
     fn set_state(&mut self, v: VcpuId, new: VcpuState) {
         let now = self.now();
-        self.integrate_frag();
+        let h = self.vcpus[v].host;
+        self.integrate_frag(h);
+        let hs = &mut self.hosts[h];
         let vc = &mut self.vcpus[v];
         let spent = now - vc.state_since;
         match vc.state {
             VcpuState::Running(_) => vc.running_ns += spent,
             VcpuState::Runnable => {
                 vc.runnable_ns += spent;
-                self.n_waiting -= 1;
+                hs.n_waiting -= 1;
             }
             VcpuState::Blocked => vc.blocked_ns += spent,
             VcpuState::Offline => vc.offline_ns += spent,
         }
         if new == VcpuState::Runnable {
-            self.n_waiting += 1;
+            hs.n_waiting += 1;
         }
         vc.state = new;
         vc.state_since = now;
@@ -1016,15 +1375,17 @@ impl Core {
             pc.curr = next;
             return;
         }
-        self.integrate_frag();
+        let h = pc.host;
+        self.integrate_frag(h);
         let pc = &mut self.pcpus[p];
+        let hs = &mut self.hosts[h];
         let spent = now - pc.since;
         if pc.curr.is_some() {
             pc.busy_ns += spent;
-            self.n_idle += 1;
+            hs.n_idle += 1;
         } else {
             pc.idle_ns += spent;
-            self.n_idle -= 1;
+            hs.n_idle -= 1;
         }
         pc.since = now;
         pc.curr = next;
@@ -1034,7 +1395,8 @@ impl Core {
     fn dispatch(&mut self, p: PcpuId, d: Decision) -> Result<(), String> {
         let now = self.now();
         let prev = self.pcpus[p].curr;
-        self.sched_invocations += 1;
+        let h = self.pcpus[p].host;
+        self.hosts[h].sched_invocations += 1;
         {
             let pc = &mut self.pcpus[p];
             pc.resched_gen = pc.resched_gen.wrapping_add(1);
@@ -1067,11 +1429,11 @@ impl Core {
             let mut overhead = self.host.sched_cost_ns;
             if switching {
                 overhead += self.host.context_switch_ns;
-                self.context_switches += 1;
+                self.hosts[h].context_switches += 1;
                 let vc = &self.vcpus[v];
                 if vc.last_pcpu.is_some() && vc.last_pcpu != Some(p) {
                     overhead += self.host.migration_penalty_ns;
-                    self.migrations += 1;
+                    self.hosts[h].migrations += 1;
                 }
                 if let Some(w) = vc.woke_at {
                     let dom = &mut self.doms[vc.dom];
@@ -1123,14 +1485,13 @@ impl Core {
         let now = self.now();
         let (d, index) = (self.vcpus[v].dom, self.vcpus[v].index);
         let dom = &mut self.doms[d];
-        let (first, n) = (dom.info.first_vcpu, dom.info.vcpus);
-        if n < 2 {
+        if dom.info.vcpus < 2 {
             return;
         }
         dom.costart.started_at[index] = now;
         let mut earliest = now;
         let mut running = 0;
-        for (i, u) in self.vcpus[first..first + n].iter().enumerate() {
+        for (i, u) in self.vcpus[dom.span.clone()].iter().enumerate() {
             match u.state {
                 VcpuState::Running(_) => {
                     running += 1;
@@ -1183,7 +1544,7 @@ impl Core {
                 }
             }
             Thread::SpinIpi { .. } => vc.spin_ns += elapsed,
-            Thread::SpinBarrier { limit_left } => {
+            Thread::SpinBarrier { limit_left } | Thread::SpinRecv { limit_left, .. } => {
                 vc.spin_ns += elapsed;
                 if let Some(l) = limit_left {
                     *l -= elapsed.min(*l);
@@ -1214,8 +1575,13 @@ impl Core {
                 (a, b) => a.or(b),
             },
             Thread::SpinIpi { .. } => ple_at,
-            Thread::SpinBarrier { limit_left } => limit_left.map(|l| from + l),
-            Thread::BlockedIo | Thread::BlockedBarrier | Thread::HaltedLock { .. } | Thread::Exited => None,
+            Thread::SpinBarrier { limit_left } | Thread::SpinRecv { limit_left, .. } => limit_left.map(|l| from + l),
+            Thread::BlockedIo
+            | Thread::BlockedBarrier
+            | Thread::BlockedRecv { .. }
+            | Thread::BlockedNet
+            | Thread::HaltedLock { .. }
+            | Thread::Exited => None,
         };
         if let Some(at) = at {
             if at < FOREVER {
@@ -1256,7 +1622,8 @@ impl Core {
             if grow > 1 {
                 vc.ple_window_ns = (vc.ple_window_ns * grow).min(max); // KVM: grow_ple_window
             }
-            self.ple_exits += 1;
+            let h = self.vcpus[v].host;
+            self.hosts[h].ple_exits += 1;
             self.to_yield.push_back(v);
         }
         self.arm(v);
@@ -1336,6 +1703,10 @@ impl Core {
                 vc.thread = Thread::BlockedBarrier;
                 self.block(v);
             }
+            Thread::SpinRecv { from, limit_left: Some(0) } => {
+                vc.thread = Thread::BlockedRecv { from };
+                self.block(v);
+            }
             _ => self.arm(v),
         }
         self.trace_state(v);
@@ -1371,11 +1742,12 @@ impl Core {
         self.sync(w);
         let vc = &mut self.vcpus[w];
         match vc.thread {
-            Thread::BlockedBarrier => {
-                // A blocked waiter is woken by an IPI from the releasing vCPU.
+            Thread::BlockedBarrier | Thread::BlockedRecv { .. } => {
+                // A blocked waiter is woken by an interrupt: an IPI from the releasing vCPU, or
+                // the virtual NIC's.
                 vc.thread = Thread::Ready;
                 let at = self.queue.now() + self.host.ipi_latency_ns;
-                self.ipis += 1;
+                self.hosts[vc.host].ipis += 1;
                 self.post(at, Ev::Wake { v: w });
             }
             _ => {
@@ -1442,8 +1814,9 @@ impl Core {
                 }
                 Instr::IpiSync => {
                     let pv = self.doms[d].pv_spinlocks;
-                    let first = self.doms[d].info.first_vcpu;
-                    let targets: Vec<VcpuId> = (first..first + self.doms[d].info.vcpus)
+                    let targets: Vec<VcpuId> = self.doms[d]
+                        .span
+                        .clone()
                         .filter(|&u| {
                             u != v
                                 && match self.vcpus[u].state {
@@ -1515,7 +1888,60 @@ impl Core {
                     let latency = now - vc.request_start;
                     self.doms[d].request_latencies.push(latency);
                 }
-                Instr::Send { .. } | Instr::Recv { .. } | Instr::NetServe => todo!("network"),
+                Instr::Send { to, bytes } => self.send(v, to, bytes),
+                Instr::Recv { from, wait } => {
+                    let world = self.jobs[self.doms[d].job].len();
+                    if from as usize >= world {
+                        let name = &self.doms[d].info.name;
+                        self.error.get_or_insert(format!(
+                            "guest error: VM {name:?} receives from rank {from}, but its job has {world} ranks"
+                        ));
+                        return;
+                    }
+                    let vc = &mut self.vcpus[v];
+                    if let Some(n @ 1..) = vc.mailbox.get_mut(from as usize) {
+                        *n -= 1;
+                        continue;
+                    }
+                    vc.thread = match wait {
+                        BarrierWait::Block => Thread::BlockedRecv { from },
+                        BarrierWait::Spin => Thread::SpinRecv { from, limit_left: None },
+                        BarrierWait::SpinThenBlock(l) => Thread::SpinRecv { from, limit_left: Some(l) },
+                    };
+                    if wait == BarrierWait::Block {
+                        self.block(v);
+                    } else {
+                        self.arm(v);
+                        self.trace_state(v);
+                    }
+                    return;
+                }
+                Instr::NetServe => {
+                    let h = self.vcpus[v].host;
+                    if self.hosts[h].driver != Some(d) {
+                        let name = &self.doms[d].info.name;
+                        self.error.get_or_insert(format!("guest error: VM {name:?} is not its host's driver domain"));
+                        return;
+                    }
+                    if let Some(m) = self.vcpus[v].net_msg.take() {
+                        self.forward(m);
+                    }
+                    let Some(m) = self.hosts[h].backlog.pop_front() else {
+                        self.vcpus[v].thread = Thread::BlockedNet;
+                        self.block(v);
+                        return;
+                    };
+                    self.net.driver_passes += 1;
+                    let work = self.msgs[m as usize].packets * self.network.dom0_packet_ns;
+                    let vc = &mut self.vcpus[v];
+                    vc.net_msg = Some(m);
+                    if work > 0 {
+                        vc.thread = Thread::Computing { left: work };
+                        self.arm(v);
+                        self.trace_state(v);
+                        return;
+                    }
+                }
                 Instr::Exit => {
                     vc.thread = Thread::Exited;
                     let dom = &mut self.doms[d];
@@ -1530,6 +1956,143 @@ impl Core {
             }
         }
         panic!("guest program of vCPU {v} loops without taking time");
+    }
+
+    // ---- Messages (see the module notes) ----
+
+    /// `v` sends `bytes` to rank `to` of its job.
+    fn send(&mut self, v: VcpuId, to: u32, bytes: u64) {
+        let now = self.now();
+        let d = self.vcpus[v].dom;
+        let ranks = &self.jobs[self.doms[d].job];
+        let Some(&dst) = ranks.get(to as usize) else {
+            let (name, world) = (&self.doms[d].info.name, ranks.len());
+            self.error
+                .get_or_insert(format!("guest error: VM {name:?} sends to rank {to}, but its job has {world} ranks"));
+            return;
+        };
+        self.net.messages += 1;
+        self.net.bytes += bytes;
+        let packets = self.network.packets(bytes);
+        let msg = Msg { src: v, dst, bytes, packets, sent_at: now, stage: Stage::Deliver };
+        let m = match self.free_msgs.pop() {
+            Some(m) => {
+                self.msgs[m as usize] = msg;
+                m
+            }
+            None => {
+                self.msgs.push(msg);
+                (self.msgs.len() - 1) as u32
+            }
+        };
+        let (from_host, to_host) = (self.vcpus[v].host, self.vcpus[dst].host);
+        if self.vcpus[dst].dom == d {
+            let net = &self.network;
+            let at = now + net.shm_latency_ns + NetworkConfig::transfer_ns(bytes, net.shm_bandwidth_gbps);
+            self.post(at, Ev::Net { m });
+        } else if from_host == to_host {
+            if self.hosts[from_host].driver.is_some() {
+                self.queue_for_driver(m, Stage::Bridge, from_host);
+            } else {
+                self.over_bridge(m);
+            }
+        } else if self.hosts[from_host].driver.is_some() {
+            self.queue_for_driver(m, Stage::Transmit, from_host);
+        } else {
+            self.onto_wire(m);
+        }
+    }
+
+    /// Queues message `m` for host `h`'s driver domain and wakes one of its idle vCPUs.
+    fn queue_for_driver(&mut self, m: u32, stage: Stage, h: usize) {
+        self.msgs[m as usize].stage = stage;
+        self.hosts[h].backlog.push_back(m);
+        let driver = self.hosts[h].driver.expect("a host with a backlog has a driver");
+        let idle = self.doms[driver].span.clone().find(|&u| self.vcpus[u].thread == Thread::BlockedNet);
+        if let Some(u) = idle {
+            // An event-channel notification: the vCPU wakes one IPI latency later.
+            self.vcpus[u].thread = Thread::Ready;
+            self.hosts[h].ipis += 1;
+            let at = self.now() + self.host.ipi_latency_ns;
+            self.post(at, Ev::Wake { v: u });
+        }
+    }
+
+    /// A driver domain finished its pass over message `m`.
+    fn forward(&mut self, m: u32) {
+        match self.msgs[m as usize].stage {
+            Stage::Transmit => self.onto_wire(m),
+            Stage::Bridge => self.over_bridge(m),
+            Stage::Receive => self.deliver(m),
+            Stage::Wire | Stage::Deliver => unreachable!("a driver domain only holds messages in its stages"),
+        }
+    }
+
+    /// From one VM to another on the same host, after any driver-domain pass.
+    fn over_bridge(&mut self, m: u32) {
+        let net = &self.network;
+        let bytes = self.msgs[m as usize].bytes;
+        let at =
+            self.now() + net.intra_host_latency_ns + NetworkConfig::transfer_ns(bytes, net.intra_host_bandwidth_gbps);
+        self.msgs[m as usize].stage = Stage::Deliver;
+        self.post(at, Ev::Net { m });
+    }
+
+    /// Onto the sending host's link: FIFO behind what it is already sending.
+    fn onto_wire(&mut self, m: u32) {
+        let msg = &mut self.msgs[m as usize];
+        msg.stage = Stage::Wire;
+        let h = self.vcpus[msg.src].host;
+        let start = self.hosts[h].link_free_at.max(self.queue.now());
+        let done = start + NetworkConfig::transfer_ns(msg.bytes, self.network.bandwidth_gbps);
+        self.hosts[h].link_free_at = done;
+        let at = done + self.network.latency_ns;
+        self.post(at, Ev::Net { m });
+    }
+
+    /// A timed stage of message `m` ended.
+    fn net_stage_done(&mut self, m: u32) {
+        match self.msgs[m as usize].stage {
+            Stage::Wire => {
+                let h = self.vcpus[self.msgs[m as usize].dst].host;
+                if self.hosts[h].driver.is_some() {
+                    self.queue_for_driver(m, Stage::Receive, h);
+                } else {
+                    self.deliver(m);
+                }
+            }
+            Stage::Deliver => self.deliver(m),
+            Stage::Transmit | Stage::Bridge | Stage::Receive => unreachable!("driver stages end in NetServe"),
+        }
+    }
+
+    /// Message `m` reaches its receiver: it ends a matching wait, or waits in the mailbox.
+    fn deliver(&mut self, m: u32) {
+        let now = self.now();
+        self.free_msgs.push(m);
+        let Msg { src, dst, packets, sent_at, .. } = self.msgs[m as usize];
+        self.net.latency_sum_ns += now - sent_at;
+        self.net.delivered += 1;
+        let (from_dom, to_dom) = (self.vcpus[src].dom, self.vcpus[dst].dom);
+        let dom = &mut self.doms[to_dom];
+        dom.messages_received += 1;
+        if from_dom != to_dom {
+            dom.info.rx_packets += packets;
+            self.net.packets += packets;
+        }
+        let world = self.jobs[dom.job].len();
+        let rank = self.vcpus[src].rank;
+        let vc = &mut self.vcpus[dst];
+        match vc.thread {
+            Thread::SpinRecv { from, .. } | Thread::BlockedRecv { from } if from == rank => self.release_waiter(dst),
+            _ if vc.state == VcpuState::Offline => {} // its VM is gone
+            _ => {
+                if vc.mailbox.is_empty() {
+                    vc.mailbox = vec![0; world];
+                }
+                vc.mailbox[rank as usize] += 1;
+            }
+        }
     }
 
     /// Releases `lock` of domain `d` (taken in kernel mode or not) and hands it on.
@@ -1552,7 +2115,7 @@ impl Core {
                 (_, Thread::HaltedLock { lock, kicked: false }) => {
                     hc.thread = Thread::HaltedLock { lock, kicked: true };
                     dom.pv_kicks += 1;
-                    self.ipis += 1;
+                    self.hosts[dom.host].ipis += 1;
                     let at = now + self.host.ipi_latency_ns;
                     self.post(at, Ev::Wake { v: h });
                 }
@@ -1639,7 +2202,9 @@ impl Core {
                 t.close(p, now);
             }
         }
-        self.integrate_frag();
+        for h in 0..self.hosts.len() {
+            self.integrate_frag(h);
+        }
         for pc in &self.pcpus {
             assert_eq!(pc.busy_ns + pc.idle_ns, now, "pCPU busy + idle must equal elapsed time");
         }
@@ -1650,14 +2215,12 @@ impl Core {
                 "vCPU running + waiting + blocked + offline must equal the run's length"
             );
         }
-        let busy: Time = self.pcpus.iter().map(|p| p.busy_ns).sum();
-        let total_weight: f64 = self.doms.iter().map(|d| d.info.weight as f64).sum();
-        let capacity = (now as f64) * self.pcpus.len() as f64;
+        let host_capacity = (now as f64) * self.host.pcpus as f64;
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         let secs = |ns: Time| ns as f64 / 1e9;
         let mut vms = Vec::new();
         for dom in &mut self.doms {
-            let vcpus = &self.vcpus[dom.info.first_vcpu..dom.info.first_vcpu + dom.info.vcpus];
+            let vcpus = &self.vcpus[dom.span.clone()];
             let cpu_ns: Time = vcpus.iter().map(|v| v.running_ns).sum();
             let spin_ns: Time = vcpus.iter().map(|v| v.spin_ns).sum();
             let blocked_ns: Time = vcpus.iter().map(|v| v.blocked_ns).sum();
@@ -1685,8 +2248,8 @@ impl Core {
                 lock_waiter_preemptions: dom.lock_waiter_preemptions,
                 ple_exits: vcpus.iter().map(|v| v.ple_exits).sum(),
                 wake_latency_us_mean: (dom.wakes > 0).then(|| dom.wake_latency_sum as f64 / dom.wakes as f64 / 1e3),
-                cpu_share: ratio(cpu_ns as f64, capacity),
-                weight_share: ratio(dom.info.weight as f64, total_weight),
+                cpu_share: ratio(cpu_ns as f64, host_capacity),
+                weight_share: 0.0,
                 requests: lat.len() as u64,
                 throughput_rps: serving.then(|| ratio(lat.len() as f64, secs(now))),
                 latency_ms_mean: serving.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6),
@@ -1700,32 +2263,74 @@ impl Core {
                 ipi_syncs: dom.ipi_syncs,
                 pv_halts: dom.pv_halts,
                 pv_kicks: dom.pv_kicks,
+                host: dom.host,
+                virtual_cluster: self.job_names[dom.job].clone(),
+                messages_received: dom.messages_received,
+                rx_packets: dom.info.rx_packets,
                 blocked_fraction: ratio(
                     blocked_ns as f64,
                     (dom.destroyed_at.unwrap_or(now).saturating_sub(dom.created_at) as f64) * vcpus.len() as f64,
                 ),
             });
         }
-        let fairness = weighted_fairness(&vms);
+        let mut hosts = Vec::new();
+        for hs in &self.hosts {
+            let vms_here = &mut vms[hs.doms.clone()];
+            let total_weight: f64 = vms_here.iter().map(|v| v.weight as f64).sum();
+            for vm in vms_here.iter_mut() {
+                vm.weight_share = ratio(vm.weight as f64, total_weight);
+            }
+            let busy: Time = self.pcpus[hs.pcpus.clone()].iter().map(|p| p.busy_ns).sum();
+            hosts.push(HostMetrics {
+                pcpus: hs.pcpus.len(),
+                utilization: ratio(busy as f64, host_capacity),
+                frag_idle_s: secs(hs.frag_idle_ns),
+                context_switches: hs.context_switches,
+                ipis: hs.ipis,
+                migrations: hs.migrations,
+                sched_invocations: hs.sched_invocations,
+                ple_exits: hs.ple_exits,
+                co_launches: hs.co_launches,
+                co_launches_per_s: ratio(hs.co_launches as f64, secs(now)),
+                co_ipis: hs.co_ipis,
+                fairness: weighted_fairness(vms_here),
+                policy_counters: hs.counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            });
+        }
+        let host =
+            if hosts.len() == 1 { hosts.pop().expect("one host") } else { HostMetrics::total(&hosts, &vms, secs(now)) };
+        let virtual_clusters = (0..self.jobs.len())
+            .filter_map(|j| {
+                let name = self.job_names[j].clone()?;
+                let members: Vec<&Dom> = self.doms.iter().filter(|d| d.job == j).collect();
+                let finished = members.iter().map(|d| d.finished_at).collect::<Option<Vec<Time>>>();
+                let started = members.iter().map(|d| d.created_at).min().unwrap_or(0);
+                Some(ClusterMetrics {
+                    name,
+                    workload: members[0].workload.clone(),
+                    vms: members.len(),
+                    ranks: self.jobs[j].len(),
+                    completion_s: finished.and_then(|f| f.into_iter().max()).map(|t| secs(t - started)),
+                })
+            })
+            .collect();
+        let net = &self.net;
+        let network = (net.messages > 0).then(|| NetworkMetrics {
+            messages: net.messages,
+            bytes: net.bytes,
+            packets: net.packets,
+            driver_passes: net.driver_passes,
+            message_latency_us_mean: (net.delivered > 0)
+                .then(|| net.latency_sum_ns as f64 / net.delivered as f64 / 1e3),
+        });
         RunMetrics {
             sim_s: secs(now),
             events: self.events,
             vms,
-            host: HostMetrics {
-                pcpus: self.pcpus.len(),
-                utilization: ratio(busy as f64, capacity),
-                frag_idle_s: secs(self.frag_idle_ns),
-                context_switches: self.context_switches,
-                ipis: self.ipis,
-                migrations: self.migrations,
-                sched_invocations: self.sched_invocations,
-                ple_exits: self.ple_exits,
-                co_launches: self.co_launches,
-                co_launches_per_s: ratio(self.co_launches as f64, secs(now)),
-                co_ipis: self.co_ipis,
-                fairness,
-                policy_counters: self.counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            },
+            host,
+            hosts: if hosts.len() > 1 { hosts } else { Vec::new() },
+            network,
+            virtual_clusters,
         }
     }
 }

@@ -62,6 +62,9 @@ fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {
         pv_spinlocks: false,
         start_at: 0,
         stop_at: None,
+        host: 0,
+        job: None,
+        driver: false,
     }
 }
 

@@ -7,7 +7,11 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use vsched_model::{ConfigError, DomainConfig, DomainInfo, HostConfig, Params, Simulation, Time, Until, Value, VmType};
+use vsched_model::{
+    driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, Params, Simulation, Time, Until,
+    Value, VmType,
+};
+use vsched_workloads::{Ranks, WorkloadInfo};
 
 /// Default VM weight (Xen's `CSCHED_DEFAULT_WEIGHT`).
 pub const DEFAULT_WEIGHT: u32 = 256;
@@ -21,7 +25,13 @@ struct ScenarioFile {
     host: HostSection,
     scheduler: NamedSection,
     #[serde(default)]
+    cluster: ClusterSection,
+    #[serde(default)]
+    network: NetworkSection,
+    #[serde(default)]
     vm: Vec<VmSection>,
+    #[serde(default)]
+    virtual_cluster: Vec<VirtualClusterSection>,
     #[serde(default)]
     run: RunSection,
     #[serde(default)]
@@ -53,6 +63,44 @@ struct HostSection {
     ple_window_max_cycles: Option<u64>,
     ipi_handler_us: Option<f64>,
     spin_iteration_cycles: Option<u64>,
+    dom0_vcpus: Option<u32>,
+    dom0_weight: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ClusterSection {
+    hosts: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NetworkSection {
+    latency_us: Option<f64>,
+    bandwidth_gbps: Option<f64>,
+    intra_host_latency_us: Option<f64>,
+    intra_host_bandwidth_gbps: Option<f64>,
+    shm_latency_us: Option<f64>,
+    shm_bandwidth_gbps: Option<f64>,
+    mtu_bytes: Option<u64>,
+    dom0_packet_us: Option<f64>,
+}
+
+/// A parallel job over VMs: `[[virtual_cluster]]`, one VM per listed host.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VirtualClusterSection {
+    name: String,
+    /// vCPUs of each VM.
+    vcpus: u32,
+    /// Hosts of its VMs, one VM per entry (default: one on every host).
+    hosts: Option<Vec<u32>>,
+    weight: Option<u32>,
+    cap: Option<u32>,
+    #[serde(rename = "type")]
+    vm_type: Option<String>,
+    pv_spinlocks: Option<bool>,
+    workload: WorkloadSection,
 }
 
 /// A table with a `name`/`kind` and free-form parameters checked by the policy or workload.
@@ -76,6 +124,7 @@ struct VmSection {
     pv_spinlocks: Option<bool>,
     start_s: Option<f64>,
     stop_s: Option<f64>,
+    host: Option<u32>,
     workload: WorkloadSection,
 }
 
@@ -103,8 +152,13 @@ pub const DEFAULT_HORIZON_S: f64 = 60.0;
 pub struct Scenario {
     pub name: String,
     pub host: HostConfig,
+    /// Number of identical hosts.
+    pub hosts: usize,
+    pub network: NetworkConfig,
     pub policy: &'static vsched_model::PolicyInfo,
     pub policy_params: Params,
+    /// Every domain in simulation order: host by host, each host's driver domain first, then
+    /// its `[[vm]]`s, then its virtual-cluster VMs.
     pub vms: Vec<VmSpec>,
     pub horizon: Time,
     pub until: Until,
@@ -129,12 +183,33 @@ pub struct VmSpec {
     pub weight: u32,
     pub cap: u32,
     pub vm_type: VmType,
-    pub workload: &'static vsched_workloads::WorkloadInfo,
-    pub workload_params: Params,
+    pub guest: Guest,
     pub pv_spinlocks: bool,
     /// Created at (0: from the start) and destroyed at (never if `None`).
     pub start: Time,
     pub stop: Option<Time>,
+    pub host: usize,
+    /// Its virtual cluster, if any.
+    pub job: Option<String>,
+    /// Its vCPUs' place in its job.
+    pub ranks: Ranks,
+}
+
+/// What a domain runs.
+#[derive(Clone)]
+pub enum Guest {
+    Workload(&'static WorkloadInfo, Params),
+    /// The host's driver domain (dom0), serving the network.
+    Driver,
+}
+
+impl VmSpec {
+    pub fn workload_name(&self) -> &'static str {
+        match &self.guest {
+            Guest::Workload(w, _) => w.name,
+            Guest::Driver => "dom0",
+        }
+    }
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -278,64 +353,102 @@ impl Scenario {
         // Build once now so range errors surface at validation time.
         let built = (policy.build)(&policy_params)?;
 
-        if f.vm.is_empty() {
-            return Err(err("vm", "expected at least one [[vm]] table"));
+        let hosts = f.cluster.hosts.unwrap_or(1);
+        if hosts == 0 || hosts > 1024 {
+            return Err(err("cluster.hosts", format!("expected an integer in 1..=1024, got {hosts}")));
         }
-        let mut vms = Vec::new();
-        for (i, v) in f.vm.iter().enumerate() {
-            let at = |field: &str| format!("vm[{i}].{field}");
-            if v.name.is_empty() {
-                return Err(err(at("name"), "expected a non-empty name"));
-            }
-            if f.vm[..i].iter().any(|w| w.name == v.name) {
-                return Err(err(at("name"), format!("expected a unique name, {:?} is used twice", v.name)));
-            }
-            if v.vcpus == 0 || v.vcpus > 1024 {
-                return Err(err(at("vcpus"), format!("expected an integer in 1..=1024, got {}", v.vcpus)));
-            }
-            let weight = v.weight.unwrap_or(DEFAULT_WEIGHT);
-            if weight == 0 || weight > MAX_WEIGHT {
-                return Err(err(at("weight"), format!("expected an integer in 1..={MAX_WEIGHT}, got {weight}")));
-            }
-            let cap = v.cap.unwrap_or(0);
-            if cap > 100 * v.vcpus {
-                return Err(err(
-                    at("cap"),
-                    format!(
-                        "expected a percentage of one pCPU in 0..={} (100 × vcpus; 0 = no cap), got {cap}",
-                        100 * v.vcpus
-                    ),
-                ));
-            }
-            let vm_type = parse_type(&at("type"), v.vm_type.as_deref().unwrap_or("HIT"))?;
-            let workload = vsched_workloads::find(&v.workload.kind).ok_or_else(|| {
-                err(
-                    at("workload.kind"),
-                    format!(
-                        "unknown workload {:?}; expected one of {}",
-                        v.workload.kind,
-                        vsched_workloads::names().join(", ")
-                    ),
-                )
-            })?;
-            let wpath = at("workload");
-            let given = to_params(&wpath, &v.workload.params)?;
-            let workload_params = Params::check(&wpath, workload.params, &given)?;
-            (workload.build)(&workload_params, &vsched_workloads::Ranks::alone(v.vcpus as usize))?;
-            vms.push(VmSpec {
-                name: v.name.clone(),
-                vcpus: v.vcpus as usize,
-                weight,
-                cap,
-                vm_type,
-                workload,
-                workload_params,
-                pv_spinlocks: v.pv_spinlocks.unwrap_or(false),
-                start: 0,
-                stop: None,
-            });
+        let hosts = hosts as usize;
+        let network = network_config(&f.network)?;
+        let dom0_vcpus = h.dom0_vcpus.unwrap_or(0);
+        if dom0_vcpus > 1024 {
+            return Err(err(
+                "host.dom0_vcpus",
+                format!("expected an integer in 0..=1024 (0 = no driver domain), got {dom0_vcpus}"),
+            ));
+        }
+        let dom0_weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);
+        if dom0_weight == 0 || dom0_weight > MAX_WEIGHT {
+            return Err(err("host.dom0_weight", format!("expected an integer in 1..={MAX_WEIGHT}, got {dom0_weight}")));
         }
 
+        if f.vm.is_empty() && f.virtual_cluster.is_empty() {
+            return Err(err("vm", "expected at least one [[vm]] or [[virtual_cluster]] table"));
+        }
+        // The user's VMs, each with the index of its [[vm]] table (None: a cluster member).
+        let mut user: Vec<(Option<usize>, VmSpec)> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        let mut claim_name = |path: String, name: &str| -> Result<(), ConfigError> {
+            if name.is_empty() {
+                return Err(err(path, "expected a non-empty name"));
+            }
+            if names.iter().any(|n| n == name) {
+                return Err(err(path, format!("expected a unique name, {name:?} is used twice")));
+            }
+            if dom0_vcpus > 0 && (name == "dom0" || name.starts_with("dom0.")) {
+                return Err(err(
+                    path,
+                    format!("expected a name other than {name:?}, which names a driver domain (host.dom0_vcpus > 0)"),
+                ));
+            }
+            names.push(name.to_string());
+            Ok(())
+        };
+        for (i, v) in f.vm.iter().enumerate() {
+            let at = |field: &str| format!("vm[{i}].{field}");
+            claim_name(at("name"), &v.name)?;
+            let host = v.host.unwrap_or(0) as usize;
+            if host >= hosts {
+                return Err(err(
+                    at("host"),
+                    format!("expected a host index in 0..{hosts} (cluster.hosts = {hosts}), got {host}"),
+                ));
+            }
+            let ranks = Ranks::alone(v.vcpus as usize);
+            let shape = VmShape { vcpus: v.vcpus, weight: v.weight, cap: v.cap, vm_type: v.vm_type.as_deref() };
+            let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks)?;
+            user.push((
+                Some(i),
+                VmSpec { name: v.name.clone(), host, pv_spinlocks: v.pv_spinlocks.unwrap_or(false), ..spec },
+            ));
+        }
+        for (c, vc) in f.virtual_cluster.iter().enumerate() {
+            let at = |field: &str| format!("virtual_cluster[{c}].{field}");
+            claim_name(at("name"), &vc.name)?;
+            let members: Vec<usize> = match &vc.hosts {
+                None => (0..hosts).collect(),
+                Some(list) => list.iter().map(|&h| h as usize).collect(),
+            };
+            if members.is_empty() {
+                return Err(err(at("hosts"), "expected at least one host index"));
+            }
+            if let Some(&bad) = members.iter().find(|&&h| h >= hosts) {
+                return Err(err(
+                    at("hosts"),
+                    format!("expected host indices in 0..{hosts} (cluster.hosts = {hosts}), got {bad}"),
+                ));
+            }
+            if members.windows(2).any(|w| w[0] > w[1]) {
+                return Err(err(at("hosts"), "expected host indices in increasing order (ranks follow them)"));
+            }
+            let world = members.len() * vc.vcpus as usize;
+            for (k, &host) in members.iter().enumerate() {
+                let name = format!("{}.{k}", vc.name);
+                claim_name(at("name"), &name)?;
+                let ranks = Ranks { vcpus: vc.vcpus as usize, first: k * vc.vcpus as usize, world };
+                let shape = VmShape { vcpus: vc.vcpus, weight: vc.weight, cap: vc.cap, vm_type: vc.vm_type.as_deref() };
+                let spec = vm_spec(&at, shape, "CON", &vc.workload, ranks)?;
+                user.push((
+                    None,
+                    VmSpec {
+                        name,
+                        host,
+                        job: Some(vc.name.clone()),
+                        pv_spinlocks: vc.pv_spinlocks.unwrap_or(false),
+                        ..spec
+                    },
+                ));
+            }
+        }
         let r = &f.run;
         let horizon_s = r.horizon_s.unwrap_or(DEFAULT_HORIZON_S);
         if !(horizon_s.is_finite() && horizon_s > 0.0 && horizon_s <= 1e6) {
@@ -366,12 +479,40 @@ impl Scenario {
                     ));
                 }
             }
-            vms[i].start = vsched_engine::secs_to_ns(start_s);
-            vms[i].stop = v.stop_s.map(vsched_engine::secs_to_ns);
+            let spec = &mut user.iter_mut().find(|(t, _)| *t == Some(i)).expect("every [[vm]] has a spec").1;
+            spec.start = vsched_engine::secs_to_ns(start_s);
+            spec.stop = v.stop_s.map(vsched_engine::secs_to_ns);
+        }
+        // Simulation order: host by host, the driver domain first.
+        let mut vms: Vec<VmSpec> = Vec::new();
+        let mut table_of: Vec<Option<usize>> = Vec::new();
+        for host in 0..hosts {
+            if dom0_vcpus > 0 {
+                vms.push(VmSpec {
+                    name: if hosts == 1 { "dom0".to_string() } else { format!("dom0.{host}") },
+                    vcpus: dom0_vcpus as usize,
+                    weight: dom0_weight,
+                    cap: 0,
+                    vm_type: VmType::Hit,
+                    guest: Guest::Driver,
+                    pv_spinlocks: false,
+                    start: 0,
+                    stop: None,
+                    host,
+                    job: None,
+                    ranks: Ranks::alone(dom0_vcpus as usize),
+                });
+                table_of.push(None);
+            }
+            for (t, spec) in user.iter().filter(|(_, v)| v.host == host) {
+                vms.push(spec.clone());
+                table_of.push(*t);
+            }
         }
         if !built.supports_vm_lifecycle() {
-            if let Some(i) = vms.iter().position(|v| v.start > 0 || v.stop.is_some()) {
-                let field = if vms[i].start > 0 { "start_s" } else { "stop_s" };
+            if let Some(d) = vms.iter().position(|v| v.start > 0 || v.stop.is_some()) {
+                let i = table_of[d].expect("only [[vm]] tables have start_s / stop_s");
+                let field = if vms[d].start > 0 { "start_s" } else { "stop_s" };
                 return Err(err(
                     format!("vm[{i}].{field}"),
                     format!(
@@ -404,30 +545,41 @@ impl Scenario {
         }
         // Ask the policy whether it can run these VMs (a gang scheduler cannot run a CON VM
         // wider than the host); a VM counts as CON if it is CON at any time.
-        let infos: Vec<DomainInfo> = vms
+        let infos: Vec<(usize, DomainInfo)> = vms
             .iter()
             .enumerate()
-            .map(|(i, v)| DomainInfo {
-                name: v.name.clone(),
-                vcpus: v.vcpus,
-                weight: v.weight,
-                cap: v.cap,
-                vm_type: if events.iter().any(|e| e.vm == i && e.vm_type == VmType::Con) {
-                    VmType::Con
-                } else {
-                    v.vm_type
-                },
-                first_vcpu: 0,
-                online: true,
-                rx_packets: 0,
+            .map(|(i, v)| {
+                (
+                    v.host,
+                    DomainInfo {
+                        name: v.name.clone(),
+                        vcpus: v.vcpus,
+                        weight: v.weight,
+                        cap: v.cap,
+                        vm_type: if events.iter().any(|e| e.vm == i && e.vm_type == VmType::Con) {
+                            VmType::Con
+                        } else {
+                            v.vm_type
+                        },
+                        first_vcpu: 0,
+                        online: true,
+                        rx_packets: 0,
+                    },
+                )
             })
             .collect();
-        built
-            .admit(host.pcpus, &infos)
-            .map_err(|m| err("scheduler.name", format!("policy {} cannot run this scenario: {m}", policy.name)))?;
+        for h in 0..hosts {
+            let here: Vec<DomainInfo> = infos.iter().filter(|(x, _)| *x == h).map(|(_, i)| i.clone()).collect();
+            built.admit(host.pcpus, &here).map_err(|m| {
+                let on = if hosts > 1 { format!(" (host {h})") } else { String::new() };
+                err("scheduler.name", format!("policy {} cannot run this scenario{on}: {m}", policy.name))
+            })?;
+        }
         Ok(Scenario {
             name: f.name.unwrap_or_else(|| "unnamed".to_string()),
             host,
+            hosts,
+            network,
             policy,
             policy_params,
             vms,
@@ -449,20 +601,120 @@ impl Scenario {
                 weight: v.weight,
                 cap: v.cap,
                 vm_type: v.vm_type,
-                workload: v.workload.name.to_string(),
-                guest: (v.workload.build)(&v.workload_params, &vsched_workloads::Ranks::alone(v.vcpus)).expect("validated"),
+                workload: v.workload_name().to_string(),
+                guest: match &v.guest {
+                    Guest::Workload(w, params) => (w.build)(params, &v.ranks).expect("validated"),
+                    Guest::Driver => driver_guest(v.vcpus),
+                },
                 pv_spinlocks: v.pv_spinlocks,
                 start_at: v.start,
                 stop_at: v.stop,
+                host: v.host,
+                job: v.job.clone(),
+                driver: matches!(v.guest, Guest::Driver),
             })
             .collect();
-        let policy = (self.policy.build)(&self.policy_params).expect("validated");
-        let mut sim = Simulation::new(self.host.clone(), domains, policy, seed);
+        let policies = (0..self.hosts).map(|_| (self.policy.build)(&self.policy_params).expect("validated")).collect();
+        let mut sim = Simulation::cluster(self.host.clone(), self.network.clone(), domains, policies, seed);
         for e in &self.events {
             sim.schedule_type_change(e.at, e.vm, e.vm_type);
         }
         sim
     }
+}
+
+/// What a VM table says about the VM itself (a `[[vm]]` or a `[[virtual_cluster]]`).
+struct VmShape<'a> {
+    vcpus: u32,
+    weight: Option<u32>,
+    cap: Option<u32>,
+    vm_type: Option<&'a str>,
+}
+
+/// Checks a VM's shape and workload (built once with `ranks`, so that errors surface now);
+/// the rest of the spec is left for the caller to fill in.
+fn vm_spec(
+    at: &dyn Fn(&str) -> String,
+    shape: VmShape,
+    default_type: &str,
+    workload: &WorkloadSection,
+    ranks: Ranks,
+) -> Result<VmSpec, ConfigError> {
+    let vcpus = shape.vcpus;
+    if vcpus == 0 || vcpus > 1024 {
+        return Err(err(at("vcpus"), format!("expected an integer in 1..=1024, got {vcpus}")));
+    }
+    let weight = shape.weight.unwrap_or(DEFAULT_WEIGHT);
+    if weight == 0 || weight > MAX_WEIGHT {
+        return Err(err(at("weight"), format!("expected an integer in 1..={MAX_WEIGHT}, got {weight}")));
+    }
+    let cap = shape.cap.unwrap_or(0);
+    if cap > 100 * vcpus {
+        return Err(err(
+            at("cap"),
+            format!("expected a percentage of one pCPU in 0..={} (100 × vcpus; 0 = no cap), got {cap}", 100 * vcpus),
+        ));
+    }
+    let vm_type = parse_type(&at("type"), shape.vm_type.unwrap_or(default_type))?;
+    let info = vsched_workloads::find(&workload.kind).ok_or_else(|| {
+        err(
+            at("workload.kind"),
+            format!("unknown workload {:?}; expected one of {}", workload.kind, vsched_workloads::names().join(", ")),
+        )
+    })?;
+    let wpath = at("workload");
+    let given = to_params(&wpath, &workload.params)?;
+    let params = Params::check(&wpath, info.params, &given)?;
+    (info.build)(&params, &ranks)?;
+    Ok(VmSpec {
+        name: String::new(),
+        vcpus: vcpus as usize,
+        weight,
+        cap,
+        vm_type,
+        guest: Guest::Workload(info, params),
+        pv_spinlocks: false,
+        start: 0,
+        stop: None,
+        host: 0,
+        job: None,
+        ranks,
+    })
+}
+
+/// A positive, finite number (bandwidths).
+fn positive(path: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Some(x) => Err(err(path, format!("expected a finite number > 0, got {x}"))),
+    }
+}
+
+fn network_config(n: &NetworkSection) -> Result<NetworkConfig, ConfigError> {
+    let d = NetworkConfig::default();
+    let mtu_bytes = n.mtu_bytes.unwrap_or(d.mtu_bytes);
+    if !(64..=1 << 20).contains(&mtu_bytes) {
+        return Err(err("network.mtu_bytes", format!("expected an integer in 64..=1048576, got {mtu_bytes}")));
+    }
+    Ok(NetworkConfig {
+        latency_ns: micros("network.latency_us", n.latency_us, d.latency_ns)?,
+        bandwidth_gbps: positive("network.bandwidth_gbps", n.bandwidth_gbps, d.bandwidth_gbps)?,
+        intra_host_latency_ns: micros(
+            "network.intra_host_latency_us",
+            n.intra_host_latency_us,
+            d.intra_host_latency_ns,
+        )?,
+        intra_host_bandwidth_gbps: positive(
+            "network.intra_host_bandwidth_gbps",
+            n.intra_host_bandwidth_gbps,
+            d.intra_host_bandwidth_gbps,
+        )?,
+        shm_latency_ns: micros("network.shm_latency_us", n.shm_latency_us, d.shm_latency_ns)?,
+        shm_bandwidth_gbps: positive("network.shm_bandwidth_gbps", n.shm_bandwidth_gbps, d.shm_bandwidth_gbps)?,
+        mtu_bytes,
+        dom0_packet_ns: micros("network.dom0_packet_us", n.dom0_packet_us, d.dom0_packet_ns)?,
+    })
 }
 
 /// The policies that handle VMs created and destroyed during a run.

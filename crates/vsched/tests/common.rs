@@ -95,6 +95,9 @@ pub fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConf
         pv_spinlocks: false,
         start_at: 0,
         stop_at: None,
+        host: 0,
+        job: None,
+        driver: false,
     }
 }
 
