@@ -18,7 +18,9 @@ from rich.table import Table
 
 # Per-VM fields that describe the configuration rather than measure the run: they go into
 # the column headers, not the rows.
-VM_CONFIG_FIELDS = frozenset({"name", "workload", "type", "vcpus", "weight", "cap"})
+VM_CONFIG_FIELDS = frozenset({"name", "workload", "type", "vcpus", "weight", "cap", "host", "virtual_cluster", "ranks"})
+# Beyond this many VMs (a cluster), the per-VM tables give way to a one-line note.
+MAX_VM_COLUMNS = 24
 # Rows in these orders first (the report's own order is alphabetical), the others after them.
 VM_ORDER = (
     "completion_s",
@@ -211,9 +213,9 @@ def vm_tables(report: dict[str, Any], width: int) -> list[Table]:
     return tables
 
 
-def host_table(report: dict[str, Any]) -> Table:
+def host_table(report: dict[str, Any], name: str = "host") -> Table:
     runs: list[dict[str, Any]] = report["runs"]
-    title = "host" if len(runs) == 1 else "host (mean ± std)"
+    title = name if len(runs) == 1 else f"{name} (mean ± std)"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value", justify="right")
@@ -221,6 +223,48 @@ def host_table(report: dict[str, Any]) -> Table:
         rows = _rows_of_values([_flatten(runs[0]["host"])], HOST_ORDER)
     else:
         rows = _rows_of_summary([report["summary"]["host"]], HOST_ORDER)
+    for key, cells in rows:
+        table.add_row(key, *cells)
+    return table
+
+
+def cluster_table(report: dict[str, Any]) -> Table | None:
+    """Completion time per virtual cluster, if the scenario has any."""
+    runs: list[dict[str, Any]] = report["runs"]
+    clusters: list[dict[str, Any]] = runs[0].get("virtual_clusters", [])
+    if not clusters:
+        return None
+    several = len(runs) > 1
+    title = "virtual clusters (mean ± std)" if several else "virtual clusters"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("virtual cluster", "workload", "ranks", "completion_s"):
+        table.add_column(column, justify="left" if column in ("virtual cluster", "workload") else "right")
+    summary = report["summary"].get("virtual_clusters", [])
+    for index, cluster in enumerate(clusters):
+        if several:
+            entry = summary[index]
+            completion = format_mean_std("completion_s", entry.get("completion_s_mean"), entry.get("completion_s_std"))
+        else:
+            completion = format_value("completion_s", cluster.get("completion_s"))
+        table.add_row(cluster["name"], cluster["workload"], str(cluster["ranks"]), completion)
+    return table
+
+
+def network_table(report: dict[str, Any]) -> Table | None:
+    """Network totals, if any message was sent."""
+    runs: list[dict[str, Any]] = report["runs"]
+    if not any(run.get("network") for run in runs):
+        return None
+    several = len(runs) > 1
+    table = Table(
+        title="network (mean ± std)" if several else "network", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    table.add_column("metric", style="bold", no_wrap=True)
+    table.add_column("value", justify="right")
+    if several:
+        rows = _rows_of_summary([report["summary"]["network"]], ())
+    else:
+        rows = _rows_of_values([runs[0]["network"]], ())
     for key, cells in rows:
         table.add_row(key, *cells)
     return table
@@ -236,4 +280,15 @@ def speed_line(report: dict[str, Any]) -> str:
 
 def report_tables(report: dict[str, Any], width: int) -> Group:
     """Everything `vsched run` prints for a report, for a console `width` characters wide."""
-    return Group(*vm_tables(report, width), "", host_table(report), "", speed_line(report))
+    parts: list[Any] = []
+    vms = report["runs"][0]["vms"]
+    if len(vms) <= MAX_VM_COLUMNS:
+        parts.extend(vm_tables(report, width))
+    else:
+        parts.append(f"{len(vms)} VMs: per-VM results are in the JSON report (--json, --out)")
+    for table in (cluster_table(report), network_table(report)):
+        if table is not None:
+            parts.extend(["", table])
+    title = "host" if report.get("hosts", 1) == 1 else f"all {report['hosts']} hosts"
+    parts.extend(["", host_table(report, title), "", speed_line(report)])
+    return Group(*parts)

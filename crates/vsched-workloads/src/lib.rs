@@ -9,8 +9,16 @@ pub mod bsp;
 pub mod cpu_hog;
 pub mod idle;
 pub mod kernbench;
+pub mod mpi;
+pub mod npb_cg;
+pub mod npb_ep;
+pub mod npb_is;
+pub mod npb_lu;
 pub mod spinlock;
 pub mod web;
+
+#[cfg(test)]
+mod testkit;
 
 use vsched_model::{ConfigError, GuestSpec, ParamSpec, Params};
 
@@ -43,8 +51,18 @@ impl Ranks {
     }
 }
 
-pub const REGISTRY: &[WorkloadInfo] =
-    &[cpu_hog::INFO, idle::INFO, spinlock::INFO, bsp::INFO, web::INFO, kernbench::INFO];
+pub const REGISTRY: &[WorkloadInfo] = &[
+    cpu_hog::INFO,
+    idle::INFO,
+    spinlock::INFO,
+    bsp::INFO,
+    web::INFO,
+    kernbench::INFO,
+    npb_ep::INFO,
+    npb_is::INFO,
+    npb_lu::INFO,
+    npb_cg::INFO,
+];
 
 pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
     REGISTRY.iter().find(|w| w.name == name)

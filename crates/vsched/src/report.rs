@@ -75,7 +75,39 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
     put_stats(&mut host, "context_switches", &hcol(&|h| Some(h.context_switches as f64)));
     put_stats(&mut host, "ipis", &hcol(&|h| Some(h.ipis as f64)));
     put_stats(&mut host, "fairness", &hcol(&|h| h.fairness));
-    json!({ "vms": vms, "host": Json::Object(host) })
+    let mut doc = json!({ "vms": vms, "host": Json::Object(host) });
+    if !first.metrics.virtual_clusters.is_empty() {
+        let clusters: Vec<Json> = first
+            .metrics
+            .virtual_clusters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let completions: Vec<f64> =
+                    runs.iter().filter_map(|r| r.metrics.virtual_clusters[i].completion_s).collect();
+                let mut o = serde_json::Map::new();
+                o.insert("name".into(), json!(c.name));
+                o.insert("workload".into(), json!(c.workload));
+                o.insert("ranks".into(), json!(c.ranks));
+                o.insert("runs_finished".into(), json!(completions.len()));
+                put_stats(&mut o, "completion_s", &completions);
+                Json::Object(o)
+            })
+            .collect();
+        doc["virtual_clusters"] = json!(clusters);
+    }
+    if runs.iter().any(|r| r.metrics.network.is_some()) {
+        let ncol = |f: &dyn Fn(&vsched_model::NetworkMetrics) -> Option<f64>| -> Vec<f64> {
+            runs.iter().filter_map(|r| r.metrics.network.as_ref().and_then(f)).collect()
+        };
+        let mut net = serde_json::Map::new();
+        put_stats(&mut net, "messages", &ncol(&|n| Some(n.messages as f64)));
+        put_stats(&mut net, "packets", &ncol(&|n| Some(n.packets as f64)));
+        put_stats(&mut net, "driver_passes", &ncol(&|n| Some(n.driver_passes as f64)));
+        put_stats(&mut net, "message_latency_us", &ncol(&|n| n.message_latency_us_mean));
+        doc["network"] = Json::Object(net);
+    }
+    doc
 }
 
 /// Runs every repetition of `scenario`. `on_progress(rep, sim_ns)` is called every few
@@ -113,6 +145,7 @@ pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -
         "scenario": scenario.name,
         "policy": scenario.policy.name,
         "pcpus": scenario.host.pcpus,
+        "hosts": scenario.hosts,
         "horizon_s": vsched_engine::ns_to_secs(scenario.horizon),
         "until": match scenario.until { Until::Horizon => "horizon", Until::AllDone => "all_done" },
         "seed": seed,
@@ -126,9 +159,12 @@ pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -
 /// one thread per pCPU, one complete ("X") event per run interval, category `run` or `spin`.
 pub fn trace_json(scenario: &Scenario, seed: u64, trace: &Trace, limit: usize) -> Json {
     let mut events = Vec::with_capacity(trace.spans().len() + scenario.host.pcpus);
-    for p in 0..scenario.host.pcpus {
-        events
-            .push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": p, "args": {"name": format!("pCPU {p}")}}));
+    // One row per pCPU; on a cluster, host h's pCPU i is row h × pcpus + i.
+    let pcpus = scenario.host.pcpus;
+    for p in 0..pcpus * scenario.hosts {
+        let name =
+            if scenario.hosts == 1 { format!("pCPU {p}") } else { format!("host {} pCPU {}", p / pcpus, p % pcpus) };
+        events.push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": p, "args": {"name": name}}));
     }
     for s in trace.spans() {
         let vm = &scenario.vms[s.dom].name;
