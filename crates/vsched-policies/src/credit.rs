@@ -442,6 +442,27 @@ impl Credit {
         self.tick_ns
     }
 
+    /// `v`'s remaining credit as last charged. A waiting vCPU's is current: it burns nothing
+    /// while queued, and `put_prev` charges a vCPU as it leaves its pCPU.
+    pub(crate) fn credit_of(&self, v: VcpuId) -> i64 {
+        self.vcpus[v].credit
+    }
+
+    /// Enters a waiting `v` in its domain's accounting (`__csched_unit_acct_start`), as a tick
+    /// would if it found `v` running: from the next accounting on, `v` earns its share. Returns
+    /// whether it was outside the accounting until now.
+    pub(crate) fn activate(&mut self, cx: &Cx, v: VcpuId) -> bool {
+        let was = self.vcpus[v].active;
+        self.acct_start(cx, v);
+        !was
+    }
+
+    /// Whether `v` yielded its pCPU and has not been through `commit` since (so while that pCPU
+    /// chooses its replacement, `v` is the yielder).
+    pub(crate) fn is_yielding(&self, v: VcpuId) -> bool {
+        self.vcpus[v].yielding
+    }
+
     /// The first vCPU in `p`'s run queue that satisfies `pred` (any priority).
     pub(crate) fn first_queued(&self, p: PcpuId, mut pred: impl FnMut(VcpuId) -> bool) -> Option<VcpuId> {
         self.pcpus[p].runq.iter().copied().find(|&u| pred(u))

@@ -12,6 +12,7 @@ pub mod cosched;
 pub mod credit;
 pub mod cs;
 pub mod cvs_adaptive;
+pub mod cvs_comm;
 pub mod hybrid;
 pub mod kvm_dy;
 pub mod pcs;
@@ -39,6 +40,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     vds::INFO,
     hybrid::INFO,
     cvs_adaptive::INFO,
+    cvs_comm::INFO,
     cfs::INFO,
     kvm_dy::INFO,
 ];

@@ -196,3 +196,51 @@ fn policies_on_different_hosts_share_no_state_but_the_network() {
     let (_, spans_c) = two_hosts(busy, true);
     assert_ne!(spans_a, spans_c.into_iter().filter(|s| s.dom < 2).collect::<Vec<_>>());
 }
+
+/// Eight ranks on four hosts (one 2-vCPU VM each, 2 pCPUs per host) compute 1 ms, except
+/// rank 5 (10 ms), then allreduce 8 bytes and exit. `hog_on_2` adds a CPU hog VM on host 2,
+/// inserted before the ranks' VM there, so ranks 4 and 5 wait one Credit slice first.
+fn allreduce_run(hog_on_2: bool) -> RunMetrics {
+    let world = 8;
+    let mut domains = Vec::new();
+    for host in 0..4 {
+        if host == 2 && hog_on_2 {
+            domains.push(on_host(domain("hog", VmType::Hit, vec![hog(), hog()]), 2));
+        }
+        let programs = (2 * host..2 * host + 2)
+            .map(|rank| {
+                let mut b = vsched_model::ProgramBuilder::new();
+                let ms = if rank == 5 { 10 } else { 1 };
+                b.push(Instr::Compute(vsched_model::Dur::Fixed(ms * NS_PER_MS)));
+                vsched_workloads::mpi::allreduce(&mut b, rank, world, 8, BarrierWait::Spin);
+                b.build()
+            })
+            .collect();
+        domains.push(member(&format!("r{host}"), host, "allreduce", programs));
+    }
+    run_cluster(2, domains, 4, "credit", 200)
+}
+
+#[test]
+fn an_allreduce_completes_only_when_every_rank_has_contributed() {
+    // ⌈log2 8⌉ = 3 dissemination rounds: each rank hears from rank 5 through at most three
+    // hops of at most one network latency (plus 6 ns for 8 bytes) after rank 5 contributes.
+    let hops_ns = 3 * (LATENCY_NS + 6);
+    for (hog_on_2, contributes_ns) in [(false, 10 * NS_PER_MS), (true, 40 * NS_PER_MS)] {
+        let m = allreduce_run(hog_on_2);
+        let cluster = &m.virtual_clusters[0];
+        assert_eq!((cluster.name.as_str(), cluster.ranks), ("allreduce", 8));
+        for host in 0..4 {
+            let done = completion_ns(&m, &format!("r{host}"));
+            assert!(
+                done > contributes_ns && done <= contributes_ns + hops_ns,
+                "hog {hog_on_2}: VM r{host} finished at {done} ns; rank 5 contributed at {contributes_ns} ns"
+            );
+        }
+        // A rank on a descheduled vCPU (ranks 4 and 5 behind the hog's 30 ms slice) delays all:
+        // the VMs on the other hosts spin while they wait.
+        if hog_on_2 {
+            assert!(vm(&m, "r0").spin_s > 0.070, "r0 spun {} s", vm(&m, "r0").spin_s);
+        }
+    }
+}

@@ -1,0 +1,594 @@
+//! `cvs-comm` — communication-driven VM scheduling (CVS) for virtual clusters, seed 002
+//! §3.2–3.3, with the workload-type knowledge of §5, built on Xen's Credit1 as the paper
+//! built it on Xen 3.2's credit scheduler.
+//!
+//! # How it works
+//! A virtual cluster spreads one tightly-coupled parallel job (MPI ranks) over VMs on several
+//! hosts, and each host's hypervisor schedules on its own, so the VMs of a cluster rarely run at
+//! the same time (§2). Seed 002 (§3.1) finds that the packets a VM receives follow its
+//! synchronization demand (Pearson 0.89 and 0.97 against spinlock counts for NPB lu and is,
+//! 0.17 for ep) and lets every hypervisor favour, on its own, the parallel VM that received
+//! the most packets since it last ran: no protocol between hosts. Which VMs are parallel comes
+//! from the user (§5): here the CON VMs.
+//!
+//! Everything of Credit stays (`credit.rs`: accounting, BOOST/UNDER/OVER, rate limit, tickling,
+//! work stealing); CON VMs keep their vCPUs in separate run queues (Credit's CON spread), so a
+//! run queue holds at most one vCPU per parallel VM. What changes is how a pCPU picks (§3.2):
+//! it reads its run queue and
+//! - if no parallel VM is queued, takes Credit's choice (the head, or a vCPU it steals);
+//! - if exactly one parallel VM is queued, takes that VM;
+//! - if several are, takes the one with the most packets received since it was last
+//!   descheduled; on a tie the one with more remaining credit; still tied, the first in the
+//!   run queue.
+//!
+//! It runs that VM's first queued vCPU and co-schedules the VM on this host (§3.2 end, §3.3):
+//! every other pCPU whose run queue holds a runnable sibling gets an IPI (`co_signal`, one
+//! `co_launch` per launch) and, when it reschedules, runs that sibling from its own queue,
+//! preempting what it ran (within Credit's classes, see below). A pick of a non-parallel VM is
+//! exactly Credit's.
+//!
+//! The selection itself is the pure function [`cvs_pick`] over a description of the run queue
+//! ([`Queued`]), so its rules can be checked without a network; `CvsComm::selection_input`
+//! builds that description from a live run.
+//!
+//! # Readings of what the paper leaves open
+//! - **Priority classes** (`cvs_over_priority`, default false). The paper takes a parallel VM
+//!   "without any hesitation" and never says how that meets Credit's priorities. By default
+//!   BOOST vCPUs (wake-ups from I/O, above all the driver domain that carries every packet)
+//!   still run first, and CVS chooses among the vCPUs of the best class queued, so a parallel
+//!   VM wins only over the non-parallel vCPUs of its own class and an UNDER non-parallel VM
+//!   beats OVER parallel VMs. That is what keeps Credit's fairness: a parallel VM that takes
+//!   more than its weight's share goes OVER at the next accounting and stops winning until its
+//!   debt is paid. Nothing waits behind a parallel VM for more than that, and a BOOST vCPU
+//!   not at all (dom0 is never starved, whatever the parallel VMs do). With
+//!   `cvs_over_priority = true` any queued parallel VM beats every non-BOOST vCPU, UNDER or
+//!   OVER: the literal reading, under which a CPU-bound non-parallel VM gets nothing while a
+//!   parallel vCPU waits beside it (see `tests/cvs_comm.rs`). In both readings the CVS rules
+//!   apply among BOOST vCPUs too: a parallel VM's vCPU woken by its messages goes before an
+//!   earlier wake-up, which still runs before all UNDER and OVER work.
+//! - **Bypassed vCPUs enter the accounting** (`activate_bypassed`, default true). Credit
+//!   enters a vCPU in its accounting only when a tick finds it running. A CPU-bound vCPU that
+//!   has not run yet (or that dropped out with surplus credit) earns nothing and stays UNDER,
+//!   and with two parallel VMs taking turns one of them is always UNDER too: CVS would pass it
+//!   over for ever (`tests/cvs_comm.rs` shows a HIT hog getting no CPU at all). Plain Credit
+//!   needs no such rule, its FIFO brings every UNDER vCPU to the head. So every vCPU queued
+//!   ahead of a CVS pick (one Credit would have run first) joins the accounting, as if a tick
+//!   had found it running (`cvs_comm.activations` counts those that were not in it). It then
+//!   earns its weight's share, the parallel VMs go OVER when they overrun theirs, and it wins
+//!   by class.
+//! - **Packets since last descheduled.** Per VM we keep `rx_packets` as it was when the VM was
+//!   last descheduled: when one of its vCPUs leaves a pCPU (preempted, blocked or parked) and
+//!   no other vCPU of it is running or takes that pCPU. The score is `rx_packets` now minus
+//!   that mark (before a first descheduling, the count from the start). It keeps growing while
+//!   some vCPU of the VM runs.
+//! - **Remaining credit** is that of the VM's vCPU queued here (Xen keeps credit per vCPU; a
+//!   sum over the VM would favour wide VMs, whose share grows with their active vCPUs).
+//! - **Run-queue order** is the order of the entries, head first; a VM is placed by its first
+//!   candidate vCPU.
+//! - **Yielders** (a pause-loop exit) are not CVS candidates in the decision they yield: running
+//!   the spinning waiter again at once would undo the yield. Credit's choice may still take it.
+//! - **Stealing.** By default, when the CVS pick is OVER, Credit first looks for UNDER or BOOST
+//!   work on its peers (`csched_load_balance`) and runs what it finds (`cvs_comm.steals_first`).
+//!   A stolen vCPU of a parallel VM is co-scheduled like any pick.
+//! - **Which picks launch.** Every pick of a parallel VM's vCPU (by CVS, by Credit's choice, by
+//!   a steal, or `prev` running on) signals the pCPUs where a sibling waits. A VM with no
+//!   waiting sibling (all running or blocked, or a single vCPU) launches nothing. A pCPU that
+//!   runs a sibling because it was signalled does not launch again.
+//! - **Who is signalled**: every other pCPU whose run queue holds a sibling, runnable and
+//!   waiting. Running siblings stay where they are; blocked ones are skipped (their wake-up goes
+//!   through Credit's BOOST and tickle, and may launch in turn).
+//! - **Concurrent launches** of different VMs are allowed: the paper has no global lock (unlike
+//!   seed 003/004's `syn_domain_id`). A pCPU holds one pending signal; if it is already
+//!   signalled for another VM, the first signal wins (`cvs_comm.signal_conflicts`): that launch
+//!   is under way on other pCPUs and should complete, and with latest-wins two VMs could take
+//!   one pCPU from each other within an IPI latency.
+//! - **Answering a signal.** A signal overrides Credit's rate limit (it came to preempt) but
+//!   keeps the class rule: the sibling passes over no BOOST vCPU unless it is BOOST itself,
+//!   and, by default, no vCPU of a better class than the one its VM won with on the launching
+//!   pCPU. (Comparing with the sibling's own class instead would let a VM whose vCPUs drifted
+//!   apart in credit never run whole; and ignoring classes, as seed 004's signals do, starves
+//!   a HIT hog beside two CON VMs.) While such a vCPU waits, the pCPU picks by the CVS rules
+//!   and keeps the signal for its next reschedule (`cvs_comm.signals_deferred`). A signal is
+//!   dropped, and the pCPU picks as usual, when its sibling is no longer queued there (stolen,
+//!   or the VM is no longer CON: `cvs_comm.signals_void`) or when no vCPU of the VM runs on
+//!   another pCPU any more (the co-scheduling it was to join is over: `signals_stale`).
+//!
+//! Counters: `cvs_comm.picks_single`, `picks_by_packets`, `picks_by_credit`, `picks_by_order`
+//! (which §3.2 rule settled a CVS pick), `signals_answered` and those above.
+//!
+//! Suits: parallel VMs of virtual clusters whose ranks exchange messages (NPB lu, is) among
+//! other VMs on overcommitted hosts. Known weaknesses: packets are a proxy, so a parallel VM
+//! that receives much but synchronizes little is favoured anyway, and with no traffic the
+//! choice falls to credit and queue order; every pick of a parallel VM preempts the pCPUs of
+//! its waiting siblings, which costs many preemptions when parallel VMs are many (seed 002 §5
+//! names this and leaves the remedy to future work); keeping Credit's classes means a VM whose
+//! vCPUs sit among better-class work elsewhere runs partly alone; co-scheduling is per host,
+//! and a cluster's VMs on different hosts meet only through each host's packet counts.
+
+use vsched_model::{
+    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, VcpuId, VmType,
+};
+
+use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread, PRI_BOOST, PRI_UNDER};
+
+// ---- Constants (defaults; each is a scenario parameter) ----
+
+/// Default reading: CVS reorders only within the best Credit class queued, so Credit's
+/// fairness between parallel and other VMs holds (see the header).
+const CVS_OVER_PRIORITY: bool = false;
+/// Default: vCPUs that CVS passes over join Credit's accounting, without which a CPU-bound
+/// non-parallel VM that has not run yet can be passed over for ever (see the header).
+const ACTIVATE_BYPASSED: bool = true;
+
+const OWN_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "cvs_over_priority",
+        default: ParamDefault::Bool(CVS_OVER_PRIORITY),
+        doc: "any queued CON VM beats every non-BOOST vCPU; false = CVS picks within the best class queued",
+    },
+    ParamSpec {
+        name: "activate_bypassed",
+        default: ParamDefault::Bool(ACTIVATE_BYPASSED),
+        doc: "vCPUs a CVS pick passes over join Credit's accounting; false = only ticks activate, as in Credit",
+    },
+];
+
+/// Credit's parameters, then ours.
+const PARAMS: &[ParamSpec] = &ALL_PARAMS;
+const ALL_PARAMS: [ParamSpec; credit::PARAMS.len() + OWN_PARAMS.len()] = concat_params(credit::PARAMS, OWN_PARAMS);
+
+const fn concat_params<const N: usize>(a: &[ParamSpec], b: &[ParamSpec]) -> [ParamSpec; N] {
+    const BLANK: ParamSpec = ParamSpec { name: "", default: ParamDefault::Bool(false), doc: "" };
+    assert!(a.len() + b.len() == N);
+    let mut out = [BLANK; N];
+    let mut i = 0;
+    while i < N {
+        let s = if i < a.len() { &a[i] } else { &b[i - a.len()] };
+        out[i] = ParamSpec { name: s.name, default: s.default, doc: s.doc };
+        i += 1;
+    }
+    out
+}
+
+// ---- The selection (§3.2), a pure function ----
+
+/// A Credit priority class, ordered so that the best is the greatest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    Over,
+    Under,
+    Boost,
+}
+
+impl Class {
+    fn of(pri: i8) -> Class {
+        if pri >= PRI_BOOST {
+            Class::Boost
+        } else if pri >= PRI_UNDER {
+            Class::Under
+        } else {
+            Class::Over
+        }
+    }
+}
+
+/// One waiting vCPU of the deciding pCPU's run queue, as the selection sees it. A run queue
+/// is a slice of these, head first: the position is the run-queue order of §3.2's last
+/// tie-break. Build one by hand with [`Queued::parallel`] and [`Queued::other`] (packet-driven
+/// tests), or see `CvsComm::selection_input` for how a live run fills it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub vcpu: VcpuId,
+    pub dom: DomId,
+    /// Its VM runs a parallel application (a CON VM).
+    pub parallel: bool,
+    pub class: Class,
+    /// Packets its VM received since it was last descheduled.
+    pub packets_since: u64,
+    /// Its remaining credit.
+    pub credit: i64,
+    /// It is yielding the pCPU that decides: not a candidate this time.
+    pub yielded: bool,
+}
+
+impl Queued {
+    /// A vCPU of a parallel VM, UNDER, not yielding.
+    pub fn parallel(vcpu: VcpuId, dom: DomId, packets_since: u64, credit: i64) -> Queued {
+        Queued { vcpu, dom, parallel: true, class: Class::Under, packets_since, credit, yielded: false }
+    }
+    /// A vCPU of a non-parallel VM, UNDER, not yielding (packets and credit play no part).
+    pub fn other(vcpu: VcpuId, dom: DomId) -> Queued {
+        Queued { vcpu, dom, parallel: false, class: Class::Under, packets_since: 0, credit: 0, yielded: false }
+    }
+    pub fn with_class(self, class: Class) -> Queued {
+        Queued { class, ..self }
+    }
+    pub fn yielding(self) -> Queued {
+        Queued { yielded: true, ..self }
+    }
+}
+
+/// Which rule of §3.2 settled a pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// The only parallel VM among the candidates.
+    Only,
+    /// The most packets since last descheduled.
+    Packets,
+    /// Equal packets; the most remaining credit.
+    Credit,
+    /// Equal packets and credit; the first in the run queue.
+    QueueOrder,
+}
+
+/// What [`cvs_pick`] decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// No parallel VM among the candidates: Credit chooses (its head, or a vCPU it steals).
+    Credit,
+    /// Run this vCPU, its VM's first candidate in the queue.
+    Run { vcpu: VcpuId, by: Rule },
+}
+
+/// The CVS selection over one run queue (head first). Candidates are the entries that do not
+/// yield; by default those of the best class among them, with `over_priority` all of them
+/// unless a BOOST one is there (then the BOOST ones). Among the candidates' parallel VMs: none
+/// → [`Pick::Credit`]; one → it; several → most packets, then most credit, then queue order.
+pub fn cvs_pick(queue: &[Queued], over_priority: bool) -> Pick {
+    let eligible = || queue.iter().filter(|q| !q.yielded);
+    let Some(best) = eligible().map(|q| q.class).max() else {
+        return Pick::Credit;
+    };
+    let best_class_only = best == Class::Boost || !over_priority;
+    // Each parallel VM once, by its first candidate, in queue order.
+    let mut vms: Vec<&Queued> = Vec::new();
+    for q in eligible().filter(|q| q.parallel && (q.class == best || !best_class_only)) {
+        if !vms.iter().any(|v| v.dom == q.dom) {
+            vms.push(q);
+        }
+    }
+    if vms.len() <= 1 {
+        return vms.first().map_or(Pick::Credit, |v| Pick::Run { vcpu: v.vcpu, by: Rule::Only });
+    }
+    let most = vms.iter().map(|v| v.packets_since).max().unwrap_or(0);
+    vms.retain(|v| v.packets_since == most);
+    if vms.len() == 1 {
+        return Pick::Run { vcpu: vms[0].vcpu, by: Rule::Packets };
+    }
+    let most = vms.iter().map(|v| v.credit).max().unwrap_or(0);
+    vms.retain(|v| v.credit == most);
+    Pick::Run { vcpu: vms[0].vcpu, by: if vms.len() == 1 { Rule::Credit } else { Rule::QueueOrder } }
+}
+
+// ---- State, by scope ----
+
+struct CvsComm {
+    // Configuration.
+    over_priority: bool,
+    activate_bypassed: bool,
+    // Per domain.
+    /// Its `rx_packets` when it was last descheduled (see the header).
+    rx_mark: Vec<u64>,
+    // Per pCPU.
+    /// A co-scheduling signal pending here: this pCPU runs its queued sibling at its next
+    /// reschedule.
+    signal: Vec<Option<Signal>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Signal {
+    /// The parallel VM being co-scheduled.
+    dom: DomId,
+    /// The class its vCPU won with on the launching pCPU.
+    class: Class,
+}
+
+fn is_parallel(cx: &Cx, d: DomId) -> bool {
+    cx.domain(d).vm_type == VmType::Con
+}
+
+impl CvsComm {
+    fn packets_since(&self, cx: &Cx, d: DomId) -> u64 {
+        cx.domain(d).rx_packets.saturating_sub(self.rx_mark[d])
+    }
+
+    /// `p`'s run queue as [`cvs_pick`] reads it: the live counterpart of hand-built input.
+    fn selection_input(&self, base: &Credit, cx: &Cx, p: PcpuId) -> Vec<Queued> {
+        base.pcpus[p]
+            .runq
+            .iter()
+            .map(|&v| {
+                let d = cx.dom_of(v);
+                Queued {
+                    vcpu: v,
+                    dom: d,
+                    parallel: is_parallel(cx, d),
+                    class: Class::of(base.vcpus[v].pri),
+                    packets_since: self.packets_since(cx, d),
+                    credit: base.credit_of(v),
+                    yielded: base.is_yielding(v),
+                }
+            })
+            .collect()
+    }
+
+    /// The CVS choice for `p` (nothing dequeued): the selection, with Credit's choice where it
+    /// defers to Credit, or where Credit steals better work than an OVER pick.
+    fn choose(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
+        let queue = self.selection_input(base, cx, p);
+        let (v, by) = match cvs_pick(&queue, self.over_priority) {
+            Pick::Credit => return base.choose(cx, p),
+            Pick::Run { vcpu, by } => (vcpu, by),
+        };
+        if !self.over_priority && Class::of(base.vcpus[v].pri) == Class::Over {
+            if let Some(u) = base.choose(cx, p) {
+                if !(base.vcpus[u].queued && base.vcpus[u].processor == p) {
+                    cx.count("cvs_comm.steals_first");
+                    return Some(u);
+                }
+            }
+        }
+        cx.count(match by {
+            Rule::Only => "cvs_comm.picks_single",
+            Rule::Packets => "cvs_comm.picks_by_packets",
+            Rule::Credit => "cvs_comm.picks_by_credit",
+            Rule::QueueOrder => "cvs_comm.picks_by_order",
+        });
+        if self.activate_bypassed {
+            // What Credit would have run first joins the accounting (see the header).
+            for q in queue.iter().take_while(|q| q.vcpu != v).filter(|q| !q.yielded) {
+                if base.activate(cx, q.vcpu) {
+                    cx.count("cvs_comm.activations");
+                }
+            }
+        }
+        Some(v)
+    }
+
+    /// `p` was signalled to run its queued sibling of the signal's VM: that sibling, or `None`
+    /// to pick as usual (the signal dropped, or kept while a vCPU it may not pass over waits).
+    fn answer_signal(&mut self, base: &Credit, cx: &mut Cx, p: PcpuId, signal: Signal) -> Option<VcpuId> {
+        let d = signal.dom;
+        let sibling = if is_parallel(cx, d) { base.first_queued(p, |u| cx.dom_of(u) == d) } else { None };
+        let Some(s) = sibling else {
+            self.signal[p] = None;
+            cx.count("cvs_comm.signals_void");
+            return None;
+        };
+        if !cx.vcpus_of(d).any(|u| cx.running_on(u).is_some_and(|q| q != p)) {
+            // The co-scheduling this signal asked to join is over.
+            self.signal[p] = None;
+            cx.count("cvs_comm.signals_stale");
+            return None;
+        }
+        // The selection's class rule holds here too: the sibling passes over no BOOST vCPU
+        // unless it is BOOST itself, and by default nothing of a better class than the one its
+        // VM won with on the launching pCPU.
+        let sibling = Class::of(base.vcpus[s].pri);
+        let better_waits = base.pcpus[p].runq.iter().any(|&u| {
+            let c = Class::of(base.vcpus[u].pri);
+            u != s
+                && !base.is_yielding(u)
+                && ((c == Class::Boost && sibling != Class::Boost) || (!self.over_priority && c > signal.class))
+        });
+        if better_waits {
+            cx.count("cvs_comm.signals_deferred");
+            return None;
+        }
+        self.signal[p] = None;
+        cx.count("cvs_comm.signals_answered");
+        Some(s)
+    }
+
+    /// `p` picked `v`: if its VM is parallel, signal every other pCPU where a sibling waits.
+    fn launch(&mut self, base: &Credit, cx: &mut Cx, p: PcpuId, v: VcpuId) {
+        let d = cx.dom_of(v);
+        if !is_parallel(cx, d) {
+            return;
+        }
+        let class = Class::of(base.vcpus[v].pri);
+        let mut launched = false;
+        for u in cx.vcpus_of(d) {
+            let q = base.vcpus[u].processor;
+            if u == v || !base.vcpus[u].queued || q == p {
+                continue;
+            }
+            match self.signal[q] {
+                None => {
+                    self.signal[q] = Some(Signal { dom: d, class });
+                    cx.co_signal(q);
+                    launched = true;
+                }
+                Some(e) if e.dom == d => {}
+                Some(_) => cx.count("cvs_comm.signal_conflicts"),
+            }
+        }
+        if launched {
+            cx.co_launch(d);
+        }
+    }
+
+    /// `prev` left `p` for `next`: mark its VM descheduled if no vCPU of it runs any more.
+    fn note_descheduled(&mut self, cx: &mut Cx, prev: Option<VcpuId>, next: Option<VcpuId>) {
+        let Some(u) = prev else { return };
+        if next == Some(u) {
+            return;
+        }
+        let d = cx.dom_of(u);
+        let replaced_by_sibling = next.is_some_and(|w| cx.dom_of(w) == d);
+        if !replaced_by_sibling && !cx.vcpus_of(d).any(|w| w != u && cx.running_on(w).is_some()) {
+            self.rx_mark[d] = cx.domain(d).rx_packets;
+        }
+    }
+}
+
+// ---- Callbacks, in lifecycle order ----
+
+impl CreditVariant for CvsComm {
+    fn init(&mut self, cx: &mut Cx) {
+        self.rx_mark = cx.domains().map(|d| d.rx_packets).collect();
+        self.signal = vec![None; cx.n_pcpus()];
+    }
+
+    /// `csched_schedule` with §3.2's selection and §3.3's co-scheduling signals.
+    fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        let signalled = self.signal[p];
+        // A signal came to preempt: it overrides the rate limit.
+        if let Some(keep) = base.put_prev(cx, p, prev, signalled.is_none()) {
+            return keep;
+        }
+        let mut next = signalled.and_then(|signal| self.answer_signal(base, cx, p, signal));
+        if next.is_none() {
+            next = self.choose(base, cx, p);
+            if let Some(v) = next {
+                self.launch(base, cx, p, v);
+            }
+        }
+        let decision = base.commit(cx, p, prev, next);
+        self.note_descheduled(cx, prev, decision.next);
+        decision
+    }
+
+    /// Packet marks never run ahead of the counters; signals go only to siblings of CON VMs
+    /// with siblings, never to the pCPU that launched.
+    fn check(&self, _base: &Credit, cx: &Cx) -> Result<(), String> {
+        for (d, &mark) in self.rx_mark.iter().enumerate() {
+            let rx = cx.domain(d).rx_packets;
+            if mark > rx {
+                return Err(format!("VM {} marked at {mark} packets but has received {rx}", cx.domain(d).name));
+            }
+        }
+        for (q, signal) in self.signal.iter().enumerate() {
+            if let Some(Signal { dom: d, .. }) = *signal {
+                if cx.domain(d).vcpus < 2 {
+                    return Err(format!("pCPU {q} signalled for VM {}, which has no sibling", cx.domain(d).name));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---- Registration ----
+
+fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    let variant = CvsComm {
+        over_priority: params.bool("cvs_over_priority"),
+        activate_bypassed: params.bool("activate_bypassed"),
+        rx_mark: Vec::new(),
+        signal: Vec::new(),
+    };
+    Ok(Box::new(OnCredit { base: Credit::from_params(params, Spread::Con)?, variant }))
+}
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "cvs-comm",
+    description: "communication-driven VM scheduling on Credit (seed 002): the CON VM with most packets received runs, co-scheduled by IPIs",
+    params: PARAMS,
+    build,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFF: bool = false;
+    const ON: bool = true;
+
+    fn run(vcpu: VcpuId, by: Rule) -> Pick {
+        Pick::Run { vcpu, by }
+    }
+
+    #[test]
+    fn most_packets_wins() {
+        // Queue: a (2 packets, more credit, first), b (7 packets).
+        let q = [Queued::parallel(0, 0, 2, 300), Queued::parallel(1, 1, 7, 10)];
+        assert_eq!(cvs_pick(&q, OFF), run(1, Rule::Packets));
+    }
+
+    #[test]
+    fn equal_packets_more_credit_wins() {
+        let q = [Queued::parallel(0, 0, 5, 40), Queued::other(1, 2), Queued::parallel(2, 1, 5, 120)];
+        assert_eq!(cvs_pick(&q, OFF), run(2, Rule::Credit));
+        // Credit only breaks ties among the VMs with the most packets.
+        let q = [Queued::parallel(0, 0, 5, 40), Queued::parallel(1, 1, 4, 900), Queued::parallel(2, 2, 5, 120)];
+        assert_eq!(cvs_pick(&q, OFF), run(2, Rule::Credit));
+    }
+
+    #[test]
+    fn equal_packets_and_credit_go_by_queue_order() {
+        let q = [Queued::other(0, 2), Queued::parallel(1, 1, 3, 50), Queued::parallel(2, 0, 3, 50)];
+        assert_eq!(cvs_pick(&q, OFF), run(1, Rule::QueueOrder));
+        assert_eq!(cvs_pick(&[q[0], q[2], q[1]], OFF), run(2, Rule::QueueOrder));
+    }
+
+    #[test]
+    fn one_parallel_vm_beats_a_non_parallel_head() {
+        let q = [Queued::other(0, 0), Queued::other(1, 1), Queued::parallel(2, 2, 0, -50)];
+        assert_eq!(cvs_pick(&q, OFF), run(2, Rule::Only));
+        assert_eq!(cvs_pick(&q, ON), run(2, Rule::Only));
+    }
+
+    #[test]
+    fn no_parallel_vm_leaves_the_choice_to_credit() {
+        let q = [Queued::other(0, 0), Queued::other(1, 1).with_class(Class::Over)];
+        assert_eq!(cvs_pick(&q, OFF), Pick::Credit);
+        assert_eq!(cvs_pick(&q, ON), Pick::Credit);
+        assert_eq!(cvs_pick(&[], OFF), Pick::Credit);
+    }
+
+    #[test]
+    fn boost_runs_first_in_both_readings() {
+        // dom0's BOOSTed vCPU behind a parallel VM: Credit's choice (the BOOST one).
+        let q = [Queued::parallel(0, 0, 9, 100), Queued::other(1, 1).with_class(Class::Boost)];
+        assert_eq!(cvs_pick(&q, OFF), Pick::Credit);
+        assert_eq!(cvs_pick(&q, ON), Pick::Credit);
+        // Among BOOST vCPUs the CVS rules apply.
+        let q = [
+            Queued::other(0, 1).with_class(Class::Boost),
+            Queued::parallel(1, 0, 1, 0).with_class(Class::Boost),
+            Queued::parallel(2, 2, 9, 0),
+        ];
+        assert_eq!(cvs_pick(&q, OFF), run(1, Rule::Only));
+        assert_eq!(cvs_pick(&q, ON), run(1, Rule::Only));
+    }
+
+    #[test]
+    fn by_default_under_non_parallel_beats_over_parallel() {
+        let q = [
+            Queued::parallel(0, 0, 50, -100).with_class(Class::Over),
+            Queued::other(1, 1),
+            Queued::parallel(2, 2, 1, -10).with_class(Class::Over),
+        ];
+        assert_eq!(cvs_pick(&q, OFF), Pick::Credit);
+        // Literal reading: any parallel VM beats non-BOOST work, whatever its class.
+        assert_eq!(cvs_pick(&q, ON), run(0, Rule::Packets));
+        // Default: among OVER vCPUs when nothing better is queued.
+        assert_eq!(cvs_pick(&[q[0], q[2]], OFF), run(0, Rule::Packets));
+    }
+
+    #[test]
+    fn a_yielder_is_no_candidate() {
+        let q = [Queued::other(0, 1), Queued::parallel(1, 0, 9, 0).yielding()];
+        assert_eq!(cvs_pick(&q, OFF), Pick::Credit);
+        // Nor does its class count: the best class is that of the others.
+        let q = [Queued::parallel(0, 0, 0, 0).with_class(Class::Over), Queued::other(1, 1).yielding()];
+        assert_eq!(cvs_pick(&q, OFF), run(0, Rule::Only));
+        assert_eq!(cvs_pick(&[Queued::other(0, 1).yielding()], OFF), Pick::Credit);
+    }
+
+    #[test]
+    fn a_vm_counts_once_by_its_first_vcpu() {
+        // Two vCPUs of VM 0 (a run queue of a VM too wide for the spread rule).
+        let q = [Queued::parallel(0, 0, 1, 0), Queued::parallel(1, 0, 1, 0)];
+        assert_eq!(cvs_pick(&q, OFF), run(0, Rule::Only));
+    }
+
+    #[test]
+    fn params_are_credits_and_ours() {
+        let names: Vec<&str> = PARAMS.iter().map(|p| p.name).collect();
+        let credit: Vec<&str> = credit::PARAMS.iter().map(|p| p.name).collect();
+        assert_eq!(names[..credit.len()], credit[..]);
+        assert_eq!(names[credit.len()..], ["cvs_over_priority", "activate_bypassed"]);
+    }
+}
