@@ -96,6 +96,34 @@ BAD_SCENARIOS = [
     ),
     ("pv_spinlocks not a boolean", with_replaced("vcpus = 2", 'vcpus = 2\npv_spinlocks = "yes"'), ["vm[0].pv_spinlocks"]),
     ("kernbench with no jobs", with_replaced('kind = "cpu_hog"', 'kind = "kernbench"\njobs = 0'), ["vm[1].workload.jobs"]),
+    ("zero hosts", TINY_SCENARIO + "[cluster]\nhosts = 0\n", ["cluster.hosts"]),
+    ("VM on a missing host", with_replaced("vcpus = 2", "vcpus = 2\nhost = 1"), ["vm[0].host", "0..1"]),
+    ("negative latency", TINY_SCENARIO + "[network]\nlatency_us = -1\n", ["network.latency_us"]),
+    ("zero bandwidth", TINY_SCENARIO + "[network]\nbandwidth_gbps = 0\n", ["network.bandwidth_gbps"]),
+    ("tiny MTU", TINY_SCENARIO + "[network]\nmtu_bytes = 10\n", ["network.mtu_bytes"]),
+    ("unknown network key", TINY_SCENARIO + "[network]\nlatency = 1\n", ["network.latency", "unknown"]),
+    ("dom0 weight zero", with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1\ndom0_weight = 0"), ["host.dom0_weight"]),
+    (
+        "VM named like a driver domain",
+        with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1").replace('name = "hog"', 'name = "dom0"'),
+        ["vm[1].name", "dom0"],
+    ),
+    (
+        "virtual cluster on a missing host",
+        TINY_SCENARIO + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [0, 3]\n[virtual_cluster.workload]\nkind = "npb-ep"\n',
+        ["virtual_cluster[0].hosts", "3"],
+    ),
+    (
+        "virtual cluster hosts out of order",
+        TINY_SCENARIO
+        + '[cluster]\nhosts = 2\n[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [1, 0]\n[virtual_cluster.workload]\nkind = "npb-ep"\n',
+        ["virtual_cluster[0].hosts", "increasing"],
+    ),
+    (
+        "bad NPB parameter",
+        TINY_SCENARIO + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-is"\niterations = 0\n',
+        ["virtual_cluster[0].workload.iterations"],
+    ),
 ]
 
 

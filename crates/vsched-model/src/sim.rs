@@ -621,20 +621,31 @@ pub struct Cx<'a> {
     host: usize,
     /// Global id of `here`.
     here: Option<PcpuId>,
+    /// The host's first global pCPU, vCPU and domain ids, and its counts (read once: callbacks
+    /// ask for them on every step).
+    pcpu_base: PcpuId,
+    vcpu_base: VcpuId,
+    dom_base: DomId,
+    n_pcpus: usize,
+    n_vcpus: usize,
 }
 
 impl<'a> Cx<'a> {
-    fn h(&self) -> &HostState {
-        &self.core.hosts[self.host]
+    /// The context of host `h`'s policy, on global pCPU `here`.
+    fn new(core: &'a mut Core, h: usize, here: Option<PcpuId>) -> Self {
+        let hs = &core.hosts[h];
+        let (pcpu_base, vcpu_base, dom_base) = (hs.pcpus.start, hs.vcpus.start, hs.doms.start);
+        let (n_pcpus, n_vcpus) = (hs.pcpus.len(), hs.vcpus.len());
+        Cx { core, host: h, here, pcpu_base, vcpu_base, dom_base, n_pcpus, n_vcpus }
     }
     fn pcpu_base(&self) -> PcpuId {
-        self.h().pcpus.start
+        self.pcpu_base
     }
     fn vcpu_base(&self) -> VcpuId {
-        self.h().vcpus.start
+        self.vcpu_base
     }
     fn dom_base(&self) -> DomId {
-        self.h().doms.start
+        self.dom_base
     }
     fn local_state(&self, s: VcpuState) -> VcpuState {
         match s {
@@ -657,13 +668,13 @@ impl<'a> Cx<'a> {
         self.now() > 0
     }
     pub fn n_pcpus(&self) -> usize {
-        self.h().pcpus.len()
+        self.n_pcpus
     }
     pub fn n_vcpus(&self) -> usize {
-        self.h().vcpus.len()
+        self.n_vcpus
     }
     pub fn domains(&self) -> impl ExactSizeIterator<Item = &DomainInfo> {
-        self.core.doms[self.h().doms.clone()].iter().map(|d| &d.info)
+        self.core.doms[self.core.hosts[self.host].doms.clone()].iter().map(|d| &d.info)
     }
     pub fn domain(&self, d: DomId) -> &DomainInfo {
         &self.core.doms[self.dom_base() + d].info
@@ -732,7 +743,7 @@ impl<'a> Cx<'a> {
     /// A co-scheduling signal: like [`Cx::resched`], and also counted in the host's
     /// `co_ipis` when it is an IPI (seed 004's SCHED_SIG, seed 003's SCHEDULE_SOFTIRQ raise).
     pub fn co_signal(&mut self, p: PcpuId) {
-        let before = self.h().ipis;
+        let before = self.core.hosts[self.host].ipis;
         self.resched(p);
         let h = &mut self.core.hosts[self.host];
         h.co_ipis += h.ipis - before;
@@ -1074,7 +1085,7 @@ impl Simulation {
             {
                 self.core.check_invariants();
                 for (h, policy) in self.policies.iter().enumerate() {
-                    if let Err(e) = policy.check(&Cx { core: &mut self.core, host: h, here: None }) {
+                    if let Err(e) = policy.check(&Cx::new(&mut self.core, h, None)) {
                         return Err(format!("policy invariant broken at t={now} ns on host {h}: {e}"));
                     }
                 }
@@ -1092,7 +1103,7 @@ impl Simulation {
 
     /// The callback context of host `h`, on global pCPU `here`.
     fn cx(core: &mut Core, h: usize, here: Option<PcpuId>) -> Cx<'_> {
-        Cx { core, host: h, here }
+        Cx::new(core, h, here)
     }
 
     fn start(&mut self) {

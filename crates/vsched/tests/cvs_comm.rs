@@ -1,6 +1,13 @@
 //! `cvs-comm`: seed 002's communication-driven VM scheduling on Credit (see the header of
 //! `crates/vsched-policies/src/cvs_comm.rs` for the rules and readings).
 //!
+//! By default (`cvs_precedence = "queue"`) Credit's order decides between parallel (CON) and
+//! other vCPUs, and CVS chooses which parallel VM takes a parallel VM's turn; `"class"` and
+//! `"all"` take §3.2's "without any hesitation" literally within, or over, Credit's classes,
+//! and starve a non-BOOST vCPU beside busy parallel VMs (see
+//! `a_non_boost_hit_vcpu_is_served_beside_wide_con_vms` and
+//! `the_driver_domain_keeps_the_clusters_going`).
+//!
 //! In most scenarios here no packets flow (every VM's `rx_packets` stays 0), so every CVS pick
 //! is settled by the other rules: the only parallel VM of its class, then remaining credit,
 //! then run-queue order. `packets_decide_before_queue_order` sends packets from another host
@@ -20,7 +27,7 @@
 mod common;
 use common::*;
 use vsched_model::{RunMetrics, Span, Time, NS_PER_MS};
-use vsched_policies::cvs_comm::{cvs_pick, Class, Pick, Queued, Rule};
+use vsched_policies::cvs_comm::{cvs_pick, Class, Pick, Precedence, Queued, Rule};
 
 const MS: Time = NS_PER_MS;
 
@@ -86,13 +93,71 @@ fn two_con_one_hit(scheduler: &str, horizon_s: &str) -> String {
 fn two_con_vms_are_coscheduled_and_the_hit_hog_gets_its_turn() {
     // The CON spread places a.v0 b.v0 on pCPU 0 and a.v1 b.v1 on pCPU 1; h goes to pCPU 0
     // (round robin by vCPU id 4). Queues: pCPU 0 [a0 b0 h], pCPU 1 [a1 b1].
-    //   0   pCPU 0: a and b tie (0 packets, 0 credit): queue order, a0; it signals pCPU 1,
-    //       which runs a1.
+    //   0   pCPU 0: a0 heads the queue, a parallel VM's turn: a and b (both ahead of h) tie
+    //       (0 packets, 0 credit): queue order, a0; it signals pCPU 1, which runs a1.
     //   30  a, the only active domain, got all 600 credits (300 per vCPU): 0 after the tick.
-    //       [b0 h a0]: a, b tie: queue order, b0; pCPU 1 is signalled and runs b1.
-    //   60  a, b active: 300 each (150 per vCPU): a0 150 UNDER, b0 -150 OVER. [h a0 b0]: a is
-    //       the only parallel VM among the UNDER ones: a0, with a1 signalled. h, passed
-    //       over, joins the accounting.
+    //       pCPU 0 [b0 h a0]: only b is ahead of h: b0; pCPU 1 is signalled and runs b1.
+    //   60  a, b active: 300 each (150 per vCPU): a0 150 UNDER, b0 -150 OVER. pCPU 0
+    //       [h a0 b0]: h heads the UNDER class and is not parallel: Credit's turn, h runs.
+    //       pCPU 1 [a1 b1]: a1, the only UNDER parallel VM, signalling pCPU 0 for a0. h has
+    //       just started its slice and a0 is not of a better class: h runs on, the signal
+    //       waits (deferred).
+    //   90  a, b, h active (5 vCPUs x 256): 120 credits per vCPU: a0 270, b0 -30 OVER, h -80
+    //       OVER (-180 after the tick), a1 -30 (UNDER until the next accounting), b1 -30
+    //       OVER. pCPU 0: h's slice is over, it goes back behind a0 and b0 and the signal is
+    //       answered: a0. pCPU 1 [a1 b1]: a1 runs on (the only UNDER one; a0 runs, no signal).
+    //   120 a0 90, b0 90, h -60 OVER, a1 -210 OVER, b1 90. pCPU 0 [b0 a0 h]: b and a tie on
+    //       credit (90): queue order, b0, signalling pCPU 1, which runs b1.
+    //   150 a0 210, b0 -90 (after the tick), h 60, a1 -90 OVER, b1 -90 UNDER. pCPU 0
+    //       [a0 h b0]: only a is ahead of h: a0, signalling pCPU 1 for a1 (as UNDER): b1 is
+    //       parallel, a1 runs.
+    //   180 a0 30 (after the tick), h 180, b0 30, a1 -270 OVER, b1 30. pCPU 0 [h b0 a0]: h's
+    //       turn. pCPU 1 [b1 a1]: b1, the only UNDER parallel VM, signalling pCPU 0: h holds
+    //       its turn again, the signal waits.
+    //   210 h 0 (after the tick), b0 150, a0 150, a1 -150 OVER, b1 -150 OVER. pCPU 0: h's slice
+    //       is over; [b0 a0 h]: the signal is answered, b0. pCPU 1 [b1 a1], both OVER: the
+    //       CVS pick (b1, queue order) is OVER, so Credit first steals UNDER work: h.
+    let (m, spans) = traced(&two_con_one_hit("name = \"cvs-comm\"", "0.235"), 1);
+    let (a, b, h) = (0, 1, 2);
+    let p0 = [
+        (a, 0, 30 * MS),
+        (b, 30 * MS, 60 * MS),
+        (h, 60 * MS, 90 * MS),
+        (a, 90 * MS, 120 * MS),
+        (b, 120 * MS, 150 * MS),
+        (a, 150 * MS, 180 * MS),
+        (h, 180 * MS, 210 * MS),
+        (b, 210 * MS, 235 * MS),
+    ];
+    let p1 = [
+        (a, 0, 30 * MS),
+        (b, 30 * MS, 60 * MS),
+        (a, 60 * MS, 120 * MS),
+        (b, 120 * MS, 150 * MS),
+        (a, 150 * MS, 180 * MS),
+        (b, 180 * MS, 210 * MS),
+        (h, 210 * MS, 235 * MS),
+    ];
+    assert_eq!(runs_on(&spans, 0), p0);
+    assert_eq!(runs_on(&spans, 1), p1);
+    assert_eq!(counter(&m, "cvs_comm.picks_by_order"), 2, "0 and 120 ms");
+    assert_eq!(counter(&m, "cvs_comm.picks_single"), 5, "30, 60, 90, 150, 180 ms");
+    assert_eq!(counter(&m, "cvs_comm.signals_answered"), 6, "0, 30, 90, 120, 150, 210 ms");
+    assert_eq!(counter(&m, "cvs_comm.signals_deferred"), 2, "h holding its turn at 60 and 180 ms");
+    assert_eq!(counter(&m, "cvs_comm.steals_first"), 1, "h at 210 ms");
+    // Credit's order runs h before it is passed over: nothing to enter in the accounting.
+    assert_eq!(counter(&m, "cvs_comm.activations"), 0);
+    assert_eq!((vm(&m, "a").co_launches, vm(&m, "b").co_launches), (3, 3));
+    // Six signals; the one at 0 ms joins pCPU 1's first scheduling, which was due anyway.
+    assert_eq!(m.host.co_ipis, 5);
+}
+
+#[test]
+fn with_class_precedence_the_con_vms_pass_the_hit_hog_over() {
+    // The same host with CON VMs before the non-parallel vCPUs of their class (§3.2 literally,
+    // within Credit's classes). Up to 60 ms as by default.
+    //   60  a0 150 UNDER, b0 -150 OVER. [h a0 b0]: a is the only parallel VM among the UNDER
+    //       ones: a0, with a1 signalled. h, passed over, joins the accounting.
     //   90  a, b, h active (5 vCPUs x 256): 120 credits per vCPU: a -30 UNDER, b -30 OVER,
     //       h 120. Both pCPUs keep a (the only UNDER parallel VM); a1 runs already, no signal.
     //   120 a OVER, b UNDER: b on both.  150: b again (h left the accounting with more than a
@@ -102,7 +167,7 @@ fn two_con_vms_are_coscheduled_and_the_hit_hog_gets_its_turn() {
     //       pCPU 1 [b1 a1], both OVER -150: queue order, b1, signalling pCPU 0 for b0 (with
     //       class OVER). pCPU 0 must not pass over the UNDER h for it: the signal is deferred
     //       and h runs on; b1 runs alone.
-    let (m, spans) = traced(&two_con_one_hit("name = \"cvs-comm\"", "0.235"), 1);
+    let (m, spans) = traced(&two_con_one_hit("name = \"cvs-comm\"\ncvs_precedence = \"class\"", "0.235"), 1);
     let (a, b, h) = (0, 1, 2);
     let common = [(a, 0, 30 * MS), (b, 30 * MS, 60 * MS), (a, 60 * MS, 120 * MS), (b, 120 * MS, 180 * MS)];
     let mut p0 = common.to_vec();
@@ -117,24 +182,99 @@ fn two_con_vms_are_coscheduled_and_the_hit_hog_gets_its_turn() {
     assert_eq!(counter(&m, "cvs_comm.signals_deferred"), 1);
     assert_eq!(counter(&m, "cvs_comm.activations"), 2, "h at 60 and 150 ms");
     assert_eq!((vm(&m, "a").co_launches, vm(&m, "b").co_launches), (3, 3));
-    // Six signals; the one at 0 ms joins pCPU 1's first scheduling, which was due anyway.
     assert_eq!(m.host.co_ipis, 5);
 }
 
 #[test]
-fn the_hit_hog_keeps_its_share_only_under_the_default_readings() {
+fn the_hit_hog_keeps_its_share_unless_parallel_vms_take_its_turns() {
     // Over 3 s the five vCPUs of equal weight share 2 pCPUs: h's fair share is 1/5 of the host.
     let share = |scheduler: &str| vm(&run(&two_con_one_hit(scheduler, "3"), 1), "h").cpu_share;
     let credit = share("name = \"credit\"");
-    let cvs = share("name = \"cvs-comm\"");
     assert!((credit - 0.2).abs() < 0.02, "credit gives h {credit}");
-    assert!((cvs - 0.2).abs() < 0.03, "cvs-comm gives h {cvs}");
+    // By default h takes its turns in Credit's order; with CON VMs first within a class, it
+    // still gets its share once passed-over vCPUs join the accounting, as the CON VMs go OVER.
+    for scheduler in [
+        "name = \"cvs-comm\"",
+        "name = \"cvs-comm\"\nactivate_bypassed = false",
+        "name = \"cvs-comm\"\ncvs_precedence = \"class\"",
+    ] {
+        let cvs = share(scheduler);
+        assert!((cvs - 0.2).abs() < 0.03, "{scheduler}: h gets {cvs}");
+    }
     // Without entering passed-over vCPUs in the accounting, h never earns credit and stays
     // behind whichever CON VM is UNDER; with CON VMs above Credit's classes, it never runs.
-    let inactive = share("name = \"cvs-comm\"\nactivate_bypassed = false");
-    let literal = share("name = \"cvs-comm\"\ncvs_over_priority = true");
-    assert!(inactive < 0.01, "activate_bypassed = false gives h {inactive}");
-    assert!(literal < 0.01, "cvs_over_priority = true gives h {literal}");
+    let inactive = share("name = \"cvs-comm\"\ncvs_precedence = \"class\"\nactivate_bypassed = false");
+    let literal = share("name = \"cvs-comm\"\ncvs_precedence = \"all\"");
+    assert!(inactive < 0.01, "class, activate_bypassed = false gives h {inactive}");
+    assert!(literal < 0.01, "cvs_precedence = \"all\" gives h {literal}");
+}
+
+/// One HIT vCPU `w` that computes 1 ms before each 5 ms of I/O beside four CPU-bound 4-vCPU CON
+/// VMs on 4 pCPUs (no overheads), with Credit's BOOST off so that every wake-up is UNDER, as
+/// a dom0 vCPU that a tick found in the middle of a pass. Returns the metrics and the spans of
+/// `w` (domain 4), in time order.
+fn waker_beside_con_vms(precedence: &str) -> (RunMetrics, Vec<Span>) {
+    use vsched_model::{Dur, Instr, ProgramBuilder, Simulation, Until, Value, VmType};
+    let mut b = ProgramBuilder::new();
+    b.repeat(None)
+        .push(Instr::RequestBegin)
+        .push(Instr::Compute(Dur::Fixed(MS)))
+        .push(Instr::RequestEnd)
+        .push(Instr::Io(Dur::Fixed(5 * MS)))
+        .end_repeat();
+    let mut domains: Vec<_> = ["c0", "c1", "c2", "c3"].iter().map(|n| domain(n, VmType::Con, vec![hog(); 4])).collect();
+    domains.push(domain("w", VmType::Hit, vec![b.build()]));
+    let params = [("boost", Value::Bool(false)), ("cvs_precedence", Value::Str(precedence.into()))];
+    let mut sim = Simulation::new(free_host(4), domains, policy("cvs-comm", &params), 1);
+    sim.enable_trace(1_000_000);
+    let m = sim.run(3_000 * MS, Until::Horizon, &mut |_| true).expect("run failed");
+    let mut spans: Vec<Span> = sim.take_trace().unwrap().spans().iter().filter(|s| s.dom == 4).cloned().collect();
+    spans.sort_by_key(|s| s.start);
+    (m, spans)
+}
+
+#[test]
+fn a_non_boost_hit_vcpu_is_served_beside_wide_con_vms() {
+    // Each pCPU queues one vCPU of each CON VM (the spread rule). w, woken UNDER, waits in
+    // Credit's order behind at most the 4 CON vCPUs of its pCPU (the running one's slice
+    // included), 30 ms each, and a signal may put one more sibling run before it: it runs again
+    // within 5 ms of I/O + 5 x 30 ms of a run's end, to the end of the 3 s.
+    let (m, spans) = waker_beside_con_vms("queue");
+    let bound = 155 * MS;
+    assert!(spans.first().is_some_and(|s| s.start <= bound), "w first runs at {:?}", spans.first());
+    let longest = spans.windows(2).map(|w| w[1].start - w[0].end).max().unwrap();
+    assert!(longest <= bound, "w waited {} ms", longest / MS);
+    assert!(spans.last().is_some_and(|s| s.end >= 3_000 * MS - bound));
+    assert!(vm(&m, "w").requests >= 3_000 / 155, "w served {} requests", vm(&m, "w").requests);
+    // With CON VMs first within a class (§3.2 literally), some CON VM is always UNDER in w's
+    // queue: w never runs.
+    for precedence in ["class", "all"] {
+        let (m, spans) = waker_beside_con_vms(precedence);
+        assert!(spans.is_empty() && vm(&m, "w").requests == 0, "{precedence}: w ran {} times", spans.len());
+    }
+}
+
+#[test]
+fn the_driver_domain_keeps_the_clusters_going() {
+    // Seed 002 Fig. 3, is on 2 hosts (4 CON VMs of 4 busy-polling ranks and a 4-vCPU dom0 per
+    // host), seed 2. With CON VMs first within a class, a dom0 vCPU that a tick found in the
+    // middle of a pass (no longer BOOST) is never scheduled again: the messages queued behind
+    // it never leave, and every rank polls until the horizon. By default the clusters finish.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/papers/seed002/fig3-is-hosts-2.toml"
+    ))
+    .unwrap()
+    .replace("horizon_s = 600", "horizon_s = 30");
+    let with = |precedence: &str| {
+        let scheduler = format!("name = \"cvs-comm\"\ncvs_precedence = \"{precedence}\"");
+        run(&text.replace("name = \"credit\"", &scheduler), 2)
+    };
+    let done = |m: &RunMetrics| m.virtual_clusters.iter().filter(|c| c.completion_s.is_some()).count();
+    let m = with("queue");
+    assert_eq!(done(&m), 4, "{:?}", m.virtual_clusters);
+    assert!(m.virtual_clusters.iter().all(|c| c.completion_s.unwrap() < 10.0));
+    assert_eq!(done(&with("class")), 0);
 }
 
 /// The share of the time some vCPU of domain `dom` (of `n` vCPUs) runs during which all do.
@@ -178,14 +318,21 @@ fn busy_host(scheduler: &str) -> String {
 fn spinning_con_vms_run_as_gangs_and_finish_far_sooner_than_under_credit() {
     let (cvs, cvs_spans) = traced(&busy_host("cvs-comm"), 1);
     let (credit, credit_spans) = traced(&busy_host("credit"), 1);
+    let class_host =
+        busy_host("cvs-comm").replace("name = \"cvs-comm\"", "name = \"cvs-comm\"\ncvs_precedence = \"class\"");
+    let (_, class_spans) = traced(&class_host, 1);
     for (d, name) in [(1, "a"), (2, "b")] {
         // Under Credit a VM's four vCPUs almost never run all at once, so every superstep
-        // waits for a straggler's next slice. Co-scheduling keeps them together much of the
-        // time (not always: a sibling defers to better-class work on its pCPU).
+        // waits for a straggler's next slice. Co-scheduling keeps them together part of the
+        // time: not while the HIT hog (one vCPU per pCPU) has its turn on a sibling's pCPU,
+        // which by default comes in Credit's order. With CON VMs first within their class the
+        // hog runs when they are OVER, on all pCPUs at once, and the gangs hold far longer.
         let (with, without) = (gang_share(&cvs_spans, d, 4), gang_share(&credit_spans, d, 4));
-        assert!(with > 0.3 && without < 0.05, "{name}: all vCPUs together {with:.3} of its run vs {without:.3}");
+        assert!(with > 0.07 && without < 0.005, "{name}: all vCPUs together {with:.3} of its run vs {without:.3}");
+        let literal = gang_share(&class_spans, d, 4);
+        assert!(literal > 0.3, "{name}: all vCPUs together {literal:.3} of its run with class precedence");
         let (done, baseline) = (vm(&cvs, name).completion_s.unwrap(), vm(&credit, name).completion_s.unwrap());
-        assert!(done < 0.25 * baseline, "{name}: done in {done} s vs {baseline} s under credit");
+        assert!(done < 0.3 * baseline, "{name}: done in {done} s vs {baseline} s under credit");
         assert!(vm(&cvs, name).co_launches > 0);
     }
     assert!(cvs.host.co_ipis > 0);
@@ -205,17 +352,26 @@ fn queues_built_by_hand_for_packet_tests() {
     // How a packet-driven check reads: a run queue, head first, as the policy builds it from a
     // live run (parallel VMs with their packets since last descheduled and credit).
     let queue = [
-        Queued::other(7, 3),                         // a HIT vCPU at the head
-        Queued::parallel(2, 0, 12, 40),              // VM 0: 12 packets
+        Queued::parallel(2, 0, 12, 40),              // VM 0: 12 packets, at the head
         Queued::parallel(5, 1, 30, -20),             // VM 1: 30 packets, less credit
+        Queued::other(7, 3),                         // a HIT vCPU
+        Queued::parallel(8, 5, 99, 0),               // VM 5: 99 packets, behind the HIT vCPU
         Queued::other(9, 4).with_class(Class::Over), // an OVER HIT vCPU
         Queued::parallel(6, 2, 30, 10).yielding(),   // VM 2 just yielded: no candidate
     ];
-    assert_eq!(cvs_pick(&queue, false), Pick::Run { vcpu: 5, by: Rule::Packets });
-    // A BOOSTed wake-up (dom0 carrying the packets) still runs first.
+    // By default CVS chooses among the parallel VMs queued ahead of the HIT vCPU.
+    assert_eq!(cvs_pick(&queue, Precedence::Queue), Pick::Run { vcpu: 5, by: Rule::Packets });
+    // §3.2 within Credit's classes: among all of them.
+    assert_eq!(cvs_pick(&queue, Precedence::Class), Pick::Run { vcpu: 8, by: Rule::Packets });
+    // With the HIT vCPU at the head, its turn comes first by default.
+    let hit_first = [queue[2], queue[0], queue[1], queue[3]];
+    assert_eq!(cvs_pick(&hit_first, Precedence::Queue), Pick::Credit);
+    // A BOOSTed wake-up (dom0 carrying the packets) runs first under every precedence.
     let mut boosted = queue;
-    boosted[3] = boosted[3].with_class(Class::Boost);
-    assert_eq!(cvs_pick(&boosted, false), Pick::Credit);
+    boosted[4] = boosted[4].with_class(Class::Boost);
+    for precedence in [Precedence::Queue, Precedence::Class, Precedence::All] {
+        assert_eq!(cvs_pick(&boosted, precedence), Pick::Credit);
+    }
 }
 
 /// Host 0 (one pCPU) queues the 1-vCPU CON hogs b, c, a in that order; a is rank 0 of a
