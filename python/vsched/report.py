@@ -213,19 +213,26 @@ def vm_tables(report: dict[str, Any], width: int) -> list[Table]:
     return tables
 
 
-def host_table(report: dict[str, Any], name: str = "host") -> Table:
+def _metric_table(report: dict[str, Any], key: str, title: str, order: Sequence[str]) -> Table:
+    """One metric per row from the runs' `key` table (one run) or the summary's (several)."""
     runs: list[dict[str, Any]] = report["runs"]
-    title = name if len(runs) == 1 else f"{name} (mean ± std)"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    several = len(runs) > 1
+    table = Table(
+        title=f"{title} (mean ± std)" if several else title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value", justify="right")
-    if len(runs) == 1:
-        rows = _rows_of_values([_flatten(runs[0]["host"])], HOST_ORDER)
+    if several:
+        rows = _rows_of_summary([report["summary"][key]], order)
     else:
-        rows = _rows_of_summary([report["summary"]["host"]], HOST_ORDER)
-    for key, cells in rows:
-        table.add_row(key, *cells)
+        rows = _rows_of_values([_flatten(runs[0][key])], order)
+    for name, cells in rows:
+        table.add_row(name, *cells)
     return table
+
+
+def host_table(report: dict[str, Any], name: str = "host") -> Table:
+    return _metric_table(report, "host", name, HOST_ORDER)
 
 
 def cluster_table(report: dict[str, Any]) -> Table | None:
@@ -252,22 +259,9 @@ def cluster_table(report: dict[str, Any]) -> Table | None:
 
 def network_table(report: dict[str, Any]) -> Table | None:
     """Network totals, if any message was sent."""
-    runs: list[dict[str, Any]] = report["runs"]
-    if not any(run.get("network") for run in runs):
+    if not any(run.get("network") for run in report["runs"]):
         return None
-    several = len(runs) > 1
-    table = Table(
-        title="network (mean ± std)" if several else "network", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
-    )
-    table.add_column("metric", style="bold", no_wrap=True)
-    table.add_column("value", justify="right")
-    if several:
-        rows = _rows_of_summary([report["summary"]["network"]], ())
-    else:
-        rows = _rows_of_values([runs[0]["network"]], ())
-    for key, cells in rows:
-        table.add_row(key, *cells)
-    return table
+    return _metric_table(report, "network", "network", ())
 
 
 def speed_line(report: dict[str, Any]) -> str:

@@ -184,3 +184,10 @@ pub struct GuestSpec {
     /// True when every thread eventually exits, so the VM has a completion time.
     pub finite: bool,
 }
+
+impl GuestSpec {
+    /// A guest that takes no locks (its `lock_kind` is then irrelevant).
+    pub fn lockless(programs: Vec<Program>, finite: bool) -> GuestSpec {
+        GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite }
+    }
+}

@@ -266,7 +266,7 @@ pub fn driver_guest(vcpus: usize) -> GuestSpec {
     let mut b = crate::guest::ProgramBuilder::new();
     b.repeat(None).push(Instr::NetServe).end_repeat();
     let program = b.build();
-    GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false }
+    GuestSpec::lockless(vec![program; vcpus], false)
 }
 
 /// What policies may read about a domain.
@@ -638,23 +638,14 @@ impl<'a> Cx<'a> {
         let (n_pcpus, n_vcpus) = (hs.pcpus.len(), hs.vcpus.len());
         Cx { core, host: h, here, pcpu_base, vcpu_base, dom_base, n_pcpus, n_vcpus }
     }
-    fn pcpu_base(&self) -> PcpuId {
-        self.pcpu_base
-    }
-    fn vcpu_base(&self) -> VcpuId {
-        self.vcpu_base
-    }
-    fn dom_base(&self) -> DomId {
-        self.dom_base
-    }
     fn local_state(&self, s: VcpuState) -> VcpuState {
         match s {
-            VcpuState::Running(p) => VcpuState::Running(p - self.pcpu_base()),
+            VcpuState::Running(p) => VcpuState::Running(p - self.pcpu_base),
             other => other,
         }
     }
     fn vc(&self, v: VcpuId) -> &Vcpu {
-        &self.core.vcpus[self.vcpu_base() + v]
+        &self.core.vcpus[self.vcpu_base + v]
     }
 
     /// Current time in nanoseconds.
@@ -677,11 +668,11 @@ impl<'a> Cx<'a> {
         self.core.doms[self.core.hosts[self.host].doms.clone()].iter().map(|d| &d.info)
     }
     pub fn domain(&self, d: DomId) -> &DomainInfo {
-        &self.core.doms[self.dom_base() + d].info
+        &self.core.doms[self.dom_base + d].info
     }
     /// The domain of vCPU `v`.
     pub fn dom_of(&self, v: VcpuId) -> DomId {
-        self.vc(v).dom - self.dom_base()
+        self.vc(v).dom - self.dom_base
     }
     /// The index of `v` within its domain (its `vcpu_id`).
     pub fn vcpu_index(&self, v: VcpuId) -> usize {
@@ -708,28 +699,28 @@ impl<'a> Cx<'a> {
     }
     pub fn running_on(&self, v: VcpuId) -> Option<PcpuId> {
         match self.vc(v).state {
-            VcpuState::Running(p) => Some(p - self.pcpu_base()),
+            VcpuState::Running(p) => Some(p - self.pcpu_base),
             _ => None,
         }
     }
     /// The pCPU `v` last ran on.
     pub fn last_pcpu(&self, v: VcpuId) -> Option<PcpuId> {
-        self.vc(v).last_pcpu.map(|p| p - self.pcpu_base())
+        self.vc(v).last_pcpu.map(|p| p - self.pcpu_base)
     }
     /// The vCPU `p` is running, or `None` if idle.
     pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
-        self.core.pcpus[self.pcpu_base() + p].curr.map(|v| v - self.vcpu_base())
+        self.core.pcpus[self.pcpu_base + p].curr.map(|v| v - self.vcpu_base)
     }
     /// The pCPU this callback runs on, if any.
     pub fn here(&self) -> Option<PcpuId> {
-        self.here.map(|p| p - self.pcpu_base())
+        self.here.map(|p| p - self.pcpu_base)
     }
 
     /// Ask `p` to call `pick_next`. On `here` it happens at once; on another pCPU it is an
     /// IPI that lands after the host's IPI latency (and is counted).
     pub fn resched(&mut self, p: PcpuId) {
         let now = self.now();
-        let p = self.pcpu_base() + p;
+        let p = self.pcpu_base + p;
         if Some(p) == self.here {
             self.core.request_resched(p, now);
         } else {
@@ -752,7 +743,7 @@ impl<'a> Cx<'a> {
     /// Records that the policy launched a co-scheduling of domain `d` (reported per VM and as
     /// `co_launches_per_s`, seed 004 Fig. 5).
     pub fn co_launch(&mut self, d: DomId) {
-        let d = self.dom_base() + d;
+        let d = self.dom_base + d;
         self.core.doms[d].co_launches += 1;
         self.core.hosts[self.host].co_launches += 1;
     }
@@ -884,21 +875,13 @@ impl Simulation {
             let n = cfg.guest.programs.len();
             hs.vcpus.end = first_vcpu + n;
             let local_first = first_vcpu - hs.vcpus.start;
-            let job = match &cfg.job {
-                Some(name) => match job_names.iter().position(|j| j.as_deref() == Some(name.as_str())) {
-                    Some(j) => j,
-                    None => {
-                        job_names.push(Some(name.clone()));
-                        jobs.push(Vec::new());
-                        jobs.len() - 1
-                    }
-                },
-                None => {
-                    job_names.push(None);
-                    jobs.push(Vec::new());
-                    jobs.len() - 1
-                }
-            };
+            // A named job gathers its domains; an unnamed one is the domain alone.
+            let existing = cfg.job.as_ref().and_then(|name| job_names.iter().position(|j| j.as_ref() == Some(name)));
+            let job = existing.unwrap_or_else(|| {
+                job_names.push(cfg.job.clone());
+                jobs.push(Vec::new());
+                jobs.len() - 1
+            });
             let online = cfg.start_at == 0;
             if !online {
                 lifecycle.push((cfg.start_at, Ev::Create { d }));
@@ -1101,14 +1084,9 @@ impl Simulation {
         Ok(self.core.finish(end))
     }
 
-    /// The callback context of host `h`, on global pCPU `here`.
-    fn cx(core: &mut Core, h: usize, here: Option<PcpuId>) -> Cx<'_> {
-        Cx::new(core, h, here)
-    }
-
     fn start(&mut self) {
         for (h, policy) in self.policies.iter_mut().enumerate() {
-            let mut cx = Self::cx(&mut self.core, h, None);
+            let mut cx = Cx::new(&mut self.core, h, None);
             policy.init(&mut cx);
             let vcpus = cx.core.hosts[h].vcpus.clone();
             for v in vcpus.clone() {
@@ -1160,24 +1138,24 @@ impl Simulation {
                 let h = vc.host;
                 core.set_state(v, VcpuState::Runnable);
                 let local = v - core.hosts[h].vcpus.start;
-                self.policies[h].wake(&mut Self::cx(core, h, None), local);
+                self.policies[h].wake(&mut Cx::new(core, h, None), local);
             }
             Ev::Timer { host, id } => {
                 let h = host as usize;
-                self.policies[h].timer(&mut Self::cx(core, h, None), id)
+                self.policies[h].timer(&mut Cx::new(core, h, None), id)
             }
             Ev::SetType { d, ty } => {
                 let old = std::mem::replace(&mut core.doms[d].info.vm_type, ty);
                 if old != ty {
                     let h = core.doms[d].host;
                     let local = d - core.hosts[h].doms.start;
-                    self.policies[h].vm_type_changed(&mut Self::cx(core, h, None), local, old);
+                    self.policies[h].vm_type_changed(&mut Cx::new(core, h, None), local, old);
                 }
             }
             Ev::Tick { p } => {
                 let h = core.pcpus[p].host;
                 let local = p - core.hosts[h].pcpus.start;
-                self.policies[h].tick(&mut Self::cx(core, h, Some(p)), local);
+                self.policies[h].tick(&mut Cx::new(core, h, Some(p)), local);
                 if let Some(period) = self.policies[h].tick_period_ns() {
                     let at = self.core.queue.now() + period;
                     self.core.post(at, Ev::Tick { p });
@@ -1232,7 +1210,7 @@ impl Simulation {
             core.set_state(v, VcpuState::Runnable);
         }
         for v in vcpus {
-            self.policies[h].vcpu_insert(&mut Self::cx(&mut self.core, h, None), v - base);
+            self.policies[h].vcpu_insert(&mut Cx::new(&mut self.core, h, None), v - base);
         }
     }
 
@@ -1267,13 +1245,13 @@ impl Simulation {
         }
         for v in vcpus {
             if !running.iter().any(|&(u, _)| u == v) {
-                self.policies[h].vcpu_remove(&mut Self::cx(&mut self.core, h, None), v - base);
+                self.policies[h].vcpu_remove(&mut Cx::new(&mut self.core, h, None), v - base);
             }
         }
         for (v, p) in running {
-            self.policies[h].sleep(&mut Self::cx(&mut self.core, h, Some(p)), v - base);
+            self.policies[h].sleep(&mut Cx::new(&mut self.core, h, Some(p)), v - base);
             self.schedule(p);
-            self.policies[h].vcpu_remove(&mut Self::cx(&mut self.core, h, None), v - base);
+            self.policies[h].vcpu_remove(&mut Cx::new(&mut self.core, h, None), v - base);
         }
     }
 
@@ -1282,7 +1260,7 @@ impl Simulation {
         let h = self.core.pcpus[p].host;
         let (pbase, vbase) = (self.core.hosts[h].pcpus.start, self.core.hosts[h].vcpus.start);
         let prev = self.core.pcpus[p].curr.map(|v| v - vbase);
-        let mut decision = self.policies[h].pick_next(&mut Self::cx(&mut self.core, h, Some(p)), p - pbase, prev);
+        let mut decision = self.policies[h].pick_next(&mut Cx::new(&mut self.core, h, Some(p)), p - pbase, prev);
         if let Some(v) = decision.next {
             if v >= self.core.hosts[h].vcpus.len() {
                 self.core.error.get_or_insert(format!(
@@ -1306,7 +1284,7 @@ impl Simulation {
             } else if let Some((v, p)) = self.core.to_sleep.pop_front() {
                 let h = self.core.pcpus[p].host;
                 let local = v - self.core.hosts[h].vcpus.start;
-                self.policies[h].sleep(&mut Self::cx(&mut self.core, h, Some(p)), local);
+                self.policies[h].sleep(&mut Cx::new(&mut self.core, h, Some(p)), local);
                 self.schedule(p);
             } else if let Some(v) = self.core.to_yield.pop_front() {
                 let VcpuState::Running(p) = self.core.vcpus[v].state else {
@@ -1314,7 +1292,7 @@ impl Simulation {
                 };
                 let h = self.core.pcpus[p].host;
                 let local = v - self.core.hosts[h].vcpus.start;
-                self.policies[h].yield_(&mut Self::cx(&mut self.core, h, Some(p)), local, YieldReason::PauseLoopExit);
+                self.policies[h].yield_(&mut Cx::new(&mut self.core, h, Some(p)), local, YieldReason::PauseLoopExit);
             } else {
                 break;
             }

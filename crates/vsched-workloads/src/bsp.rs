@@ -7,9 +7,7 @@
 //! user mode so PLE does not apply), `block` (mutex + condvar barriers), or
 //! `spin-then-block` with `spin_limit_us` of spinning first (libgomp's GOMP_SPINCOUNT).
 
-use vsched_model::{
-    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
-};
+use vsched_model::{BarrierWait, ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
 use crate::{us, Ranks, WorkloadInfo};
 
@@ -49,7 +47,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         .push(Instr::Barrier(wait))
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: true })
+    Ok(GuestSpec::lockless(vec![program; vcpus], true))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -3,7 +3,7 @@
 //! Models the "CPU hog" row of workloads.md: the CPU-bound filler threads of seed 000 ("a
 //! multiplication in a loop"). Never finishes, so it has no completion time.
 
-use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, Params, ProgramBuilder, FOREVER};
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, Params, ProgramBuilder, FOREVER};
 
 use crate::{Ranks, WorkloadInfo};
 
@@ -11,7 +11,7 @@ fn build(_params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let mut b = ProgramBuilder::new();
     b.push(Instr::Compute(Dur::Fixed(FOREVER)));
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; ranks.vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false })
+    Ok(GuestSpec::lockless(vec![program; ranks.vcpus], false))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

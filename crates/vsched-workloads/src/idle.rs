@@ -3,7 +3,7 @@
 //! Models an idle guest, such as the idle HIT domains beside the measured one in seed 004's
 //! LU experiment. It takes no CPU; it still counts in the host's total weight.
 
-use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, Params, ProgramBuilder, FOREVER};
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, Params, ProgramBuilder, FOREVER};
 
 use crate::{Ranks, WorkloadInfo};
 
@@ -11,7 +11,7 @@ fn build(_params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let mut b = ProgramBuilder::new();
     b.push(Instr::Io(Dur::Fixed(FOREVER)));
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; ranks.vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: false })
+    Ok(GuestSpec::lockless(vec![program; ranks.vcpus], false))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -31,7 +31,7 @@
 //! unless the rank is its own transpose partner. Defaults, P = 128 (8 × 16): ≤ 5,137 per
 //! rank, 657k for the job.
 
-use vsched_model::{ConfigError, GuestSpec, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
 use crate::mpi::{self, Group, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
@@ -103,7 +103,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
             b.build()
         })
         .collect();
-    Ok(GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: true })
+    Ok(GuestSpec::lockless(programs, true))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

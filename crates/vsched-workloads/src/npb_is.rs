@@ -19,7 +19,7 @@
 //!
 //! Messages per rank per run: (iterations + 2) · ⌈log2 P⌉ + 2 · iterations · (P − 1).
 
-use vsched_model::{ConfigError, GuestSpec, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
 use crate::mpi::{self, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
@@ -71,7 +71,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
             b.build()
         })
         .collect();
-    Ok(GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: true })
+    Ok(GuestSpec::lockless(programs, true))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

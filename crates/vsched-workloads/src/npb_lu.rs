@@ -34,9 +34,7 @@
 //! (0–4) and norms = ⌈iterations / norm_every⌉ (1 if norm_every = 0). Defaults, P = 128
 //! (16 × 8): at most 6,414 per rank, 744k for the job.
 
-use vsched_model::{
-    BarrierWait, ConfigError, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
-};
+use vsched_model::{BarrierWait, ConfigError, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
 use crate::mpi::{self, JITTER_DOC, SERIAL_DOC};
 use crate::{Ranks, WorkloadInfo};
@@ -212,7 +210,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
             b.build()
         })
         .collect();
-    Ok(GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: true })
+    Ok(GuestSpec::lockless(programs, true))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

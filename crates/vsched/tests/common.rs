@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use vsched::Scenario;
 use vsched_model::{
-    DomainConfig, Dur, GuestSpec, HostConfig, Instr, LockKind, Params, Policy, Program, ProgramBuilder, RunMetrics,
-    Span, Value, VmMetrics, VmType, FOREVER,
+    DomainConfig, Dur, GuestSpec, HostConfig, Instr, Params, Policy, Program, ProgramBuilder, RunMetrics, Span, Value,
+    VmMetrics, VmType, FOREVER,
 };
 
 /// Runs a scenario given as TOML text with one seed.
@@ -91,7 +91,7 @@ pub fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConf
         cap: 0,
         vm_type,
         workload: "test".into(),
-        guest: GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite: false },
+        guest: GuestSpec::lockless(programs, false),
         pv_spinlocks: false,
         start_at: 0,
         stop_at: None,
