@@ -71,10 +71,34 @@
 //!   pCPU that decided as a non-participant decides again when `syn_domain_id` clears (an
 //!   IPI, counted `hybrid.lock_retries`; our addition). In real time the lock is held for
 //!   one IPI latency, so this costs microseconds.
-//! - **Wake-ups** are not discussed. A waking vCPU returns to its own run queue in PE order
-//!   (re-placed by the initial-mapping rule if that queue now holds a sibling of a CON VM) and
-//!   does not preempt: it waits for the next slot, unless its pCPU is idle (tickled) or
-//!   another pCPU is idle (tickled, it may take it by rule 1).
+//! - **Wake-ups** are not discussed; §4.2 only says the scheduler keeps "the structure of the
+//!   credit scheduler in Xen" and lists `tick` and `do_schedule`. We give the unlisted wake
+//!   callback Credit's behaviour (`csched_vcpu_wake` and `__runq_tickle` in Xen 3.x's
+//!   sched_credit.c), translated to PE: a vCPU that wakes with PE > 0 is *boosted*: it queues
+//!   ahead of every unboosted vCPU of its run queue (the queue is ordered by boost, then PE),
+//!   and it preempts its pCPU's current vCPU at once unless that one is boosted too or some
+//!   pCPU is idle (then the idle pCPU is tickled and may take it by rule 1). Boost ends, as in
+//!   Credit, only when a slot boundary finds the vCPU running, or when an allocation leaves it
+//!   no PE. A waking vCPU also returns to its own run queue (re-placed by the initial-mapping
+//!   rule if that queue now holds a sibling of a CON VM). Why it matters: the driver domain
+//!   (dom0) and I/O guests block and wake constantly; without boost each wake-up waits for
+//!   the next slot and for the co-scheduling lock (tens of ms per network pass, which stalls
+//!   message-passing clusters; seed 002's setting). A boosted preemption may take a pCPU from
+//!   a co-scheduled CON VM for the rest of the slot, and, the other way round, a participant
+//!   pCPU whose head is boosted runs it rather than an unboosted sibling of the co-scheduled
+//!   VM (counted `hybrid.co_deferred_to_boost`; the sibling waits for the next slot), as
+//!   cvs-comm's signals pass over no BOOST vCPU. `wake_boost = false` gives the plain
+//!   reading: a wake-up never preempts and waits for the next slot unless a pCPU is idle.
+//! - **A signal displaces a vCPU at most once per slot it runs.** Rule 2 takes the signalled
+//!   pCPUs from whatever they run. With all slot boundaries simultaneous (below) that can
+//!   starve a vCPU outright: the vCPU at the head of a low-numbered pCPU (PE > 0, never
+//!   charged because it never runs to a boundary) starts at every boundary, and a launch
+//!   decided by a higher-numbered pCPU at the same instant signals it away one IPI later,
+//!   for ever. With a driver domain (dom0) that vCPU's network pass never finishes and
+//!   message-passing guests hang (seed 002's clusters did). Xen's unaligned ticks would give
+//!   it part of a slot instead. So a vCPU that a signal has displaced is not displaced again
+//!   until a slot boundary finds it running or it blocks: the participant keeps it and its
+//!   sibling waits for the next slot (counted `hybrid.co_deferred`). Our addition.
 //! - **Pause-loop exits** are ignored (Xen 3.0.4 had no PLE handling): a spinner keeps its
 //!   slot.
 //! - **Load** in the initial mapping is the number of vCPUs queued on or running on a pCPU;
@@ -101,6 +125,9 @@ const PE_UNIT_PER_SLOT: i64 = 100;
 /// kept, floored at one interval of one pCPU (-L × PE_unit, as Credit floors credit at
 /// minus one slice), which makes long-run shares exact for CPU-bound VMs (our extension).
 const CARRY_DEBT: bool = false;
+/// On: a vCPU waking with PE > 0 is boosted and preempts (Credit's wake path, our reading of
+/// the callbacks §4.2 leaves out; see the header). Off: wake-ups wait for the next slot.
+const WAKE_BOOST: bool = true;
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "slot_ms", default: ParamDefault::Int(SLOT_MS), doc: "slot length (scheduling unit), ms" },
@@ -119,12 +146,17 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Bool(CARRY_DEBT),
         doc: "keep negative PE across allocations (floored at -L x pe_unit); false = the paper's reset",
     },
+    ParamSpec {
+        name: "wake_boost",
+        default: ParamDefault::Bool(WAKE_BOOST),
+        doc: "a vCPU waking with PE > 0 queues first and preempts until a slot boundary finds it running (Credit's BOOST)",
+    },
 ];
 
 // ---- State, by scope ----
 
 struct PcpuState {
-    /// Waiting vCPUs, head first, by decreasing PE (FIFO among equals).
+    /// Waiting vCPUs, head first: boosted ones first, then by decreasing PE (FIFO among equals).
     runq: Vec<VcpuId>,
     /// Sent a reschedule for a wake-up that has not landed yet.
     tickled: bool,
@@ -136,6 +168,18 @@ struct VcpuState {
     /// The pCPU whose run queue it belongs to (where it runs, or waits, or last was).
     processor: PcpuId,
     queued: bool,
+    /// Woke with PE > 0 and no slot boundary has found it running since (see the header).
+    boosted: bool,
+    /// A co-scheduling signal took its pCPU, and since then no slot boundary has found it
+    /// running and it has not blocked: the next signal leaves it running (see the header).
+    displaced: bool,
+}
+
+impl VcpuState {
+    /// Run-queue order: smaller runs first.
+    fn order(&self) -> (bool, std::cmp::Reverse<i64>) {
+        (!self.boosted, std::cmp::Reverse(self.pe))
+    }
 }
 
 struct Hybrid {
@@ -144,6 +188,7 @@ struct Hybrid {
     alloc_interval_slots: u64,
     pe_unit: i64,
     carry_debt: bool,
+    wake_boost: bool,
     // State.
     pcpus: Vec<PcpuState>,
     vcpus: Vec<VcpuState>,
@@ -167,11 +212,11 @@ impl Hybrid {
         dom.vm_type == VmType::Con && dom.vcpus > 1
     }
 
-    /// Inserts `v` into `p`'s run queue after every vCPU of equal or higher PE.
+    /// Inserts `v` into `p`'s run queue after every vCPU that goes before it or ties with it.
     fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
-        let pe = self.vcpus[v].pe;
+        let key = self.vcpus[v].order();
         let runq = &self.pcpus[p].runq;
-        let i = runq.iter().position(|&u| self.vcpus[u].pe < pe).unwrap_or(runq.len());
+        let i = runq.iter().position(|&u| self.vcpus[u].order() > key).unwrap_or(runq.len());
         self.pcpus[p].runq.insert(i, v);
         let s = &mut self.vcpus[v];
         s.queued = true;
@@ -221,25 +266,31 @@ impl Hybrid {
                 let s = &mut self.vcpus[v];
                 let debt = if self.carry_debt { s.pe.clamp(debt_floor, 0) } else { 0 };
                 s.pe = share + debt;
+                // Credit's `csched_acct` likewise drops BOOST from a vCPU it makes OVER.
+                s.boosted &= s.pe > 0;
             }
         }
         cx.count("hybrid.allocations");
     }
 
-    /// Stable re-sort of every run queue by decreasing PE.
+    /// Stable re-sort of every run queue (boosted first, then by decreasing PE).
     fn sort_runqs(&mut self) {
         let vcpus = &self.vcpus;
         for pc in &mut self.pcpus {
-            pc.runq.sort_by_key(|&u| std::cmp::Reverse(vcpus[u].pe));
+            pc.runq.sort_by_key(|&u| vcpus[u].order());
         }
     }
 
     /// The end of a slot (§3.3 "PE dissipation"), once for all pCPUs: the vCPU running on
-    /// each pCPU now pays `PE_unit`; every L slots the BSP re-allocates; queues are re-sorted.
+    /// each pCPU now pays `PE_unit` and loses its boost (as `csched_tick` ends BOOST); every L
+    /// slots the BSP re-allocates; queues are re-sorted.
     fn slot_boundary(&mut self, cx: &mut Cx) {
         for p in 0..self.pcpus.len() {
             if let Some(v) = cx.curr(p) {
-                self.vcpus[v].pe -= self.pe_unit;
+                let s = &mut self.vcpus[v];
+                s.pe -= self.pe_unit;
+                s.boosted = false;
+                s.displaced = false;
             }
         }
         self.slots += 1;
@@ -251,7 +302,8 @@ impl Hybrid {
 
     /// Rule 1's balancer (`hsched_workload_balance`): the highest-PE head of another run
     /// queue (with PE > 0 if `positive_only`), never a CON vCPU with a sibling on `p`, never
-    /// a vCPU of the VM being co-scheduled. Scans from `p + 1` round robin; first max wins.
+    /// a vCPU of the VM being co-scheduled. A boosted head goes before any unboosted one, as
+    /// Credit steals by priority. Scans from `p + 1` round robin; first best wins.
     fn steal_candidate(&self, cx: &Cx, p: PcpuId, positive_only: bool) -> Option<VcpuId> {
         let n = self.pcpus.len();
         let mut best: Option<VcpuId> = None;
@@ -265,7 +317,7 @@ impl Hybrid {
             {
                 continue;
             }
-            if best.is_none_or(|b| pe > self.vcpus[b].pe) {
+            if best.is_none_or(|b| self.vcpus[h].order() < self.vcpus[b].order()) {
                 best = Some(h);
             }
         }
@@ -317,7 +369,8 @@ impl Hybrid {
     }
 
     /// Rules 1–3 of §3.3 under the §4.3 skeleton: what `p` runs next (not yet dequeued).
-    fn choose(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
+    /// `current` is the vCPU that was running on `p` and still could (queued again by now).
+    fn choose(&mut self, cx: &mut Cx, p: PcpuId, current: Option<VcpuId>) -> Option<VcpuId> {
         match self.syn_domain {
             Some(d) if self.syn_map[p] => {
                 // Participating: run the co-scheduled VM's vCPU from our run queue.
@@ -325,8 +378,24 @@ impl Hybrid {
                 if !self.syn_map.contains(&true) {
                     self.release(cx, p);
                 }
+                let head = self.pcpus[p].runq.first().copied();
                 match self.pcpus[p].runq.iter().copied().find(|&u| cx.dom_of(u) == d) {
-                    Some(u) => Some(u),
+                    // A boosted vCPU keeps its pCPU against an unboosted sibling (header).
+                    Some(u) if head.is_some_and(|h| self.vcpus[h].boosted && !self.vcpus[u].boosted) => {
+                        cx.count("hybrid.co_deferred_to_boost");
+                        head
+                    }
+                    // A vCPU is displaced at most once per slot it runs (header).
+                    Some(u) if current.is_some_and(|c| c != u && self.vcpus[c].displaced) => {
+                        cx.count("hybrid.co_deferred");
+                        current
+                    }
+                    Some(u) => {
+                        if let Some(c) = current.filter(|&c| c != u) {
+                            self.vcpus[c].displaced = true;
+                        }
+                        Some(u)
+                    }
                     None => {
                         cx.count("hybrid.co_missing");
                         self.head_or_steal(cx, p)
@@ -375,13 +444,15 @@ impl Hybrid {
     }
 
     /// Sends a reschedule to an idle pCPU (not already tickled), `first` if it is one.
-    fn tickle_idle(&mut self, cx: &mut Cx, first: PcpuId) {
+    /// Returns whether one was found.
+    fn tickle_idle(&mut self, cx: &mut Cx, first: PcpuId) -> bool {
         let n = self.pcpus.len();
         let idle = (0..n).map(|k| (first + k) % n).find(|&q| cx.curr(q).is_none() && !self.pcpus[q].tickled);
         if let Some(q) = idle {
             self.pcpus[q].tickled = true;
             cx.resched(q);
         }
+        idle.is_some()
     }
 }
 
@@ -395,7 +466,7 @@ impl Policy for Hybrid {
     /// Contract: per-pCPU state exists and every vCPU holds its first PE allocation.
     fn init(&mut self, cx: &mut Cx) {
         self.pcpus = (0..cx.n_pcpus()).map(|_| PcpuState { runq: Vec::new(), tickled: false }).collect();
-        self.vcpus = vec![VcpuState { pe: 0, processor: 0, queued: false }; cx.n_vcpus()];
+        self.vcpus = vec![VcpuState { pe: 0, processor: 0, queued: false, boosted: false, displaced: false }; cx.n_vcpus()];
         self.syn_map = vec![false; cx.n_pcpus()];
         self.provisional = vec![false; cx.n_pcpus()];
         self.allocate(cx);
@@ -415,11 +486,16 @@ impl Policy for Hybrid {
         self.runq_remove(v);
     }
 
-    /// Back to its own run queue (re-placed if a CON sibling is there now); tickle only an
-    /// idle pCPU: wake-ups wait for the next slot otherwise.
+    /// Back to its own run queue (re-placed if a CON sibling is there now), boosted if it has
+    /// PE (and `wake_boost`). Then `__runq_tickle`'s rule: an idle pCPU (its own first) is
+    /// tickled; with none, a boosted vCPU preempts its pCPU's unboosted current vCPU.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         if self.vcpus[v].queued || cx.running_on(v).is_some() {
             return;
+        }
+        if self.wake_boost && self.vcpus[v].pe > 0 {
+            self.vcpus[v].boosted = true;
+            cx.count("hybrid.boosts");
         }
         let mut p = self.vcpus[v].processor;
         if Self::is_con(cx, cx.dom_of(v)) && self.sibling_on(cx, v, p) {
@@ -427,18 +503,25 @@ impl Policy for Hybrid {
             cx.count("hybrid.wake_moves");
         }
         self.runq_insert(p, v);
-        self.tickle_idle(cx, p);
+        if !self.tickle_idle(cx, p)
+            && self.vcpus[v].boosted
+            && cx.curr(p).is_some_and(|u| !self.vcpus[u].boosted)
+        {
+            cx.count("hybrid.boost_preemptions");
+            cx.resched(p);
+        }
     }
 
     /// Put `prev` back, apply rules 1–3 (and §4.3), run the choice until the next slot.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
         self.pcpus[p].tickled = false;
-        if let Some(u) = prev {
-            if cx.running_on(u) == Some(p) {
-                self.runq_insert(p, u);
-            }
+        let current = prev.filter(|&u| cx.running_on(u) == Some(p));
+        if let Some(u) = current {
+            self.runq_insert(p, u);
+        } else if let Some(u) = prev {
+            self.vcpus[u].displaced = false; // it blocked
         }
-        let next = self.choose(cx, p);
+        let next = self.choose(cx, p, current);
         if let Some(v) = next {
             self.runq_remove(v);
             self.vcpus[v].processor = p;
@@ -486,8 +569,8 @@ impl Policy for Hybrid {
         }
         for (p, pc) in self.pcpus.iter().enumerate() {
             for w in pc.runq.windows(2) {
-                if self.vcpus[w[0]].pe < self.vcpus[w[1]].pe {
-                    return Err(format!("pCPU {p}'s run queue is not sorted by decreasing PE"));
+                if self.vcpus[w[0]].order() > self.vcpus[w[1]].order() {
+                    return Err(format!("pCPU {p}'s run queue is not sorted by boost, then decreasing PE"));
                 }
             }
             for &u in &pc.runq {
@@ -542,6 +625,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
         alloc_interval_slots: alloc_interval_slots as u64,
         pe_unit,
         carry_debt: params.bool("carry_debt"),
+        wake_boost: params.bool("wake_boost"),
         pcpus: Vec::new(),
         vcpus: Vec::new(),
         slots: 0,
