@@ -84,21 +84,23 @@
 //!   (dom0) and I/O guests block and wake constantly; without boost each wake-up waits for
 //!   the next slot and for the co-scheduling lock (tens of ms per network pass, which stalls
 //!   message-passing clusters; seed 002's setting). A boosted preemption may take a pCPU from
-//!   a co-scheduled CON VM for the rest of the slot, and, the other way round, a participant
-//!   pCPU whose head is boosted runs it rather than an unboosted sibling of the co-scheduled
-//!   VM (counted `hybrid.co_deferred_to_boost`; the sibling waits for the next slot), as
-//!   cvs-comm's signals pass over no BOOST vCPU. `wake_boost = false` gives the plain
-//!   reading: a wake-up never preempts and waits for the next slot unless a pCPU is idle.
-//! - **A signal displaces a vCPU at most once per slot it runs.** Rule 2 takes the signalled
-//!   pCPUs from whatever they run. With all slot boundaries simultaneous (below) that can
-//!   starve a vCPU outright: the vCPU at the head of a low-numbered pCPU (PE > 0, never
-//!   charged because it never runs to a boundary) starts at every boundary, and a launch
-//!   decided by a higher-numbered pCPU at the same instant signals it away one IPI later,
-//!   for ever. With a driver domain (dom0) that vCPU's network pass never finishes and
-//!   message-passing guests hang (seed 002's clusters did). Xen's unaligned ticks would give
-//!   it part of a slot instead. So a vCPU that a signal has displaced is not displaced again
-//!   until a slot boundary finds it running or it blocks: the participant keeps it and its
-//!   sibling waits for the next slot (counted `hybrid.co_deferred`). Our addition.
+//!   a co-scheduled CON VM for the rest of the slot, and, the other way round, a signal does
+//!   not pass over a boosted vCPU for an unboosted sibling (next bullet), as cvs-comm's
+//!   signals pass over no BOOST vCPU. `wake_boost = false` gives the plain reading: a
+//!   wake-up never preempts and waits for the next slot unless a pCPU is idle.
+//! - **A signal passes a vCPU over at most once per slot it runs.** Rule 2 makes a
+//!   signalled pCPU run the sibling instead of whatever it would run (its head, or the vCPU
+//!   it was running). Taken literally that starves vCPUs outright, and with them a driver
+//!   domain (dom0) whose network passes then never finish, so message-passing guests hang
+//!   (seed 002's clusters did, both ways): (a) the pCPU that decides first at a boundary
+//!   launches at every boundary, so the others are participants at every boundary and
+//!   their own heads never run; (b) the head of a low-numbered pCPU (PE > 0, never charged
+//!   because it never runs to a boundary) starts at every boundary, and a launch decided by
+//!   a higher pCPU at the same instant signals it away one IPI later (Xen's unaligned ticks
+//!   would give it part of a slot). So a signal passes over the head that rule 3 would run
+//!   (PE > 0 or boosted) at most once: passed over again, before a slot boundary has found
+//!   it running or it has blocked, it keeps the pCPU and the sibling waits for the next
+//!   slot (counted `hybrid.co_deferred`, as is keeping a boosted head). Our addition.
 //! - **Pause-loop exits** are ignored (Xen 3.0.4 had no PLE handling): a spinner keeps its
 //!   slot.
 //! - **Load** in the initial mapping is the number of vCPUs queued on or running on a pCPU;
@@ -170,9 +172,10 @@ struct VcpuState {
     queued: bool,
     /// Woke with PE > 0 and no slot boundary has found it running since (see the header).
     boosted: bool,
-    /// A co-scheduling signal took its pCPU, and since then no slot boundary has found it
-    /// running and it has not blocked: the next signal leaves it running (see the header).
-    displaced: bool,
+    /// A co-scheduling signal passed it over (it was about to run, or running), and since
+    /// then no slot boundary has found it running and it has not blocked: the next signal
+    /// leaves it the pCPU (see the header).
+    passed_over: bool,
 }
 
 impl VcpuState {
@@ -290,7 +293,7 @@ impl Hybrid {
                 let s = &mut self.vcpus[v];
                 s.pe -= self.pe_unit;
                 s.boosted = false;
-                s.displaced = false;
+                s.passed_over = false;
             }
         }
         self.slots += 1;
@@ -369,8 +372,20 @@ impl Hybrid {
     }
 
     /// Rules 1–3 of §3.3 under the §4.3 skeleton: what `p` runs next (not yet dequeued).
-    /// `current` is the vCPU that was running on `p` and still could (queued again by now).
-    fn choose(&mut self, cx: &mut Cx, p: PcpuId, current: Option<VcpuId>) -> Option<VcpuId> {
+    /// Would rule 3 run `v` if it were at the head of a run queue?
+    fn would_run(&self, v: VcpuId) -> bool {
+        self.vcpus[v].pe > 0 || self.vcpus[v].boosted
+    }
+
+    /// Does the head `h` of a signalled pCPU's queue keep the pCPU against sibling `u` of the
+    /// co-scheduled VM? Yes if `h` is boosted and `u` is not, or if a signal passed `h` over
+    /// already since it last ran to a slot boundary (see the header).
+    fn keeps_pcpu_against(&self, h: VcpuId, u: VcpuId) -> bool {
+        let (h, u) = (&self.vcpus[h], &self.vcpus[u]);
+        (h.boosted && !u.boosted) || h.passed_over
+    }
+
+    fn choose(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
         match self.syn_domain {
             Some(d) if self.syn_map[p] => {
                 // Participating: run the co-scheduled VM's vCPU from our run queue.
@@ -378,21 +393,17 @@ impl Hybrid {
                 if !self.syn_map.contains(&true) {
                     self.release(cx, p);
                 }
-                let head = self.pcpus[p].runq.first().copied();
+                // The head is what rule 3 would run here without the signal (the vCPU that
+                // was running is queued again by now, in order).
+                let head = self.pcpus[p].runq.first().copied().filter(|&h| self.would_run(h));
                 match self.pcpus[p].runq.iter().copied().find(|&u| cx.dom_of(u) == d) {
-                    // A boosted vCPU keeps its pCPU against an unboosted sibling (header).
-                    Some(u) if head.is_some_and(|h| self.vcpus[h].boosted && !self.vcpus[u].boosted) => {
-                        cx.count("hybrid.co_deferred_to_boost");
+                    Some(u) if head.is_some_and(|h| h != u && self.keeps_pcpu_against(h, u)) => {
+                        cx.count("hybrid.co_deferred");
                         head
                     }
-                    // A vCPU is displaced at most once per slot it runs (header).
-                    Some(u) if current.is_some_and(|c| c != u && self.vcpus[c].displaced) => {
-                        cx.count("hybrid.co_deferred");
-                        current
-                    }
                     Some(u) => {
-                        if let Some(c) = current.filter(|&c| c != u) {
-                            self.vcpus[c].displaced = true;
+                        if let Some(h) = head.filter(|&h| h != u) {
+                            self.vcpus[h].passed_over = true;
                         }
                         Some(u)
                     }
@@ -466,7 +477,7 @@ impl Policy for Hybrid {
     /// Contract: per-pCPU state exists and every vCPU holds its first PE allocation.
     fn init(&mut self, cx: &mut Cx) {
         self.pcpus = (0..cx.n_pcpus()).map(|_| PcpuState { runq: Vec::new(), tickled: false }).collect();
-        self.vcpus = vec![VcpuState { pe: 0, processor: 0, queued: false, boosted: false, displaced: false }; cx.n_vcpus()];
+        self.vcpus = vec![VcpuState { pe: 0, processor: 0, queued: false, boosted: false, passed_over: false }; cx.n_vcpus()];
         self.syn_map = vec![false; cx.n_pcpus()];
         self.provisional = vec![false; cx.n_pcpus()];
         self.allocate(cx);
@@ -515,13 +526,14 @@ impl Policy for Hybrid {
     /// Put `prev` back, apply rules 1–3 (and §4.3), run the choice until the next slot.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
         self.pcpus[p].tickled = false;
-        let current = prev.filter(|&u| cx.running_on(u) == Some(p));
-        if let Some(u) = current {
-            self.runq_insert(p, u);
-        } else if let Some(u) = prev {
-            self.vcpus[u].displaced = false; // it blocked
+        if let Some(u) = prev {
+            if cx.running_on(u) == Some(p) {
+                self.runq_insert(p, u);
+            } else {
+                self.vcpus[u].passed_over = false; // it blocked
+            }
         }
-        let next = self.choose(cx, p, current);
+        let next = self.choose(cx, p);
         if let Some(v) = next {
             self.runq_remove(v);
             self.vcpus[v].processor = p;
@@ -578,6 +590,11 @@ impl Policy for Hybrid {
                 if !s.queued || s.processor != p || !cx.is_runnable(u) || cx.running_on(u).is_some() {
                     return Err(format!("vCPU {u} in pCPU {p}'s run queue is not a waiting vCPU of it"));
                 }
+            }
+        }
+        for v in 0..self.vcpus.len() {
+            if cx.is_runnable(v) && !self.vcpus[v].queued && cx.running_on(v).is_none() {
+                return Err(format!("runnable vCPU {v} is neither queued nor running"));
             }
         }
         // §3.3/§4.4: no two vCPUs of a CON VM in one run queue (the running one included).

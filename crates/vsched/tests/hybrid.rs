@@ -182,7 +182,7 @@ fn turning_con_rescatters_vcpus_that_shared_a_run_queue() {
     let pcpus_of = |index: usize| {
         let mut ps: Vec<usize> = spans
             .iter()
-            .filter(|s| s.dom == h && s.index == index && s.start >= 25 * NS_PER_MS)
+            .filter(|s| s.dom == h && s.index == index && s.end > 25 * NS_PER_MS)
             .map(|s| s.pcpu)
             .collect();
         ps.dedup();
@@ -237,14 +237,14 @@ fn the_pe_reset_rounds_small_shares_up_and_carry_debt_repairs_it() {
 }
 
 #[test]
-fn a_co_scheduling_signal_displaces_a_vcpu_once_per_slot_it_runs() {
+fn a_co_scheduling_signal_passes_a_vcpu_over_once_per_slot_it_runs() {
     // 2 pCPUs, IPIs take 100 µs. `x` (HIT, 1 vCPU, weight 3: PE 600 × 3/7 = 257) and `c`
     // (CON, 2 vCPUs, weight 4: PE 171 each). Mapping, in VM order: x p0, c0 p1 (least
     // loaded), c1 p0 (no sibling there). Queues: p0 [x 257, c1 171], p1 [c0 171].
     // t = 0: p0 runs its head x (rule 3); p1's head c0 launches (rule 2) and signals p0,
-    //   which displaces x for c1 when the IPI lands (100 µs).
+    //   which passes x over for c1 when the IPI lands (100 µs): x, queued again, is its head.
     // t = 10 ms: c0 and c1 pay 100 (71 left); x, never found running, still has 257 and is
-    //   p0's head again: it runs. p1's c0 launches again and signals p0; x was displaced
+    //   p0's head again: it runs. p1's c0 launches again and signals p0; x was passed over
     //   since it last ran to a boundary, so p0 keeps it and c1 waits (`co_deferred`).
     // t = 20 ms: x pays 100; c0 (-29) finds no positive head it may steal (c1 has a sibling
     //   on p1) and keeps running alone.
