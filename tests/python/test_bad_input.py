@@ -97,6 +97,7 @@ BAD_SCENARIOS = [
     ("pv_spinlocks not a boolean", with_replaced("vcpus = 2", 'vcpus = 2\npv_spinlocks = "yes"'), ["vm[0].pv_spinlocks"]),
     ("kernbench with no jobs", with_replaced('kind = "cpu_hog"', 'kind = "kernbench"\njobs = 0'), ["vm[1].workload.jobs"]),
     ("zero hosts", TINY_SCENARIO + "[cluster]\nhosts = 0\n", ["cluster.hosts"]),
+    ("unknown clocks", TINY_SCENARIO + "[cluster]\nclocks = \"synced\"\n", ["cluster.clocks", "aligned"]),
     ("VM on a missing host", with_replaced("vcpus = 2", "vcpus = 2\nhost = 1"), ["vm[0].host", "0..1"]),
     ("negative latency", TINY_SCENARIO + "[network]\nlatency_us = -1\n", ["network.latency_us"]),
     ("zero bandwidth", TINY_SCENARIO + "[network]\nbandwidth_gbps = 0\n", ["network.bandwidth_gbps"]),

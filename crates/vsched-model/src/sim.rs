@@ -57,7 +57,10 @@
 //! A simulation holds one or more identical hosts under one clock and one event queue. Each
 //! host runs its own instance of the policy and sees only its own pCPUs, vCPUs and domains,
 //! numbered from 0 ([`Cx`] translates), so the VMMs decide autonomously (seed 002 §3); they
-//! share nothing but the messages their guests exchange.
+//! share nothing but the messages their guests exchange. Their clocks are not synchronized:
+//! host h > 0's scheduler ticks lag host 0's by a random fraction of the tick period (drawn
+//! once per run from its own stream; `align_host_clocks` removes the lag). Policy timers
+//! are not shifted.
 //!
 //! Guests exchange messages between ranks of a job (a virtual cluster, or one VM alone):
 //! `send` is asynchronous, `recv` takes the next message from one source rank, busy-polling
@@ -558,6 +561,9 @@ struct HostState {
     backlog: VecDeque<u32>,
     /// When the outgoing link is free.
     link_free_at: Time,
+    /// How far this host's scheduler ticks lag host 0's, as a fraction of the tick period
+    /// (real hosts' timers are not synchronized; see `Simulation::align_host_clocks`).
+    clock_phase: f64,
     policy_rng: StreamRng,
     counters: BTreeMap<&'static str, u64>,
     context_switches: u64,
@@ -804,6 +810,9 @@ fn policy_stream(h: usize) -> u64 {
     }
 }
 
+/// Random streams of the hosts' clock phases (`CLOCK_PHASE_STREAM + h`), above the policies'.
+const CLOCK_PHASE_STREAM: u64 = 2 << 40;
+
 impl Simulation {
     /// One host running `policy`, no network.
     pub fn new(host: HostConfig, domains: Vec<DomainConfig>, policy: Box<dyn Policy>, seed: u64) -> Self {
@@ -843,6 +852,7 @@ impl Simulation {
                 driver: None,
                 backlog: VecDeque::new(),
                 link_free_at: 0,
+                clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
                 policy_rng: streams.stream(policy_stream(h)),
                 counters: BTreeMap::new(),
                 context_switches: 0,
@@ -1027,6 +1037,17 @@ impl Simulation {
 
     /// At `at`, domain `d` becomes of type `ty` (the policy hears of it through
     /// `vm_type_changed`). Call before `run`.
+    /// Makes every host's scheduler ticks fall at the same instants as host 0's. By default
+    /// host h > 0 lags by a fraction of the tick period drawn from its own random stream, as
+    /// unsynchronized hosts do; aligned ticks let tick-driven policies make the same decision
+    /// at the same instant on every host, an implicit cluster-wide co-scheduling that real
+    /// clusters do not get for free.
+    pub fn align_host_clocks(&mut self) {
+        for host in &mut self.core.hosts {
+            host.clock_phase = 0.0;
+        }
+    }
+
     pub fn schedule_type_change(&mut self, at: Time, d: DomId, ty: VmType) {
         self.core.post(at, Ev::SetType { d, ty });
     }
@@ -1096,8 +1117,9 @@ impl Simulation {
             }
             let pcpus = cx.core.hosts[h].pcpus.clone();
             if let Some(period) = policy.tick_period_ns() {
+                let lag = (period as f64 * cx.core.hosts[h].clock_phase) as Time;
                 for p in pcpus.clone() {
-                    cx.core.post(period, Ev::Tick { p });
+                    cx.core.post(period + lag, Ev::Tick { p });
                 }
             }
             for p in pcpus {

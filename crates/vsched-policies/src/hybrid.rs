@@ -477,7 +477,8 @@ impl Policy for Hybrid {
     /// Contract: per-pCPU state exists and every vCPU holds its first PE allocation.
     fn init(&mut self, cx: &mut Cx) {
         self.pcpus = (0..cx.n_pcpus()).map(|_| PcpuState { runq: Vec::new(), tickled: false }).collect();
-        self.vcpus = vec![VcpuState { pe: 0, processor: 0, queued: false, boosted: false, passed_over: false }; cx.n_vcpus()];
+        self.vcpus =
+            vec![VcpuState { pe: 0, processor: 0, queued: false, boosted: false, passed_over: false }; cx.n_vcpus()];
         self.syn_map = vec![false; cx.n_pcpus()];
         self.provisional = vec![false; cx.n_pcpus()];
         self.allocate(cx);
@@ -514,10 +515,7 @@ impl Policy for Hybrid {
             cx.count("hybrid.wake_moves");
         }
         self.runq_insert(p, v);
-        if !self.tickle_idle(cx, p)
-            && self.vcpus[v].boosted
-            && cx.curr(p).is_some_and(|u| !self.vcpus[u].boosted)
-        {
+        if !self.tickle_idle(cx, p) && self.vcpus[v].boosted && cx.curr(p).is_some_and(|u| !self.vcpus[u].boosted) {
             cx.count("hybrid.boost_preemptions");
             cx.resched(p);
         }

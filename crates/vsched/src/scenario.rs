@@ -71,6 +71,7 @@ struct HostSection {
 #[serde(deny_unknown_fields)]
 struct ClusterSection {
     hosts: Option<u32>,
+    clocks: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -154,6 +155,8 @@ pub struct Scenario {
     pub host: HostConfig,
     /// Number of identical hosts.
     pub hosts: usize,
+    /// `[cluster] clocks = "aligned"`: every host's scheduler ticks at host 0's instants.
+    pub aligned_clocks: bool,
     pub network: NetworkConfig,
     pub policy: &'static vsched_model::PolicyInfo,
     pub policy_params: Params,
@@ -358,6 +361,13 @@ impl Scenario {
             return Err(err("cluster.hosts", format!("expected an integer in 1..=1024, got {hosts}")));
         }
         let hosts = hosts as usize;
+        let aligned_clocks = match f.cluster.clocks.as_deref() {
+            None | Some("independent") => false,
+            Some("aligned") => true,
+            Some(other) => {
+                return Err(err("cluster.clocks", format!("expected \"independent\" or \"aligned\", got {other:?}")))
+            }
+        };
         let network = network_config(&f.network)?;
         let dom0_vcpus = h.dom0_vcpus.unwrap_or(0);
         if dom0_vcpus > 1024 {
@@ -579,6 +589,7 @@ impl Scenario {
             name: f.name.unwrap_or_else(|| "unnamed".to_string()),
             host,
             hosts,
+            aligned_clocks,
             network,
             policy,
             policy_params,
@@ -616,6 +627,9 @@ impl Scenario {
             .collect();
         let policies = (0..self.hosts).map(|_| (self.policy.build)(&self.policy_params).expect("validated")).collect();
         let mut sim = Simulation::cluster(self.host.clone(), self.network.clone(), domains, policies, seed);
+        if self.aligned_clocks {
+            sim.align_host_clocks();
+        }
         for e in &self.events {
             sim.schedule_type_change(e.at, e.vm, e.vm_type);
         }

@@ -4,6 +4,9 @@
 mod common;
 
 use common::{domain, free_host, hog, policy, program};
+use vsched_engine::Time;
+
+const MS: Time = NS_PER_MS;
 use vsched_model::{
     driver_guest, BarrierWait, DomainConfig, Instr, NetworkConfig, RunMetrics, Simulation, Span, Until, VmMetrics,
     VmType, NS_PER_MS, NS_PER_US,
@@ -243,4 +246,45 @@ fn an_allreduce_completes_only_when_every_rank_has_contributed() {
             assert!(vm(&m, "r0").spin_s > 0.070, "r0 spun {} s", vm(&m, "r0").spin_s);
         }
     }
+}
+
+/// Where host 1's slot boundaries fall relative to host 0's, in ns, for `clocks`: two hosts
+/// of one pCPU, each with two CPU hogs under `hybrid`, which switches vCPUs only at its 10 ms
+/// slot boundaries (its scheduler ticks).
+fn host_1_tick_lag(clocks: &str, seed: u64) -> Time {
+    let hog_vm = |name: &str, host: u32| {
+        format!("[[vm]]\nname = \"{name}\"\nvcpus = 1\nhost = {host}\n[vm.workload]\nkind = \"cpu_hog\"\n")
+    };
+    let toml = format!(
+        "[cluster]\nhosts = 2\nclocks = \"{clocks}\"\n[host]\npcpus = 1\ncontext_switch_us = 0\nipi_latency_us = 0\n\
+         sched_cost_us = 0\nmigration_penalty_us = 0\n[scheduler]\nname = \"hybrid\"\n{}{}{}{}[run]\nhorizon_s = 0.1\n",
+        hog_vm("a0", 0),
+        hog_vm("b0", 0),
+        hog_vm("a1", 1),
+        hog_vm("b1", 1)
+    );
+    let (_, spans) = common::traced(&toml, seed);
+    let switches = |pcpu: usize| -> Vec<Time> {
+        let mut ends: Vec<Time> = spans.iter().filter(|s| s.pcpu == pcpu && s.end < 100 * MS).map(|s| s.end).collect();
+        ends.sort();
+        ends
+    };
+    let (host0, host1) = (switches(0), switches(1));
+    // Host 0 keeps the original clock: every switch on a multiple of the slot.
+    assert!(!host0.is_empty() && host0.iter().all(|t| t % (10 * MS) == 0), "host 0 switches at {host0:?}");
+    // Host 1 switches every slot too, all at one lag.
+    let lag = host1[0] % (10 * MS);
+    assert!(host1.len() >= 8 && host1.iter().all(|t| t % (10 * MS) == lag), "host 1 switches at {host1:?}");
+    lag
+}
+
+#[test]
+fn hosts_clocks_are_independent_unless_aligned() {
+    // Real hosts' timers are not synchronized: host 1 ticks at a lag drawn per run.
+    let lags: Vec<Time> = (1..=3).map(|seed| host_1_tick_lag("independent", seed)).collect();
+    assert!(lags.iter().all(|&l| l > 0), "lags {lags:?}");
+    assert!(lags[0] != lags[1] && lags[1] != lags[2], "the lag is drawn per seed: {lags:?}");
+    assert_eq!(host_1_tick_lag("independent", 2), lags[1], "and reproducibly");
+    // Aligned clocks tick together.
+    assert_eq!(host_1_tick_lag("aligned", 1), 0);
 }

@@ -257,7 +257,7 @@ fn a_non_boost_hit_vcpu_is_served_beside_wide_con_vms() {
 #[test]
 fn the_driver_domain_keeps_the_clusters_going() {
     // Seed 002 Fig. 3, is on 2 hosts (4 CON VMs of 4 busy-polling ranks and a 4-vCPU dom0 per
-    // host), seed 2. With CON VMs first within a class, a dom0 vCPU that a tick found in the
+    // host), seed 1 (the hang needs an unlucky timing: 2 of seeds 1-10 here). With CON VMs first within a class, a dom0 vCPU that a tick found in the
     // middle of a pass (no longer BOOST) is never scheduled again: the messages queued behind
     // it never leave, and every rank polls until the horizon. By default the clusters finish.
     let text = std::fs::read_to_string(concat!(
@@ -268,7 +268,7 @@ fn the_driver_domain_keeps_the_clusters_going() {
     .replace("horizon_s = 600", "horizon_s = 30");
     let with = |precedence: &str| {
         let scheduler = format!("name = \"cvs-comm\"\ncvs_precedence = \"{precedence}\"");
-        run(&text.replace("name = \"credit\"", &scheduler), 2)
+        run(&text.replace("name = \"credit\"", &scheduler), 1)
     };
     let done = |m: &RunMetrics| m.virtual_clusters.iter().filter(|c| c.completion_s.is_some()).count();
     let m = with("queue");

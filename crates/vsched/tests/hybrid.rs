@@ -180,11 +180,8 @@ fn turning_con_rescatters_vcpus_that_shared_a_run_queue() {
     let (m, spans) = traced(&toml, 1);
     let h = m.vms.iter().position(|v| v.name == "h").unwrap();
     let pcpus_of = |index: usize| {
-        let mut ps: Vec<usize> = spans
-            .iter()
-            .filter(|s| s.dom == h && s.index == index && s.end > 25 * NS_PER_MS)
-            .map(|s| s.pcpu)
-            .collect();
+        let mut ps: Vec<usize> =
+            spans.iter().filter(|s| s.dom == h && s.index == index && s.end > 25 * NS_PER_MS).map(|s| s.pcpu).collect();
         ps.dedup();
         ps
     };
