@@ -1,8 +1,9 @@
-"""The scenario files shipped in scenarios/ validate, and seed 001's motivation scenarios run
-under the policies its script compares."""
+"""The scenario files shipped in scenarios/ validate and run briefly, and seed 001's motivation
+scenarios run under the policies its script compares."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,22 @@ SEED001 = SCENARIOS / "papers" / "seed001"
 @pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: str(p.relative_to(SCENARIOS)))
 def test_every_shipped_scenario_validates(path: Path) -> None:
     vsched.validate(path)
+
+
+BRIEF_S = 0.05
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: str(p.relative_to(SCENARIOS)))
+def test_every_shipped_scenario_runs_briefly(path: Path) -> None:
+    # The first 50 simulated ms under the scenario's own policy: every VM, host and cluster
+    # is built and scheduled, and every vCPU of the host runs or waits (none is lost).
+    text, n = re.subn(r"(?m)^horizon_s\s*=.*$", f"horizon_s = {BRIEF_S}", path.read_text(encoding="utf-8"))
+    assert n == 1, f"{path.name}: expected one horizon_s line to shorten"
+    run = vsched.run(text, reps=1)["runs"][0]
+    assert run["sim_s"] == pytest.approx(BRIEF_S) or all(
+        vm["completion_s"] is not None for vm in run["vms"] if vm["workload"] != "dom0"
+    )
+    assert sum(vm["cpu_s"] for vm in run["vms"]) > 0
 
 
 def completions(name: str, policy: str) -> list[float]:
