@@ -13,10 +13,8 @@
 //! MPI library uses for small payloads, not an exact account of every library's algorithm.
 //! Ranks are `usize` as in [`crate::Ranks`]; a group (communicator) of `P = 1` sends nothing.
 
-use std::ops::Range;
-
 use vsched_model::{
-    BarrierWait, ConfigError, Dur, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder, Time, NS_PER_S,
+    BarrierWait, ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder, Time, NS_PER_S,
 };
 
 use crate::{us, Ranks};
@@ -145,11 +143,19 @@ pub(crate) fn times(b: &mut ProgramBuilder, n: u64, mut body: impl FnMut(&mut Pr
     }
 }
 
-/// The job ranks a VM's vCPUs run; panics if `ranks` is inconsistent (the scenario loader
-/// builds it, so that is a bug, not bad input).
-pub(crate) fn vm_ranks(ranks: &Ranks) -> Range<usize> {
+/// A finite, lock-free guest whose vCPU i runs the program `rank_program` writes for job rank
+/// `ranks.first + i`. Panics if `ranks` is inconsistent (the scenario loader builds it, so
+/// that is a bug, not bad input).
+pub(crate) fn job_guest(ranks: &Ranks, mut rank_program: impl FnMut(&mut ProgramBuilder, usize)) -> GuestSpec {
     assert!(ranks.vcpus >= 1 && ranks.first + ranks.vcpus <= ranks.world, "inconsistent ranks {ranks:?}");
-    ranks.first..ranks.first + ranks.vcpus
+    let programs = (ranks.first..ranks.first + ranks.vcpus)
+        .map(|rank| {
+            let mut b = ProgramBuilder::new();
+            rank_program(&mut b, rank);
+            b.build()
+        })
+        .collect();
+    GuestSpec::lockless(programs, true)
 }
 
 // Parameters shared by the NPB models.

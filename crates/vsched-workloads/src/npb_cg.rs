@@ -74,36 +74,31 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     // Compute of one mat-vec step: 25 CG steps and the residual per outer iteration.
     let step_s = serial_s / world as f64 / iterations as f64 / (CG_STEPS + 1) as f64;
     let update = mpi::compute(step_s * (1.0 - MATVEC_SHARE) / 2.0, jitter);
-    let programs = mpi::vm_ranks(ranks)
-        .map(|rank| {
-            let row = Group { first: rank / cols * cols, stride: 1, size: cols };
-            let (partner_to, partner_from) = transpose(rank, cols, rows);
-            let matvec = |b: &mut ProgramBuilder| {
-                b.push(mpi::compute(step_s * MATVEC_SHARE, jitter));
-                mpi::reduce_scatter_in(b, row, rank, row_block_bytes, wait);
-                mpi::sendrecv(b, rank, partner_to, piece_bytes, partner_from, wait);
-            };
-            let mut b = ProgramBuilder::new();
-            mpi::barrier(&mut b, rank, world, wait);
-            mpi::times(&mut b, iterations, |b| {
-                mpi::allreduce_in(b, row, rank, 8, wait);
-                mpi::times(b, CG_STEPS, |b| {
-                    matvec(b);
-                    mpi::allreduce_in(b, row, rank, 8, wait);
-                    b.push(update.clone());
-                    mpi::allreduce_in(b, row, rank, 8, wait);
-                    b.push(update.clone());
-                });
+    Ok(mpi::job_guest(ranks, |b, rank| {
+        let row = Group { first: rank / cols * cols, stride: 1, size: cols };
+        let (partner_to, partner_from) = transpose(rank, cols, rows);
+        let matvec = |b: &mut ProgramBuilder| {
+            b.push(mpi::compute(step_s * MATVEC_SHARE, jitter));
+            mpi::reduce_scatter_in(b, row, rank, row_block_bytes, wait);
+            mpi::sendrecv(b, rank, partner_to, piece_bytes, partner_from, wait);
+        };
+        mpi::barrier(b, rank, world, wait);
+        mpi::times(b, iterations, |b| {
+            mpi::allreduce_in(b, row, rank, 8, wait);
+            mpi::times(b, CG_STEPS, |b| {
                 matvec(b);
-                b.push(update.clone());
+                mpi::allreduce_in(b, row, rank, 8, wait);
                 b.push(update.clone());
                 mpi::allreduce_in(b, row, rank, 8, wait);
-                mpi::allreduce_in(b, row, rank, 16, wait);
+                b.push(update.clone());
             });
-            b.build()
-        })
-        .collect();
-    Ok(GuestSpec::lockless(programs, true))
+            matvec(b);
+            b.push(update.clone());
+            b.push(update.clone());
+            mpi::allreduce_in(b, row, rank, 8, wait);
+            mpi::allreduce_in(b, row, rank, 16, wait);
+        });
+    }))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

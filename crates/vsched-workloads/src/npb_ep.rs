@@ -15,7 +15,7 @@
 //!
 //! Messages per rank per run: 2 ⌈log2 P⌉ (barrier and allreduce, dissemination).
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
 
 use crate::mpi::{self, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
@@ -35,16 +35,11 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let jitter = mpi::jitter_param(params)?;
     let wait = mpi::wait_param(params)?;
     let world = ranks.world;
-    let programs = mpi::vm_ranks(ranks)
-        .map(|rank| {
-            let mut b = ProgramBuilder::new();
-            mpi::barrier(&mut b, rank, world, wait);
-            b.push(mpi::compute(serial_s / world as f64, jitter));
-            mpi::allreduce(&mut b, rank, world, REDUCE_BYTES, wait);
-            b.build()
-        })
-        .collect();
-    Ok(GuestSpec::lockless(programs, true))
+    Ok(mpi::job_guest(ranks, |b, rank| {
+        mpi::barrier(b, rank, world, wait);
+        b.push(mpi::compute(serial_s / world as f64, jitter));
+        mpi::allreduce(b, rank, world, REDUCE_BYTES, wait);
+    }))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

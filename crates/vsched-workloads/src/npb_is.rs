@@ -19,7 +19,7 @@
 //!
 //! Messages per rank per run: (iterations + 2) · ⌈log2 P⌉ + 2 · iterations · (P − 1).
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
 
 use crate::mpi::{self, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
@@ -56,22 +56,17 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let world = ranks.world;
     let per_pair = (KEY_BYTES << keys_log2).div_ceil((world * world) as u64);
     let per_iteration = serial_s / world as f64 / iterations as f64;
-    let programs = mpi::vm_ranks(ranks)
-        .map(|rank| {
-            let mut b = ProgramBuilder::new();
-            mpi::barrier(&mut b, rank, world, wait);
-            mpi::times(&mut b, iterations, |b| {
-                b.push(mpi::compute(per_iteration * COUNT_SHARE, jitter));
-                mpi::allreduce(b, rank, world, BUCKET_BYTES, wait);
-                mpi::alltoall(b, rank, world, 4, wait);
-                mpi::alltoall(b, rank, world, per_pair, wait);
-                b.push(mpi::compute(per_iteration * (1.0 - COUNT_SHARE), jitter));
-            });
-            mpi::allreduce(&mut b, rank, world, 8, wait);
-            b.build()
-        })
-        .collect();
-    Ok(GuestSpec::lockless(programs, true))
+    Ok(mpi::job_guest(ranks, |b, rank| {
+        mpi::barrier(b, rank, world, wait);
+        mpi::times(b, iterations, |b| {
+            b.push(mpi::compute(per_iteration * COUNT_SHARE, jitter));
+            mpi::allreduce(b, rank, world, BUCKET_BYTES, wait);
+            mpi::alltoall(b, rank, world, 4, wait);
+            mpi::alltoall(b, rank, world, per_pair, wait);
+            b.push(mpi::compute(per_iteration * (1.0 - COUNT_SHARE), jitter));
+        });
+        mpi::allreduce(b, rank, world, 8, wait);
+    }))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

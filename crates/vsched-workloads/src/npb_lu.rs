@@ -193,24 +193,19 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     };
     // Iterations in runs of `norm_every`, each followed by the norm; then the remainder.
     let run = if norm_every == 0 { iterations } else { norm_every.min(iterations) };
-    let programs = mpi::vm_ranks(ranks)
-        .map(|rank| {
-            let place = Place::of(rank, world, grid);
-            let mut b = ProgramBuilder::new();
-            mpi::barrier(&mut b, rank, world, WAIT);
-            for (count, len) in [(iterations / run, run), (1, iterations % run)] {
-                if len == 0 {
-                    continue;
-                }
-                mpi::times(&mut b, count, |b| {
-                    mpi::times(b, len, |b| shape.iteration(b, &place));
-                    mpi::allreduce(b, rank, world, NORM_BYTES, WAIT);
-                });
+    Ok(mpi::job_guest(ranks, |b, rank| {
+        let place = Place::of(rank, world, grid);
+        mpi::barrier(b, rank, world, WAIT);
+        for (count, len) in [(iterations / run, run), (1, iterations % run)] {
+            if len == 0 {
+                continue;
             }
-            b.build()
-        })
-        .collect();
-    Ok(GuestSpec::lockless(programs, true))
+            mpi::times(b, count, |b| {
+                mpi::times(b, len, |b| shape.iteration(b, &place));
+                mpi::allreduce(b, rank, world, NORM_BYTES, WAIT);
+            });
+        }
+    }))
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {
