@@ -7,6 +7,7 @@ traceback. Results go to stdout, progress to stderr, so `--json` output stays cl
 
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -321,6 +322,233 @@ def plot_trace_command(
     except PlotError as error:
         raise CliError(str(error)) from None
     stdout.print(f"wrote {output}")
+
+
+class JobsProgress:
+    """A bar over a batch of runs on stderr, drawn only on a terminal (redirected output and
+    CI logs get one line at the end instead)."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.bar: Optional[Progress] = None
+        self.task: Optional[TaskID] = None
+        self.started_at = time.monotonic()
+        self.first_done: Optional[int] = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.first_done is None:
+            self.first_done = done
+            if done:
+                stderr.print(f"{done} of {total} runs already stored: resuming")
+        if self.bar is None and stderr.is_terminal:
+            self.bar = Progress(
+                TextColumn(self.description),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} runs"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=stderr,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total)
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, completed=done, total=total)
+
+    def close(self, total: int) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        ran = total - (self.first_done or 0)
+        stderr.print(f"{ran} runs in {time.monotonic() - self.started_at:.0f} s ({total} in all)")
+
+
+def run_batch(jobs: list[Any], out: Path, description: str, workers: int, backend: str, address: Optional[str]) -> Any:
+    """Run `jobs` into the store `out`/runs.jsonl with a progress bar; on Ctrl-C, say how to
+    resume and exit 130 (the finished runs are kept)."""
+    from vsched.runs import Store, run_jobs
+
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out: '{out}' exists and is not a directory")
+    if backend not in ("local", "ray"):
+        raise CliError(f"--backend: expected local or ray, got '{backend}'")
+    if address is not None and backend != "ray":
+        raise CliError("--address: only meaningful with --backend ray")
+    if workers < 1:
+        raise CliError(f"--jobs: expected at least 1, got {workers}")
+    store = Store(out / "runs.jsonl")
+    progress = JobsProgress(description)
+    try:
+        run_jobs(jobs, store, workers=workers, backend=backend, address=address, progress=progress)
+    except KeyboardInterrupt:
+        if progress.bar is not None:
+            progress.bar.stop()
+        print(
+            f"interrupted: {len(store.rows)} finished runs kept in {out / 'runs.jsonl'}; "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
+        raise SystemExit(130) from None
+    finally:
+        store.close()
+    progress.close(len({job.key for job in jobs}))
+    return store
+
+
+JOBS_OPTION = typer.Option("--jobs", "-j", help="Runs in parallel (local processes; default: all cores).")
+BACKEND_OPTION = typer.Option(help="Where runs execute: local processes, or a Ray cluster (pip install 'vsched[ray]').")
+ADDRESS_OPTION = typer.Option(help="Ray cluster address (default: start a local Ray instance).")
+
+
+@app.command()
+def sweep(
+    scenario: Annotated[
+        Path, typer.Argument(metavar="SCENARIO", help="Scenario file (TOML).", show_default=False)
+    ],
+    set_: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set",
+            help="KEY=V1,V2,...: a dotted scenario key and its values, e.g. scheduler.tslice_ms=10,30 or "
+            "vm.web.vcpus=2,4 (an array element by name, index or *). Repeat for a cross product.",
+        ),
+    ] = None,
+    policy: Annotated[
+        Optional[str], typer.Option(help="Comma-separated policies to run each point under (default parameters).")
+    ] = None,
+    reps: Annotated[int, typer.Option(help="Seeds per point: seed, seed+1, ...")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of the first repetition.")] = 1,
+    jobs: Annotated[Optional[int], JOBS_OPTION] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="Directory for runs.jsonl and results.parquet (default: sweep-<scenario>).")
+    ] = None,
+    metric: Annotated[
+        Optional[list[str]],
+        typer.Option(help="A results column to summarize, e.g. vm.spin.completion_s (repeatable; default: completion times)."),
+    ] = None,
+    backend: Annotated[str, BACKEND_OPTION] = "local",
+    address: Annotated[Optional[str], ADDRESS_OPTION] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Run a scenario over every combination of parameter values, several seeds each.
+
+    Finished runs are kept in OUT/runs.jsonl as they end: rerunning an interrupted sweep runs
+    only what is missing. Results (one row per run, every parameter and metric) go to
+    OUT/results.parquet, and a table of means ± standard deviations to the terminal.
+    """
+    from vsched import sweep as sweeping
+    from vsched.runs import write_parquet
+
+    check_input_file("SCENARIO", scenario)
+    if reps < 1:
+        raise CliError(f"--reps: expected at least 1, got {reps}")
+    if seed < 0:
+        raise CliError(f"--seed: expected a non-negative integer, got {seed}")
+    policies = [p.strip() for p in policy.split(",") if p.strip()] if policy else [None]
+    known = {p["name"] for p in vsched.policies()}
+    for name in policies:
+        if name is not None and name not in known:
+            raise CliError(f"--policy: unknown policy '{name}' (expected one of {', '.join(sorted(known))})")
+    text = vsched.read_scenario(scenario)
+    grid = sweeping.points(set_ or [], policies)
+    job_list = sweeping.plan(str(scenario), text, grid, range(seed, seed + reps))
+    out = out if out is not None else Path(f"sweep-{scenario.stem}")
+    store = run_batch(job_list, out, f"sweep {scenario.name}", jobs or os.cpu_count() or 1, backend, address)
+    rows = [store.rows[job.key] for job in job_list]
+    write_parquet(rows, out / "results.parquet")
+    metrics = metric or sweeping.default_metrics(rows)
+    keys = [k for k, _ in grid[0].overrides] if grid else []
+    summary = []
+    for point in grid:
+        point_rows = [r for j, r in zip(job_list, rows) if j.overrides == point.overrides and j.policy == point.policy]
+        summary.append(
+            {
+                **dict(point.overrides),
+                "policy": point.policy or "(scenario's)",
+                "runs": len(point_rows),
+                **{m: sweeping.summarize([r.get(m) for r in point_rows]) for m in metrics},
+            }
+        )
+    if json_output:
+        print_json({"out": str(out), "metrics": metrics, "points": summary})
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in [*keys, "policy", "runs", *metrics]:
+        table.add_column(column, justify="left" if column in (*keys, "policy") else "right")
+    for entry in summary:
+        table.add_row(*[str(entry[c]) for c in [*keys, "policy", "runs", *metrics]])
+    stdout.print(table)
+    stdout.print(f"wrote {out / 'results.parquet'} ({len(rows)} runs; mean ± std over seeds)")
+
+
+@app.command()
+def reproduce(
+    papers: Annotated[
+        Optional[list[str]],
+        typer.Argument(metavar="[PAPER]...", help="seed000 .. seed004, or all (the default).", show_default=False),
+    ] = None,
+    reps: Annotated[
+        Optional[int], typer.Option(help="Seeds per case (default: as many as each paper used; fewer with --quick).")
+    ] = None,
+    jobs: Annotated[Optional[int], JOBS_OPTION] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="A reduced version: fewer seeds and shorter runs, every claim still tested.")
+    ] = False,
+    figure: Annotated[
+        Optional[list[str]], typer.Option(help="Only this figure, by its id (e.g. fig4; repeatable).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Directory for results, figures and the report.")] = Path("reproduction"),
+    markdown_file: Annotated[
+        Optional[Path],
+        typer.Option("--markdown", help="Also write the Markdown report here (e.g. docs/reproductions.md)."),
+    ] = None,
+    backend: Annotated[str, BACKEND_OPTION] = "local",
+    address: Annotated[Optional[str], ADDRESS_OPTION] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help='Print {"claims": [...]} as JSON instead of the claims table.')
+    ] = False,
+) -> None:
+    """Reproduce the seed papers' experiments and check their claims.
+
+    Writes OUT/results.parquet (one row per run), OUT/figures/*.png|svg, OUT/report.md and
+    .html (our numbers beside the paper's, each claim marked holds / does not hold) and
+    OUT/claims.json. Finished runs are kept in OUT/runs.jsonl, so an interrupted
+    reproduction resumes where it stopped.
+    """
+    from vsched import reproduce as reproduction
+
+    if reps is not None and reps < 1:
+        raise CliError(f"--reps: expected at least 1, got {reps}")
+    names = papers or ["all"]
+    try:
+        selected = reproduction.select(names)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    settings = reproduction.Settings(reps, quick, tuple(figure or ()))
+    known_ids = {f.id for p in selected for f in p.figures}
+    for name in figure or []:
+        if name not in known_ids:
+            raise CliError(f"--figure: no figure '{name}' in {', '.join(names)} (expected one of {', '.join(sorted(known_ids))})")
+    job_list = reproduction.plan(selected, settings)
+    store = run_batch(job_list, out, "reproduce", jobs or os.cpu_count() or 1, backend, address)
+    outcomes = reproduction.evaluate(selected, settings, store.rows)
+    command = " ".join(
+        ["vsched reproduce", *names, *(["--quick"] if quick else []), *([f"--reps {reps}"] if reps else []),
+         *(f"--figure {f}" for f in figure or [])]
+    )
+    reproduction.write_outputs(outcomes, job_list, store.rows, out, settings, command, markdown_file)
+    claims = [c for o in outcomes for c in o.claims]
+    if json_output:
+        print_json({"claims": [c.as_json() for c in claims]})
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("paper", "figure", "claim", "verdict"):
+        table.add_column(column)
+    for c in claims:
+        table.add_row(c.paper, c.figure, c.claim, "holds" if c.holds else "does not hold")
+    stdout.print(table)
+    stdout.print(f"{sum(c.holds for c in claims)} of {len(claims)} claims hold; report in {out / 'report.md'}")
+    if markdown_file is not None:
+        stdout.print(f"wrote {markdown_file}")
 
 
 def main(argv: Optional[list[str]] = None) -> None:

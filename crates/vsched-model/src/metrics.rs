@@ -29,7 +29,8 @@
 //!   new slice, whether or not it was already running) such that every vCPU of its VM that
 //!   is not blocked now runs (at least two); its skew is the time since the earliest of those
 //!   vCPUs was scheduled. `costarts` counts them; mean, median and p99
-//!   are in µs. Under a gang scheduler the skew is about the IPI latency; under Credit it can
+//!   are in µs, and `costart_skew_us_quantiles` gives the distribution as 21 quantiles
+//!   (p0, p5, ..., p100; nearest rank), enough to draw the paper's CDF. Under a gang scheduler the skew is about the IPI latency; under Credit it can
 //!   reach a time slice or more.
 //!
 //! - `host`: the host it runs on (0 on a single host); `virtual_cluster`: the virtual
@@ -93,6 +94,7 @@ pub struct VmMetrics {
     pub costart_skew_us_mean: Option<f64>,
     pub costart_skew_us_p50: Option<f64>,
     pub costart_skew_us_p99: Option<f64>,
+    pub costart_skew_us_quantiles: Option<Vec<f64>>,
     pub ipi_syncs: u64,
     pub pv_halts: u64,
     pub pv_kicks: u64,
@@ -198,6 +200,14 @@ pub fn weighted_fairness(vms: &[VmMetrics]) -> Option<f64> {
     Some(sum * sum / (x.len() as f64 * sum_sq))
 }
 
+/// Quantiles in 5 % steps from p0 to p100 of a sorted list, for CDF figures.
+pub const CDF_QUANTILES: usize = 21;
+
+/// The `CDF_QUANTILES` quantiles p0, p5, ..., p100 of a sorted list (None if it is empty).
+pub fn cdf_quantiles(sorted: &[u64]) -> Option<Vec<u64>> {
+    (0..CDF_QUANTILES).map(|i| quantile(sorted, i as f64 / (CDF_QUANTILES - 1) as f64)).collect()
+}
+
 /// The value at quantile `q` of a list, nearest-rank.
 pub fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
     if sorted.is_empty() {
@@ -218,5 +228,14 @@ mod tests {
         assert_eq!(quantile(&xs, 1.0), Some(100));
         assert_eq!(quantile(&[7], 0.5), Some(7));
         assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn cdf_quantiles_run_from_the_minimum_to_the_maximum_in_5_percent_steps() {
+        let xs: Vec<u64> = (1..=200).collect();
+        let q = cdf_quantiles(&xs).unwrap();
+        assert_eq!(q.len(), CDF_QUANTILES);
+        assert_eq!((q[0], q[1], q[10], q[20]), (1, 10, 100, 200));
+        assert_eq!(cdf_quantiles(&[]), None);
     }
 }

@@ -95,7 +95,7 @@ use vsched_engine::{EventQueue, RngStreams, StreamRng, Ticket, Time, NS_PER_US};
 
 use crate::guest::{BarrierWait, GuestSpec, Instr, LockChoice, LockKind, Program, FOREVER};
 use crate::ids::{DomId, PcpuId, VcpuId};
-use crate::metrics::{quantile, weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{cdf_quantiles, quantile, weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 use crate::policy::{Decision, Policy, YieldReason};
 use crate::trace::Trace;
 use rand::Rng;
@@ -2271,6 +2271,7 @@ impl Core {
                     .then(|| skews.iter().sum::<Time>() as f64 / skews.len() as f64 / 1e3),
                 costart_skew_us_p50: quantile(skews, 0.5).map(us),
                 costart_skew_us_p99: quantile(skews, 0.99).map(us),
+                costart_skew_us_quantiles: cdf_quantiles(skews).map(|q| q.into_iter().map(us).collect()),
                 ipi_syncs: dom.ipi_syncs,
                 pv_halts: dom.pv_halts,
                 pv_kicks: dom.pv_kicks,

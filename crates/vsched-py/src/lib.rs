@@ -108,6 +108,19 @@ fn run_bench(sim_s: Option<f64>) -> PyResult<String> {
     vsched::bench_json(sim_s).map_err(to_py_err)
 }
 
+// The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).
+include!(concat!(env!("OUT_DIR"), "/paper_scenarios.rs"));
+
+/// The paper scenarios embedded at build time, as a dict {path under scenarios/papers: TOML}.
+#[pyfunction]
+fn paper_scenarios(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let dict = pyo3::types::PyDict::new_bound(py);
+    for (name, text) in PAPER_SCENARIOS {
+        dict.set_item(name, text)?;
+    }
+    Ok(dict)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
@@ -119,5 +132,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(paper_scenarios, m)?)?;
     Ok(())
 }

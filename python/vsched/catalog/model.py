@@ -1,0 +1,160 @@
+"""The vocabulary of the catalog: a paper has figures, a figure has cases and claims.
+
+A *case* is one bar or point of a figure: a scenario file under scenarios/papers run under a
+policy, possibly with overrides of the scenario's keys. Each case runs once per seed; a
+figure's *metric* reduces one run (a flat row, see `vsched.runs.flatten`) to one number, and
+its *stat* reduces the seeds to the plotted value (their mean, or their standard deviation
+for the papers' "standard deviation of completion time" figures). A *claim* is one of the
+paper's statements about the figure, written as a check over the plotted values that says
+whether it holds and with which of our numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Optional, Union
+
+from vsched.runs import Override, Row
+
+Metric = Callable[[Row], Union[float, list[float], None]]
+"""One run's value; None when the run did not produce it (e.g. a VM that did not finish).
+A list (of quantiles) is used by CDF figures."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bar or point of a figure."""
+
+    x: str
+    """The x-axis label (a category), e.g. "2000" or "4 (2.5)"."""
+    series: str
+    """The legend label, usually the policy as the paper names it, e.g. "Co_scheduling"."""
+    scenario: str
+    """Path under scenarios/papers, e.g. "seed000/exp1-2000.toml"."""
+    policy: Optional[str] = None
+    """Run under this policy at its default parameters (None: the scenario's [scheduler])."""
+    overrides: tuple[Override, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    holds: bool
+    sim: str
+    """Our numbers behind the verdict, in one line."""
+
+
+@dataclass
+class FigureResult:
+    """A figure's per-seed values, as the claims and plots see them."""
+
+    figure: Figure
+    samples: dict[tuple[str, str], list[float]]
+    """(x, series) -> one value per seed (for CDF figures: every quantile of every seed)."""
+    missing: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(x, series) -> number of seeds whose metric was None (e.g. unfinished runs)."""
+
+    @property
+    def xs(self) -> list[str]:
+        return list(dict.fromkeys(c.x for c in self.figure.cases))
+
+    @property
+    def series(self) -> list[str]:
+        return list(dict.fromkeys(c.series for c in self.figure.cases))
+
+    def value(self, x: str, series: str) -> float:
+        """The plotted value: the figure's stat over the seeds (NaN when no seed has one)."""
+        xs = self.samples.get((x, series), [])
+        if not xs:
+            return float("nan")
+        if self.figure.stat == "std":
+            return statistics.stdev(xs) if len(xs) > 1 else 0.0
+        return statistics.fmean(xs)
+
+    def mean(self, x: str, series: str) -> float:
+        xs = self.samples.get((x, series), [])
+        return statistics.fmean(xs) if xs else float("nan")
+
+    def std(self, x: str, series: str) -> float:
+        xs = self.samples.get((x, series), [])
+        return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    """The paper's statement, e.g. "VDS is faster than Credit at every size"."""
+    check: Callable[[FigureResult], Verdict]
+    paper_value: str = ""
+    """The paper's numbers behind it ("" when the paper gives none), e.g. "−12.69 %, −12.78 %, −12.72 %"."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    """Short name used in file names, e.g. "fig2"."""
+    label: str
+    """As the paper numbers it, e.g. "Fig. 2" or "Fig. 7(a)"."""
+    title: str
+    xlabel: str
+    ylabel: str
+    cases: tuple[Case, ...]
+    metric: Metric
+    claims: tuple[Claim, ...]
+    stat: Literal["mean", "std"] = "mean"
+    kind: Literal["bar", "line", "cdf"] = "bar"
+    paper_values: dict[tuple[str, str], float] = field(default_factory=dict)
+    """The values the paper gives for (x, series), shown beside ours in the report."""
+    quick_overrides: tuple[Override, ...] = ()
+    """Applied to every case under --quick (e.g. fewer supersteps), so the claims can still
+    be tested in a fraction of the time. Say in `notes` what they change."""
+    notes: str = ""
+    """How the figure is modelled and what the quick version changes (Markdown)."""
+
+
+@dataclass(frozen=True)
+class Paper:
+    id: str
+    """"seed000" .. "seed004": the folder under scenarios/papers."""
+    title: str
+    reps: int
+    """Repetitions per case by default: as many as the paper used."""
+    quick_reps: int
+    figures: tuple[Figure, ...]
+    notes: str = ""
+
+
+# Metric helpers: most figures plot one VM's completion time or the mean over clusters.
+
+
+def vm(name: str, metric: str) -> Metric:
+    """The metric of VM `name`, e.g. vm("bsp", "completion_s")."""
+    return lambda row: row.get(f"vm.{name}.{metric}")
+
+
+def last_vm(metric: str = "completion_s", prefix: str = "") -> Metric:
+    """The largest `metric` over the VMs whose name starts with `prefix` (None if any is None)."""
+
+    def value(row: Row) -> float | None:
+        values = [v for k, v in row.items() if k.startswith(f"vm.{prefix}") and k.endswith(f".{metric}")]
+        if not values or any(v is None for v in values):
+            return None
+        return float(max(values))
+
+    return value
+
+
+def mean_clusters(metric: str = "completion_s") -> Metric:
+    """The mean of `metric` over the virtual clusters (None if any is None)."""
+
+    def value(row: Row) -> float | None:
+        values = [v for k, v in row.items() if k.startswith("vc.") and k.endswith(f".{metric}")]
+        if not values or any(v is None for v in values):
+            return None
+        return float(statistics.fmean(values))
+
+    return value
+
+
+def host(metric: str) -> Metric:
+    return lambda row: row.get(f"host.{metric}")

@@ -1,0 +1,75 @@
+"""Draw a catalog figure as the paper does: grouped bars (one group per x, one bar per
+series), lines over x, or cumulative distributions. Bars and points show the plotted value
+(the mean over seeds, or their standard deviation for "std" figures); mean figures carry ±1
+standard deviation error bars.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+# SVG element ids come from a hash salted with this, so a figure's SVG is the same every time.
+matplotlib.rcParams["svg.hashsalt"] = "vsched"
+import matplotlib.pyplot as plt  # noqa: E402
+
+from vsched.catalog.model import FigureResult  # noqa: E402
+
+# Grey-scale friendly hatches, as the papers print in black and white.
+HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
+    """Write `stem`.png and `stem`.svg; return their paths."""
+    figure = result.figure
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    if figure.kind == "cdf":
+        for i, series in enumerate(result.series):
+            for x in result.xs:
+                values = sorted(result.samples.get((x, series), []))
+                if not values:
+                    continue
+                ys = [(k + 1) / len(values) for k in range(len(values))]
+                label = series if len(result.xs) == 1 else f"{series}, {x}"
+                ax.step(values, ys, where="post", label=label, marker=MARKERS[i % len(MARKERS)], markevery=0.1)
+        ax.set_ylim(0, 1.02)
+        ax.set_ylabel("cumulative fraction")
+    else:
+        error = figure.stat == "mean"
+        if figure.kind == "line":
+            positions = list(range(len(result.xs)))
+            for i, series in enumerate(result.series):
+                ys = [result.value(x, series) for x in result.xs]
+                es = [result.std(x, series) for x in result.xs] if error else None
+                ax.errorbar(positions, ys, yerr=es, label=series, marker=MARKERS[i % len(MARKERS)], capsize=3)
+            ax.set_xticks(positions, result.xs)
+        else:
+            width = 0.8 / max(len(result.series), 1)
+            for i, series in enumerate(result.series):
+                positions = [k + (i - (len(result.series) - 1) / 2) * width for k in range(len(result.xs))]
+                ys = [result.value(x, series) for x in result.xs]
+                es = [result.std(x, series) for x in result.xs] if error else None
+                ax.bar(
+                    positions, ys, width, yerr=es, label=series, hatch=HATCHES[i % len(HATCHES)],
+                    edgecolor="black", capsize=2,
+                )
+            ax.set_xticks(range(len(result.xs)), result.xs)
+        ax.set_ylabel(figure.ylabel)
+        if all(not math.isnan(result.value(x, s)) for x in result.xs for s in result.series):
+            ax.set_ylim(bottom=0)
+    ax.set_xlabel(figure.xlabel)
+    ax.set_title(f"{paper_label} {figure.label}: {figure.title}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=110)
+    # No date, so that the same results give the same file.
+    fig.savefig(paths[1], metadata={"Date": None})
+    plt.close(fig)
+    return paths

@@ -1,0 +1,287 @@
+"""`vsched reproduce`: run the catalog, check the papers' claims, write results, figures and a
+report. The pieces: `plan` lists the jobs of the chosen papers, `runs.run_jobs` runs those not
+stored yet, `evaluate` turns the rows into figure values and verdicts, `write_outputs` draws
+the figures and writes the results and the report.
+
+Outputs in the chosen directory: `runs.jsonl` (the store of finished runs, which makes a rerun
+resume), `results.parquet` (one row per run: paper, job, every metric), `figures/<paper>-<figure>.png`
+and `.svg`, `report.md`, `report.html` and `claims.json`. The same rows give the same files,
+byte for byte (wall-clock times are left out of the report).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vsched import catalog
+from vsched.catalog.model import Figure, FigureResult, Paper, Row, Verdict
+from vsched.runs import Job, write_parquet
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the catalog is run: repetitions per case (None: each paper's own), quick or full."""
+
+    reps: int | None = None
+    quick: bool = False
+    figures: tuple[str, ...] = ()
+    """Only these figures (by id, e.g. "fig4"); empty: all."""
+
+    def figures_of(self, paper: Paper) -> list[Figure]:
+        return [f for f in paper.figures if not self.figures or f.id in self.figures]
+
+    def reps_for(self, paper: Paper) -> int:
+        if self.reps is not None:
+            return self.reps
+        return paper.quick_reps if self.quick else paper.reps
+
+
+@dataclass
+class ClaimResult:
+    paper: str
+    figure: str
+    claim: str
+    holds: bool
+    sim: str
+    paper_value: str
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "paper": self.paper,
+            "figure": self.figure,
+            "claim": self.claim,
+            "holds": self.holds,
+            "sim": self.sim,
+            "paper_value": self.paper_value,
+        }
+
+
+@dataclass
+class FigureOutcome:
+    paper: Paper
+    figure: Figure
+    result: FigureResult
+    claims: list[ClaimResult]
+
+
+def select(names: Sequence[str]) -> list[Paper]:
+    """The papers named (ids such as seed000, or "all")."""
+    ids: list[str] = []
+    for name in names or ["all"]:
+        for paper_id in catalog.PAPER_IDS if name == "all" else [name]:
+            if paper_id not in ids:
+                ids.append(paper_id)
+    return [catalog.load(paper_id) for paper_id in ids]
+
+
+def plan(papers: Sequence[Paper], settings: Settings) -> list[Job]:
+    return [
+        job
+        for paper in papers
+        for figure in settings.figures_of(paper)
+        for job in catalog.figure_jobs(figure, settings.reps_for(paper), settings.quick)
+    ]
+
+
+def check(figure: Figure, result: FigureResult) -> list[tuple[str, str, Verdict]]:
+    """Each claim's verdict. A claim over values some seeds could not produce (a VM that did
+    not finish) does not hold, and says so, rather than being checked on the rest."""
+    verdicts = []
+    incomplete = [f"{x} / {s}: {n} runs" for (x, s), n in result.missing.items()]
+    for claim in figure.claims:
+        if incomplete:
+            verdict = Verdict(False, "no value for " + "; ".join(incomplete) + " (e.g. unfinished within the horizon)")
+        else:
+            try:
+                verdict = claim.check(result)
+            except (ValueError, ZeroDivisionError) as error:
+                verdict = Verdict(False, f"could not be checked: {error}")
+            if any(math.isnan(result.value(x, s)) for x in result.xs for s in result.series):
+                verdict = Verdict(False, "some cases have no value")
+        verdicts.append((claim.text, claim.paper_value, verdict))
+    return verdicts
+
+
+def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) -> list[FigureOutcome]:
+    outcomes = []
+    for paper in papers:
+        reps = settings.reps_for(paper)
+        for figure in settings.figures_of(paper):
+            result = catalog.figure_result(figure, reps, settings.quick, rows)
+            claims = [
+                ClaimResult(paper.id, figure.label, text, verdict.holds, verdict.sim, paper_value)
+                for text, paper_value, verdict in check(figure, result)
+            ]
+            outcomes.append(FigureOutcome(paper, figure, result, claims))
+    return outcomes
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the outputs
+
+
+def _cell(outcome: FigureOutcome, x: str, series: str) -> str:
+    result = outcome.result
+    value = result.value(x, series)
+    if math.isnan(value):
+        return "—"
+    text = f"{value:.3g}" if outcome.figure.stat == "std" else f"{value:.3g} ± {result.std(x, series):.2g}"
+    paper = outcome.figure.paper_values.get((x, series))
+    return f"{text} (paper {paper:g})" if paper is not None else text
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str, figures_dir: str) -> str:
+    """The report: the claims table, then per paper and figure the plot, our values (with the
+    paper's in brackets where it gives them) and each claim's verdict."""
+    claims = [c for o in outcomes for c in o.claims]
+    held = sum(c.holds for c in claims)
+    papers = list(dict.fromkeys(o.paper.id for o in outcomes))
+    lines = [
+        "# Reproductions of the seed papers",
+        "",
+        f"Generated by `{command}`. "
+        + ("Quick version: fewer repetitions and shorter runs (each figure says what it shortens). " if settings.quick else "")
+        + "Repetitions per case: "
+        + ", ".join(f"{p} {settings.reps_for(catalog.load(p))}" for p in papers)
+        + ". Every value is ours (the figure's statistic over the seeds, ± their standard deviation for means) "
+        "unless marked as the paper's.",
+        "",
+        f"## Claims: {held} of {len(claims)} hold",
+        "",
+        "| paper | figure | claim | verdict | our numbers | paper's numbers |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in claims:
+        verdict = "holds" if c.holds else "**does not hold**"
+        lines.append(
+            f"| {c.paper} | {c.figure} | {_escape(c.claim)} | {verdict} | {_escape(c.sim)} | {_escape(c.paper_value) or '—'} |"
+        )
+    current = None
+    for outcome in outcomes:
+        paper, figure, result = outcome.paper, outcome.figure, outcome.result
+        if paper.id != current:
+            current = paper.id
+            lines += ["", f"## {paper.id}: {paper.title}", "", paper.notes.strip()]
+        image = f"{figures_dir}/{paper.id}-{figure.id}.png"
+        lines += ["", f"### {figure.label}: {figure.title}", "", f"![{paper.id} {figure.label}]({image})", ""]
+        if figure.notes:
+            lines += [figure.notes.strip(), ""]
+        if figure.kind != "cdf":
+            what = "standard deviation over the seeds" if figure.stat == "std" else "mean ± standard deviation"
+            lines += [
+                f"{figure.ylabel}, {what}:",
+                "",
+                f"| {figure.xlabel} | " + " | ".join(result.series) + " |",
+                "|---" * (len(result.series) + 1) + "|",
+            ]
+            lines += [f"| {x} | " + " | ".join(_cell(outcome, x, s) for s in result.series) + " |" for x in result.xs]
+            lines.append("")
+        for c in outcome.claims:
+            paper_value = f" Paper: {c.paper_value}." if c.paper_value else ""
+            lines.append(f"- **{'holds' if c.holds else 'does not hold'}**: {c.claim}. Ours: {c.sim}.{paper_value}")
+    return "\n".join(lines) + "\n"
+
+
+HTML_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>vsched reproductions</title>
+<style>
+body {{ font-family: sans-serif; max-width: 72em; margin: 2em auto; padding: 0 1em; line-height: 1.4; }}
+table {{ border-collapse: collapse; margin: 1em 0; font-size: 90%; }}
+th, td {{ border: 1px solid #bbb; padding: 0.2em 0.5em; vertical-align: top; }}
+th {{ background: #eee; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def html(markdown_text: str) -> str:
+    import markdown as md
+
+    return HTML_PAGE.format(body=md.markdown(markdown_text, extensions=["tables"]))
+
+
+def write_outputs(
+    outcomes: Sequence[FigureOutcome],
+    jobs: Sequence[Job],
+    rows: dict[str, Row],
+    out: Path,
+    settings: Settings,
+    command: str,
+    markdown_path: Path | None = None,
+) -> list[Path]:
+    """Write results, figures, report and claims into `out` (and the Markdown report also to
+    `markdown_path`, its image links relative to it); return the paths written."""
+    from vsched.figures import draw
+
+    written: list[Path] = []
+    paper_of = {}
+    for outcome in outcomes:
+        for job in catalog.figure_jobs(outcome.figure, settings.reps_for(outcome.paper), settings.quick):
+            paper_of.setdefault(job.key, {"paper": outcome.paper.id})
+    parquet = out / "results.parquet"
+    write_parquet([rows[job.key] for job in jobs], parquet, paper_of)
+    written.append(parquet)
+    figures = out / "figures"
+    for outcome in outcomes:
+        written += draw(outcome.result, outcome.paper.id, figures / f"{outcome.paper.id}-{outcome.figure.id}")
+    text = markdown(outcomes, settings, command, "figures")
+    (out / "report.md").write_text(text, encoding="utf-8")
+    (out / "report.html").write_text(html(text), encoding="utf-8")
+    claims = {"claims": [c.as_json() for o in outcomes for c in o.claims]}
+    (out / "claims.json").write_text(json.dumps(claims, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    written += [out / "report.md", out / "report.html", out / "claims.json"]
+    if markdown_path is not None:
+        relative = Path(os.path.relpath(figures.resolve(), markdown_path.resolve().parent)).as_posix()
+        markdown_path.write_text(markdown(outcomes, settings, command, relative), encoding="utf-8")
+        written.append(markdown_path)
+    return written
+
+
+def check_paper(paper_id: str, reps: int | None = None, quick: bool = False, workers: int = 2) -> None:
+    """Developer aid: run one paper's catalog (no files kept) and print each figure's values
+    and each claim's verdict, then the CPU time the runs took."""
+    import tempfile
+    from pathlib import Path
+
+    from vsched.runs import Store, run_jobs
+
+    papers = select([paper_id])
+    settings = Settings(reps, quick)
+    jobs = plan(papers, settings)
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "runs.jsonl") as store:
+        rows = run_jobs(jobs, store, workers=workers)
+        outcomes = evaluate(papers, settings, store.rows)
+    for outcome in outcomes:
+        r = outcome.result
+        print(f"\n## {outcome.figure.label}: {outcome.figure.title}")
+        print("| x | " + " | ".join(r.series) + " |")
+        for x in r.xs:
+            print(f"| {x} | " + " | ".join(f"{r.value(x, s):.4g}" for s in r.series) + " |")
+        for c in outcome.claims:
+            print(f"- [{'holds' if c.holds else 'does not hold'}] {c.claim} — {c.sim} (paper: {c.paper_value})")
+    cpu = sum(row["wall_s"] for row in {row["key"]: row for row in rows}.values())
+    print(f"\n{len({j.key for j in jobs})} runs, {cpu:.0f} s of CPU")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="run one paper's catalog and print values and claims")
+    parser.add_argument("paper")
+    parser.add_argument("--reps", type=int)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    check_paper(args.paper, args.reps, args.quick, args.jobs)

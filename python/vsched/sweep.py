@@ -1,0 +1,79 @@
+"""`vsched sweep`: one scenario over the cross product of parameter values, each point
+repeated over seeds, on the machinery of `vsched.runs` (so an interrupted sweep resumes).
+
+    vsched sweep scenarios/lhp-demo.toml --set scheduler.tslice_ms=10,30 \\
+        --set vm.spin.vcpus=2,4 --reps 5 --out sweep-lhp
+
+A `--set` key is a dotted path into the scenario (see `runs.apply_overrides`); its values are
+TOML values separated by commas (10, 2.5, true, "credit" or a bare word).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import vsched
+from vsched.runs import Job, Override, Row, make_jobs, parse_value
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination of the swept values, under one policy."""
+
+    overrides: tuple[Override, ...]
+    policy: Optional[str]
+
+
+def parse_set(option: str) -> tuple[str, list[Any]]:
+    """`key=v1,v2,...` as (key, [values])."""
+    key, sep, values = option.partition("=")
+    key = key.strip()
+    if not sep or not key or not values.strip():
+        raise vsched.ScenarioError(f"--set: expected KEY=V1,V2,... (e.g. scheduler.tslice_ms=10,30), got '{option}'")
+    return key, [parse_value(v.strip()) for v in values.split(",")]
+
+
+def points(sets: Sequence[str], policies: Sequence[Optional[str]]) -> list[Point]:
+    parsed = [parse_set(option) for option in sets]
+    keys = [key for key, _ in parsed]
+    if len(set(keys)) != len(keys):
+        raise vsched.ScenarioError(f"--set: a key is given twice among {keys}")
+    combos = itertools.product(*(values for _, values in parsed))
+    return [Point(tuple(zip(keys, combo)), policy) for combo in combos for policy in policies]
+
+
+def plan(scenario: str, text: str, grid: Sequence[Point], seeds: range) -> list[Job]:
+    """Every job of the sweep; each scenario variant is validated before anything runs."""
+    jobs = []
+    for point in grid:
+        point_jobs = make_jobs(scenario, text, point.policy, point.overrides, seeds)
+        described = ", ".join(f"{k}={v}" for k, v in point.overrides) or "the scenario as written"
+        try:
+            vsched.validate(point_jobs[0].text)
+        except vsched.ScenarioError as error:
+            raise vsched.ScenarioError(f"{error} (with {described})") from None
+        jobs += point_jobs
+    return jobs
+
+
+def default_metrics(rows: Sequence[Row], limit: int = 6) -> list[str]:
+    """Completion times (of VMs, then of virtual clusters), or host utilization if none."""
+    names = sorted({k for row in rows for k in row if k.endswith(".completion_s") and k.startswith(("vm.", "vc."))})
+    names = [n for n in names if any(row.get(n) is not None for row in rows)]
+    return names[:limit] or ["host.utilization"]
+
+
+def summarize(value_lists: list[Any]) -> str:
+    values = [v for v in value_lists if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not values:
+        return "—"
+    missing = len(value_lists) - len(values)
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    text = f"{mean:.4g} ± {std:.2g}" if math.isfinite(mean) else str(mean)
+    return text + (f" ({missing} missing)" if missing else "")
