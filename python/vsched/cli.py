@@ -413,7 +413,11 @@ def sweep(
         ),
     ] = None,
     policy: Annotated[
-        Optional[str], typer.Option(help="Comma-separated policies to run each point under (default parameters).")
+        Optional[str],
+        typer.Option(
+            help="Comma-separated policies to run each point under, at their default parameters "
+            "(--set scheduler.KEY=... still applies)."
+        ),
     ] = None,
     reps: Annotated[int, typer.Option(help="Seeds per point: seed, seed+1, ...")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the first repetition.")] = 1,
@@ -531,9 +535,17 @@ def reproduce(
     job_list = reproduction.plan(selected, settings)
     store = run_batch(job_list, out, "reproduce", jobs or os.cpu_count() or 1, backend, address)
     outcomes = reproduction.evaluate(selected, settings, store.rows)
+    # The command that regenerates the report (parallelism and backend do not change it).
     command = " ".join(
-        ["vsched reproduce", *names, *(["--quick"] if quick else []), *([f"--reps {reps}"] if reps else []),
-         *(f"--figure {f}" for f in figure or [])]
+        [
+            "vsched reproduce",
+            *names,
+            *(["--quick"] if quick else []),
+            *([f"--reps {reps}"] if reps else []),
+            *(f"--figure {f}" for f in figure or []),
+            f"--out {out.as_posix()}",
+            *([f"--markdown {markdown_file.as_posix()}"] if markdown_file is not None else []),
+        ]
     )
     reproduction.write_outputs(outcomes, job_list, store.rows, out, settings, command, markdown_file)
     claims = [c for o in outcomes for c in o.claims]

@@ -38,6 +38,9 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
                 ax.step(values, ys, where="post", label=label, marker=MARKERS[i % len(MARKERS)], markevery=0.1)
         ax.set_ylim(0, 1.02)
         ax.set_ylabel("cumulative fraction")
+        # Skews and latencies span µs to seconds: a log axis, linear near 0 where samples can be.
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(left=0)
     else:
         error = figure.stat == "mean"
         if figure.kind == "line":

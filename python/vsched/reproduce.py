@@ -133,7 +133,7 @@ def _cell(outcome: FigureOutcome, x: str, series: str) -> str:
         return "—"
     text = f"{value:.3g}" if outcome.figure.stat == "std" else f"{value:.3g} ± {result.std(x, series):.2g}"
     paper = outcome.figure.paper_values.get((x, series))
-    return f"{text} (paper {paper:g})" if paper is not None else text
+    return f"{text} (paper {paper:g}{outcome.figure.paper_unit})" if paper is not None else text
 
 
 def _escape(text: str) -> str:
@@ -248,40 +248,3 @@ def write_outputs(
         written.append(markdown_path)
     return written
 
-
-def check_paper(paper_id: str, reps: int | None = None, quick: bool = False, workers: int = 2) -> None:
-    """Developer aid: run one paper's catalog (no files kept) and print each figure's values
-    and each claim's verdict, then the CPU time the runs took."""
-    import tempfile
-    from pathlib import Path
-
-    from vsched.runs import Store, run_jobs
-
-    papers = select([paper_id])
-    settings = Settings(reps, quick)
-    jobs = plan(papers, settings)
-    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "runs.jsonl") as store:
-        rows = run_jobs(jobs, store, workers=workers)
-        outcomes = evaluate(papers, settings, store.rows)
-    for outcome in outcomes:
-        r = outcome.result
-        print(f"\n## {outcome.figure.label}: {outcome.figure.title}")
-        print("| x | " + " | ".join(r.series) + " |")
-        for x in r.xs:
-            print(f"| {x} | " + " | ".join(f"{r.value(x, s):.4g}" for s in r.series) + " |")
-        for c in outcome.claims:
-            print(f"- [{'holds' if c.holds else 'does not hold'}] {c.claim} — {c.sim} (paper: {c.paper_value})")
-    cpu = sum(row["wall_s"] for row in {row["key"]: row for row in rows}.values())
-    print(f"\n{len({j.key for j in jobs})} runs, {cpu:.0f} s of CPU")
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description="run one paper's catalog and print values and claims")
-    parser.add_argument("paper")
-    parser.add_argument("--reps", type=int)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
-    check_paper(args.paper, args.reps, args.quick, args.jobs)

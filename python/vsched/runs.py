@@ -107,7 +107,8 @@ def apply_overrides(text: str, overrides: Sequence[Override]) -> str:
 
 @dataclass(frozen=True)
 class Job:
-    """One simulation: `scenario` names it, `text` is its TOML after `overrides`."""
+    """One simulation: `scenario` names it, `text` is its TOML with `policy` and `overrides`
+    applied (see `make_jobs`)."""
 
     scenario: str
     text: str
@@ -126,7 +127,10 @@ class Job:
 def make_jobs(
     scenario: str, text: str, policy: str | None, overrides: Sequence[Override], seeds: Iterable[int]
 ) -> list[Job]:
-    final = apply_overrides(text, overrides)
+    """One job per seed. A `policy` replaces the scenario's [scheduler] table by that policy at
+    its default parameters, before the overrides (which may then set `scheduler.*` keys)."""
+    replaced: tuple[Override, ...] = (("scheduler", {"name": policy}),) if policy else ()
+    final = apply_overrides(text, (*replaced, *overrides))
     return [Job(scenario, final, policy, tuple(overrides), seed) for seed in seeds]
 
 
@@ -154,7 +158,7 @@ def flatten(run: dict[str, Any]) -> Row:
 
 def execute(job: Job) -> Row:
     """Run one job and return its row (job columns first). Runs in a worker process."""
-    report = vsched.run(job.text, seed=job.seed, reps=1, policy=job.policy)
+    report = vsched.run(job.text, seed=job.seed, reps=1)
     row: Row = {
         "key": job.key,
         "scenario": job.scenario,

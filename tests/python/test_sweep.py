@@ -50,6 +50,15 @@ def test_a_bad_override_key_is_named(key: str, message: str) -> None:
         apply_overrides(TINY_SCENARIO, [(key, 1)])
 
 
+def test_a_policy_replaces_the_scheduler_table_and_scheduler_overrides_still_apply() -> None:
+    job = make_jobs("tiny", TINY_SCENARIO, "rr", [("scheduler.slice_us", 500)], [1])[0]
+    assert "[scheduler]\nname = \"rr\"\nslice_us = 500\n" in job.text
+    assert job.policy == "rr" and job.overrides == (("scheduler.slice_us", 500),)
+    # Jobs are identified by what they compute: the policy and the overrides are in the text.
+    keys = {make_jobs("tiny", TINY_SCENARIO, p, o, [1])[0].key for p in ("rr", "credit") for o in ([], [("host.pcpus", 1)])}
+    assert len(keys) == 4
+
+
 def test_values_are_read_as_toml_with_bare_words_as_strings() -> None:
     assert [parse_value(v) for v in ["10", "2.5", "true", '"credit"', "credit"]] == [10, 2.5, True, "credit", "credit"]
 

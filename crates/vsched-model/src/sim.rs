@@ -95,7 +95,9 @@ use vsched_engine::{EventQueue, RngStreams, StreamRng, Ticket, Time, NS_PER_US};
 
 use crate::guest::{BarrierWait, GuestSpec, Instr, LockChoice, LockKind, Program, FOREVER};
 use crate::ids::{DomId, PcpuId, VcpuId};
-use crate::metrics::{cdf_quantiles, quantile, weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{
+    cdf_quantiles, quantile, weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics,
+};
 use crate::policy::{Decision, Policy, YieldReason};
 use crate::trace::Trace;
 use rand::Rng;
@@ -454,9 +456,9 @@ struct Dom {
 }
 
 /// Measures co-start skew (seed 004 Fig. 6, "the scheduling time edge difference between
-/// the VCPUs"): each time a vCPU is scheduled (a new slice, whether it was already running
-/// or not) and every vCPU of its VM that is not blocked is running (at least two of them),
-/// one sample is the time from the earliest of their scheduling edges to now.
+/// the VCPUs"): each time a vCPU starts running (a switch-in; a running vCPU given a new
+/// slice has no new edge) and every vCPU of its VM that is not blocked is running (at least
+/// two of them), one sample is the time from the earliest of their switch-ins to now.
 #[derive(Default)]
 struct CoStart {
     /// When each vCPU of the VM last started running.
@@ -1460,10 +1462,10 @@ impl Core {
                 if grows {
                     vc.ple_window_ns = base; // KVM: shrink_ple_window at sched-in
                 }
+                self.note_costart(v);
             } else {
                 self.sync(v);
             }
-            self.note_costart(v);
             let vc = &mut self.vcpus[v];
             vc.run_from = now + overhead;
             vc.synced_to = now;
@@ -1490,7 +1492,7 @@ impl Core {
         Ok(())
     }
 
-    /// A vCPU was scheduled: if its whole VM (blocked vCPUs aside) now runs, record the
+    /// A vCPU was switched in: if its whole VM (blocked vCPUs aside) now runs, record the
     /// co-start skew (see [`CoStart`]).
     fn note_costart(&mut self, v: VcpuId) {
         let now = self.now();

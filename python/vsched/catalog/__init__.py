@@ -81,7 +81,7 @@ def figure_result(figure: Figure, reps: int, quick: bool, rows: dict[str, Row]) 
     for case in figure.cases:
         values: list[float] = []
         for job in case_jobs(figure, case, reps, quick):
-            value = figure.metric(rows[job.key])
+            value = (case.metric or figure.metric)(rows[job.key])
             if value is None:
                 missing[case.x, case.series] = missing.get((case.x, case.series), 0) + 1
             elif isinstance(value, Sequence):

@@ -21,7 +21,6 @@ Metric = Callable[[Row], Union[float, list[float], None]]
 """One run's value; None when the run did not produce it (e.g. a VM that did not finish).
 A list (of quantiles) is used by CDF figures."""
 
-
 @dataclass(frozen=True)
 class Case:
     """One bar or point of a figure."""
@@ -35,6 +34,9 @@ class Case:
     policy: Optional[str] = None
     """Run under this policy at its default parameters (None: the scenario's [scheduler])."""
     overrides: tuple[Override, ...] = ()
+    metric: Optional[Metric] = None
+    """This case's value, when it is not the figure's metric: e.g. one of two VMs of the same
+    runs, which then plot as two bars from one set of jobs."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,9 @@ class Figure:
     kind: Literal["bar", "line", "cdf"] = "bar"
     paper_values: dict[tuple[str, str], float] = field(default_factory=dict)
     """The values the paper gives for (x, series), shown beside ours in the report."""
+    paper_unit: str = ""
+    """What `paper_values` measure when it is not the figure's own quantity, e.g. " % vs Credit"
+    for a paper that gives only changes against a baseline."""
     quick_overrides: tuple[Override, ...] = ()
     """Applied to every case under --quick (e.g. fewer supersteps), so the claims can still
     be tested in a fraction of the time. Say in `notes` what they change."""
