@@ -395,7 +395,10 @@ def run_batch(jobs: list[Any], out: Path, description: str, workers: int, backen
 
 
 JOBS_OPTION = typer.Option("--jobs", "-j", help="Runs in parallel (local processes; default: all cores).")
-BACKEND_OPTION = typer.Option(help="Where runs execute: local processes, or a Ray cluster (pip install 'vsched[ray]').")
+# The backslash keeps Typer's rich help from reading "[ray]" as markup.
+BACKEND_OPTION = typer.Option(
+    help="Where runs execute: local processes, or a Ray cluster (pip install 'vsched\\[ray]')."
+)
 ADDRESS_OPTION = typer.Option(help="Ray cluster address (default: start a local Ray instance).")
 
 
