@@ -149,7 +149,9 @@ def run(
     ] = None,
     policy: Annotated[
         Optional[str],
-        typer.Option(help="Run under this policy (default parameters) instead of the scenario's [scheduler]."),
+        typer.Option(
+            help="Run under this policy (default parameters) instead of the scenario's [scheduler]."
+        ),
     ] = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the JSON report instead of tables.")
@@ -362,7 +364,9 @@ class JobsProgress:
         stderr.print(f"{ran} runs in {time.monotonic() - self.started_at:.0f} s ({total} in all)")
 
 
-def run_batch(jobs: list[Any], out: Path, description: str, workers: int, backend: str, address: Optional[str]) -> Any:
+def run_batch(
+    jobs: list[Any], out: Path, description: str, workers: int, backend: str, address: Optional[str]
+) -> Any:
     """Run `jobs` into the store `out`/runs.jsonl with a progress bar; on Ctrl-C, say how to
     resume and exit 130 (the finished runs are kept)."""
     from vsched.runs import Store, run_jobs
@@ -426,11 +430,15 @@ def sweep(
     seed: Annotated[int, typer.Option(help="Seed of the first repetition.")] = 1,
     jobs: Annotated[Optional[int], JOBS_OPTION] = None,
     out: Annotated[
-        Optional[Path], typer.Option(help="Directory for runs.jsonl and results.parquet (default: sweep-<scenario>).")
+        Optional[Path],
+        typer.Option(help="Directory for runs.jsonl and results.parquet (default: sweep-<scenario>)."),
     ] = None,
     metric: Annotated[
         Optional[list[str]],
-        typer.Option(help="A results column to summarize, e.g. vm.spin.completion_s (repeatable; default: completion times)."),
+        typer.Option(
+            help="A results column to summarize, e.g. vm.spin.completion_s "
+            "(repeatable; default: completion times)."
+        ),
     ] = None,
     backend: Annotated[str, BACKEND_OPTION] = "local",
     address: Annotated[Optional[str], ADDRESS_OPTION] = None,
@@ -464,17 +472,7 @@ def sweep(
     write_parquet(rows, out / "results.parquet")
     metrics = metric or sweeping.default_metrics(rows)
     keys = [k for k, _ in grid[0].overrides] if grid else []
-    summary = []
-    for point in grid:
-        point_rows = [r for j, r in zip(job_list, rows) if j.overrides == point.overrides and j.policy == point.policy]
-        summary.append(
-            {
-                **dict(point.overrides),
-                "policy": point.policy or "(scenario's)",
-                "runs": len(point_rows),
-                **{m: sweeping.summarize([r.get(m) for r in point_rows]) for m in metrics},
-            }
-        )
+    summary = sweeping.summary(grid, job_list, rows, metrics)
     if json_output:
         print_json({"out": str(out), "metrics": metrics, "points": summary})
         return
@@ -491,19 +489,27 @@ def sweep(
 def reproduce(
     papers: Annotated[
         Optional[list[str]],
-        typer.Argument(metavar="[PAPER]...", help="seed000 .. seed004, or all (the default).", show_default=False),
+        typer.Argument(
+            metavar="[PAPER]...", help="seed000 .. seed004, or all (the default).", show_default=False
+        ),
     ] = None,
     reps: Annotated[
-        Optional[int], typer.Option(help="Seeds per case (default: as many as each paper used; fewer with --quick).")
+        Optional[int],
+        typer.Option(help="Seeds per case (default: as many as each paper used; fewer with --quick)."),
     ] = None,
     jobs: Annotated[Optional[int], JOBS_OPTION] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="A reduced version: fewer seeds and shorter runs, every claim still tested.")
+        bool,
+        typer.Option(
+            "--quick", help="A reduced version: fewer seeds and shorter runs, every claim still tested."
+        ),
     ] = False,
     figure: Annotated[
         Optional[list[str]], typer.Option(help="Only this figure, by its id (e.g. fig4; repeatable).")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Directory for results, figures and the report.")] = Path("reproduction"),
+    out: Annotated[Path, typer.Option(help="Directory for results, figures and the report.")] = Path(
+        "reproduction"
+    ),
     markdown_file: Annotated[
         Optional[Path],
         typer.Option("--markdown", help="Also write the Markdown report here (e.g. docs/reproductions.md)."),
@@ -531,10 +537,10 @@ def reproduce(
     except ValueError as error:
         raise CliError(str(error)) from None
     settings = reproduction.Settings(reps, quick, tuple(figure or ()))
-    known_ids = {f.id for p in selected for f in p.figures}
-    for name in figure or []:
-        if name not in known_ids:
-            raise CliError(f"--figure: no figure '{name}' in {', '.join(names)} (expected one of {', '.join(sorted(known_ids))})")
+    try:
+        reproduction.check_figures(selected, settings.figures)
+    except ValueError as error:
+        raise CliError(str(error)) from None
     job_list = reproduction.plan(selected, settings)
     store = run_batch(job_list, out, "reproduce", jobs or os.cpu_count() or 1, backend, address)
     outcomes = reproduction.evaluate(selected, settings, store.rows)
@@ -561,7 +567,9 @@ def reproduce(
     for c in claims:
         table.add_row(c.paper, c.figure, c.claim, "holds" if c.holds else "does not hold")
     stdout.print(table)
-    stdout.print(f"{sum(c.holds for c in claims)} of {len(claims)} claims hold; report in {out / 'report.md'}")
+    stdout.print(
+        f"{sum(c.holds for c in claims)} of {len(claims)} claims hold; report in {out / 'report.md'}"
+    )
     if markdown_file is not None:
         stdout.print(f"wrote {markdown_file}")
 

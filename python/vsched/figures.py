@@ -35,7 +35,9 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
                     continue
                 ys = [(k + 1) / len(values) for k in range(len(values))]
                 label = series if len(result.xs) == 1 else f"{series}, {x}"
-                ax.step(values, ys, where="post", label=label, marker=MARKERS[i % len(MARKERS)], markevery=0.1)
+                ax.step(
+                    values, ys, where="post", label=label, marker=MARKERS[i % len(MARKERS)], markevery=0.1
+                )
         ax.set_ylim(0, 1.02)
         ax.set_ylabel("cumulative fraction")
         # Skews and latencies span µs to seconds: a log axis, linear near 0 where samples can be.
@@ -57,8 +59,14 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
                 ys = [result.value(x, series) for x in result.xs]
                 es = [result.std(x, series) for x in result.xs] if error else None
                 ax.bar(
-                    positions, ys, width, yerr=es, label=series, hatch=HATCHES[i % len(HATCHES)],
-                    edgecolor="black", capsize=2,
+                    positions,
+                    ys,
+                    width,
+                    yerr=es,
+                    label=series,
+                    hatch=HATCHES[i % len(HATCHES)],
+                    edgecolor="black",
+                    capsize=2,
                 )
             ax.set_xticks(range(len(result.xs)), result.xs)
         ax.set_ylabel(figure.ylabel)

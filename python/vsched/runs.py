@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import vsched
 
@@ -71,7 +71,8 @@ def _children(node: Any, part: str, path: str) -> list[Any]:
             return [node[int(part)]]
         names = [str(e.get("name")) for e in node if isinstance(e, dict) and "name" in e]
         raise vsched.ScenarioError(
-            f"{path}: no element '{part}' in this array (expected *, a name among {names} or an index below {len(node)})"
+            f"{path}: no element '{part}' in this array "
+            f"(expected *, a name among {names} or an index below {len(node)})"
         )
     raise vsched.ScenarioError(f"{path}: '{part}' is below a value, not a table")
 
@@ -112,7 +113,7 @@ class Job:
 
     scenario: str
     text: str
-    policy: Optional[str]
+    policy: str | None
     overrides: tuple[Override, ...]
     seed: int
 
@@ -298,7 +299,7 @@ def run_jobs(
     return [store.rows[job.key] for job in jobs]
 
 
-def write_parquet(rows: Sequence[Row], path: Path, extra: Optional[dict[str, dict[str, Any]]] = None) -> None:
+def write_parquet(rows: Sequence[Row], path: Path, extra: dict[str, dict[str, Any]] | None = None) -> None:
     """Write `rows` (one per run) as a Parquet table with a column per field seen in any row:
     the job columns first, then `extra` columns (per key: column -> value), then the metrics in
     name order. A field a row lacks is null; a column mixing kinds of values is written as text."""

@@ -15,7 +15,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import vsched
 from vsched.runs import Job, Override, Row, make_jobs, parse_value
@@ -26,7 +26,7 @@ class Point:
     """One combination of the swept values, under one policy."""
 
     overrides: tuple[Override, ...]
-    policy: Optional[str]
+    policy: str | None
 
 
 def parse_set(option: str) -> tuple[str, list[Any]]:
@@ -34,11 +34,13 @@ def parse_set(option: str) -> tuple[str, list[Any]]:
     key, sep, values = option.partition("=")
     key = key.strip()
     if not sep or not key or not values.strip():
-        raise vsched.ScenarioError(f"--set: expected KEY=V1,V2,... (e.g. scheduler.tslice_ms=10,30), got '{option}'")
+        raise vsched.ScenarioError(
+            f"--set: expected KEY=V1,V2,... (e.g. scheduler.tslice_ms=10,30), got '{option}'"
+        )
     return key, [parse_value(v.strip()) for v in values.split(",")]
 
 
-def points(sets: Sequence[str], policies: Sequence[Optional[str]]) -> list[Point]:
+def points(sets: Sequence[str], policies: Sequence[str | None]) -> list[Point]:
     parsed = [parse_set(option) for option in sets]
     keys = [key for key, _ in parsed]
     if len(set(keys)) != len(keys):
@@ -63,7 +65,9 @@ def plan(scenario: str, text: str, grid: Sequence[Point], seeds: range) -> list[
 
 def default_metrics(rows: Sequence[Row], limit: int = 6) -> list[str]:
     """Completion times (of VMs, then of virtual clusters), or host utilization if none."""
-    names = sorted({k for row in rows for k in row if k.endswith(".completion_s") and k.startswith(("vm.", "vc."))})
+    names = sorted(
+        {k for row in rows for k in row if k.endswith(".completion_s") and k.startswith(("vm.", "vc."))}
+    )
     names = [n for n in names if any(row.get(n) is not None for row in rows)]
     return names[:limit] or ["host.utilization"]
 
@@ -77,3 +81,24 @@ def summarize(value_lists: list[Any]) -> str:
     std = statistics.stdev(values) if len(values) > 1 else 0.0
     text = f"{mean:.4g} ± {std:.2g}" if math.isfinite(mean) else str(mean)
     return text + (f" ({missing} missing)" if missing else "")
+
+
+def summary(
+    grid: Sequence[Point], jobs: Sequence[Job], rows: Sequence[Row], metrics: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Per point of `grid`: its values, policy, number of runs and each metric's mean ± std
+    over the seeds (`rows[i]` is the row of `jobs[i]`)."""
+    entries = []
+    for point in grid:
+        point_rows = [
+            r for j, r in zip(jobs, rows) if (j.overrides, j.policy) == (point.overrides, point.policy)
+        ]
+        entries.append(
+            {
+                **dict(point.overrides),
+                "policy": point.policy or "(scenario's)",
+                "runs": len(point_rows),
+                **{m: summarize([r.get(m) for r in point_rows]) for m in metrics},
+            }
+        )
+    return entries

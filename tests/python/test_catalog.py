@@ -27,7 +27,10 @@ FIGURES = [(paper_id, figure) for paper_id in catalog.PAPER_IDS for figure in ca
 
 
 def test_the_package_embeds_every_paper_scenario_as_it_is_on_disk() -> None:
-    on_disk = {p.relative_to(PAPERS_DIR).as_posix(): p.read_text(encoding="utf-8") for p in PAPERS_DIR.rglob("*.toml")}
+    on_disk = {
+        p.relative_to(PAPERS_DIR).as_posix(): p.read_text(encoding="utf-8")
+        for p in PAPERS_DIR.rglob("*.toml")
+    }
     assert _core.paper_scenarios() == on_disk
 
 
@@ -52,7 +55,9 @@ def test_every_case_of_every_figure_validates(paper_id: str, figure: Figure, qui
             assert case.policy in {p["name"] for p in vsched.policies()}
 
 
-def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(cli: Cli, tmp_path: Path) -> None:
+def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(
+    cli: Cli, tmp_path: Path
+) -> None:
     # Seed 002's ep figure, quick, 2 seeds: 20 short runs.
     args = ["reproduce", "seed002", "--figure", "fig3-ep", "--quick", "--reps", "2", "--jobs", "2", "--json"]
     first = cli(*args, "--out", tmp_path / "a", "--markdown", tmp_path / "doc.md")
@@ -65,7 +70,13 @@ def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(c
     assert len(rows) == 5 * 4 * 2  # host counts x policies x seeds
     assert {r["policy"] for r in rows} == {"credit", "balance", "hybrid", "cvs-comm"}
     assert all(r["paper"] == "seed002" and r["vc.vc1.completion_s"] > 0 for r in rows)
-    for name in ("report.md", "report.html", "claims.json", "figures/seed002-fig3-ep.png", "figures/seed002-fig3-ep.svg"):
+    for name in (
+        "report.md",
+        "report.html",
+        "claims.json",
+        "figures/seed002-fig3-ep.png",
+        "figures/seed002-fig3-ep.svg",
+    ):
         assert (tmp_path / "a" / name).is_file(), name
     report = (tmp_path / "a" / "report.md").read_text()
     assert "## Claims: " in report and "![seed002 Fig. 3 (ep)](figures/seed002-fig3-ep.png)" in report
@@ -83,7 +94,10 @@ def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(c
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["seed009"], "error: paper: expected one of seed000, seed001, seed002, seed003, seed004 or all, got 'seed009'"),
+        (
+            ["seed009"],
+            "error: paper: expected one of seed000, seed001, seed002, seed003, seed004 or all, got 'seed009'",
+        ),
         (["seed002", "--figure", "fig9"], "error: --figure: no figure 'fig9' in seed002"),
         (["seed002", "--reps", "0"], "error: --reps: expected at least 1, got 0"),
         (["seed002", "--backend", "slurm"], "error: --backend: expected local or ray, got 'slurm'"),
@@ -120,7 +134,9 @@ def test_reduced_seed000_fig2_vds_is_faster_than_credit_and_co_scheduling(tmp_pa
         assert r.mean(x, "VDS") < 0.9 * r.mean(x, "Co_scheduling"), x
 
 
-def test_reduced_seed004_fig4_partial_and_boost_co_scheduling_beat_cs_and_cds_in_dual_con(tmp_path: Path) -> None:
+def test_reduced_seed004_fig4_partial_and_boost_co_scheduling_beat_cs_and_cds_in_dual_con(
+    tmp_path: Path,
+) -> None:
     # Seed 004 §VI-C, Fig. 4: with two concurrent domains, CS and CDS take almost twice
     # Credit's time, PCS and BCS about half of CS's and CDS's, and PCS and BCS keep the two
     # domains' times close (differences 12 % and 3 % against CS's 16 % and CDS's 39 %). Quick:

@@ -4,6 +4,7 @@ giving the same rows as local processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +28,12 @@ Cli = Callable[..., CliResult]
 def test_overrides_reach_tables_and_array_elements_by_name_index_or_star() -> None:
     text = apply_overrides(
         TINY_SCENARIO,
-        [("scheduler.tslice_ms", 10), ("vm.locker.workload.cs_us", 20), ("vm.1.vcpus", 1), ("vm.*.weight", 512)],
+        [
+            ("scheduler.tslice_ms", 10),
+            ("vm.locker.workload.cs_us", 20),
+            ("vm.1.vcpus", 1),
+            ("vm.*.weight", 512),
+        ],
     )
     report = vsched.run(text, reps=1)
     assert report["runs"][0]["vms"][1]["vcpus"] == 1
@@ -52,15 +58,25 @@ def test_a_bad_override_key_is_named(key: str, message: str) -> None:
 
 def test_a_policy_replaces_the_scheduler_table_and_scheduler_overrides_still_apply() -> None:
     job = make_jobs("tiny", TINY_SCENARIO, "rr", [("scheduler.slice_us", 500)], [1])[0]
-    assert "[scheduler]\nname = \"rr\"\nslice_us = 500\n" in job.text
+    assert '[scheduler]\nname = "rr"\nslice_us = 500\n' in job.text
     assert job.policy == "rr" and job.overrides == (("scheduler.slice_us", 500),)
     # Jobs are identified by what they compute: the policy and the overrides are in the text.
-    keys = {make_jobs("tiny", TINY_SCENARIO, p, o, [1])[0].key for p in ("rr", "credit") for o in ([], [("host.pcpus", 1)])}
+    keys = {
+        make_jobs("tiny", TINY_SCENARIO, p, o, [1])[0].key
+        for p in ("rr", "credit")
+        for o in ([], [("host.pcpus", 1)])
+    }
     assert len(keys) == 4
 
 
 def test_values_are_read_as_toml_with_bare_words_as_strings() -> None:
-    assert [parse_value(v) for v in ["10", "2.5", "true", '"credit"', "credit"]] == [10, 2.5, True, "credit", "credit"]
+    assert [parse_value(v) for v in ["10", "2.5", "true", '"credit"', "credit"]] == [
+        10,
+        2.5,
+        True,
+        "credit",
+        "credit",
+    ]
 
 
 def test_a_sweep_writes_one_parquet_row_per_run_with_its_parameters(cli: Cli, tmp_path: Path) -> None:
@@ -68,18 +84,35 @@ def test_a_sweep_writes_one_parquet_row_per_run_with_its_parameters(cli: Cli, tm
     scenario.write_text(TINY_SCENARIO)
     out = tmp_path / "sweep"
     result = cli(
-        "sweep", scenario, "--set", "scheduler.tslice_ms=10,30", "--set", "vm.hog.vcpus=1,2",
-        "--reps", "2", "--jobs", "1", "--out", out, "--json",
+        "sweep",
+        scenario,
+        "--set",
+        "scheduler.tslice_ms=10,30",
+        "--set",
+        "vm.hog.vcpus=1,2",
+        "--reps",
+        "2",
+        "--jobs",
+        "1",
+        "--out",
+        out,
+        "--json",
     )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert [(p["scheduler.tslice_ms"], p["vm.hog.vcpus"], p["runs"]) for p in summary["points"]] == [
-        (10, 1, 2), (10, 2, 2), (30, 1, 2), (30, 2, 2)
+        (10, 1, 2),
+        (10, 2, 2),
+        (30, 1, 2),
+        (30, 2, 2),
     ]
     table = pq.read_table(out / "results.parquet").to_pylist()
     assert len(table) == 8 and len({row["key"] for row in table}) == 8
     assert sorted({(row["overrides"], row["seed"]) for row in table}) == sorted(
-        (json.dumps([["scheduler.tslice_ms", t], ["vm.hog.vcpus", v]]), s) for t in (10, 30) for v in (1, 2) for s in (1, 2)
+        (json.dumps([["scheduler.tslice_ms", t], ["vm.hog.vcpus", v]]), s)
+        for t in (10, 30)
+        for v in (1, 2)
+        for s in (1, 2)
     )
     # The swept value reached the simulation: the hog VM has the vCPUs its row says.
     for row in table:
@@ -91,17 +124,19 @@ def test_a_sweep_rejects_a_variant_the_core_rejects_before_running_anything(cli:
     scenario.write_text(TINY_SCENARIO)
     result = cli("sweep", scenario, "--set", "host.pcpus=2,0", "--out", tmp_path / "out")
     assert result.exit_code == 2
-    assert result.stderr_lines == ["error: host.pcpus: expected an integer in 1..=4096, got 0 (with host.pcpus=0)"]
-    assert not (tmp_path / "out" / "runs.jsonl").exists() or (tmp_path / "out" / "runs.jsonl").read_text() == ""
+    assert result.stderr_lines == [
+        "error: host.pcpus: expected an integer in 1..=4096, got 0 (with host.pcpus=0)"
+    ]
+    assert (
+        not (tmp_path / "out" / "runs.jsonl").exists() or (tmp_path / "out" / "runs.jsonl").read_text() == ""
+    )
 
 
 def stored_keys(path: Path) -> list[str]:
     keys = []
     for line in path.read_text().splitlines():
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             keys.append(json.loads(line)["key"])
-        except json.JSONDecodeError:
-            pass
     return keys
 
 
@@ -130,8 +165,19 @@ def test_an_interrupted_sweep_resumes_and_has_every_run_exactly_once(tmp_path: P
     scenario.write_text(RESUME_SCENARIO)
     out = tmp_path / "sweep"
     command = [
-        sys.executable, "-m", "vsched", "sweep", str(scenario), "--set", "vm.locker.workload.cs_us=5,10,20,40",
-        "--reps", "4", "--jobs", "2", "--out", str(out),
+        sys.executable,
+        "-m",
+        "vsched",
+        "sweep",
+        str(scenario),
+        "--set",
+        "vm.locker.workload.cs_us=5,10,20,40",
+        "--reps",
+        "4",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
     ]
     store = out / "runs.jsonl"
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -169,7 +215,9 @@ def test_the_ray_backend_returns_the_rows_of_local_runs(tmp_path: Path) -> None:
     jobs = [
         job
         for cs_us in (5, 20)
-        for job in make_jobs("resume", RESUME_SCENARIO, None, [("vm.locker.workload.cs_us", cs_us)], range(1, 3))
+        for job in make_jobs(
+            "resume", RESUME_SCENARIO, None, [("vm.locker.workload.cs_us", cs_us)], range(1, 3)
+        )
     ]
     with Store(tmp_path / "local.jsonl") as local_store:
         local = run_jobs(jobs, local_store, workers=2)

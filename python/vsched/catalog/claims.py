@@ -9,14 +9,14 @@ shapes: who is best, an ordering, a change against a baseline within a band, a s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Callable, Optional
+from typing import Callable
 
 from vsched.catalog.model import FigureResult, Verdict
 
 Check = Callable[[FigureResult], Verdict]
 
 
-def _at(result: FigureResult, at: Optional[Sequence[str]]) -> list[str]:
+def _at(result: FigureResult, at: Sequence[str] | None) -> list[str]:
     return list(at) if at is not None else result.xs
 
 
@@ -24,19 +24,21 @@ def percent(value: float) -> str:
     return f"{100 * value:+.1f} %"
 
 
-def lowest(series: str, at: Optional[Sequence[str]] = None) -> Check:
+def lowest(series: str, at: Sequence[str] | None = None) -> Check:
     """`series` has the lowest value at every x (of `at`)."""
 
     def check(r: FigureResult) -> Verdict:
         winners = {x: min(r.series, key=lambda s: r.value(x, s)) for x in _at(r, at)}
         wrong = [f"{x}: {w}" for x, w in winners.items() if w != series]
         holds = not wrong
-        return Verdict(holds, f"{series} lowest at every point" if holds else "lowest instead: " + ", ".join(wrong))
+        return Verdict(
+            holds, f"{series} lowest at every point" if holds else "lowest instead: " + ", ".join(wrong)
+        )
 
     return check
 
 
-def ordered(order: Sequence[str], at: Optional[Sequence[str]] = None, tie: float = 0.0) -> Check:
+def ordered(order: Sequence[str], at: Sequence[str] | None = None, tie: float = 0.0) -> Check:
     """Values increase along `order` (e.g. ["VDS", "Co_scheduling", "Credit"]: VDS lowest) at
     every x; `tie` lets consecutive values be within that fraction of each other."""
 
@@ -49,14 +51,16 @@ def ordered(order: Sequence[str], at: Optional[Sequence[str]] = None, tie: float
                 bad.append(f"{x}: " + " / ".join(f"{s} {v:.3g}" for s, v in zip(order, values)))
         return Verdict(
             not bad,
-            f"{' < '.join(order)} at all {len(xs)} points" if not bad else f"order broken at {len(bad)} of {len(xs)}: " + "; ".join(bad),
+            f"{' < '.join(order)} at all {len(xs)} points"
+            if not bad
+            else f"order broken at {len(bad)} of {len(xs)}: " + "; ".join(bad),
         )
 
     return check
 
 
 def change_within(
-    series: str, baseline: str, low: float, high: float, at: Optional[Sequence[str]] = None
+    series: str, baseline: str, low: float, high: float, at: Sequence[str] | None = None
 ) -> Check:
     """`series` / `baseline` − 1 lies in [low, high] at every x (e.g. −0.25 .. −0.10 for a
     10–25 % reduction)."""
@@ -70,12 +74,14 @@ def change_within(
     return check
 
 
-def spread_below(limit: float, at: Optional[Sequence[str]] = None, series: Optional[Sequence[str]] = None) -> Check:
+def spread_below(limit: float, at: Sequence[str] | None = None, series: Sequence[str] | None = None) -> Check:
     """At every x, the largest value is within `limit` (a fraction) of the smallest."""
 
     def check(r: FigureResult) -> Verdict:
         names = list(series) if series is not None else r.series
-        spreads = {x: max(r.value(x, s) for s in names) / min(r.value(x, s) for s in names) - 1 for x in _at(r, at)}
+        spreads = {
+            x: max(r.value(x, s) for s in names) / min(r.value(x, s) for s in names) - 1 for x in _at(r, at)
+        }
         worst = max(spreads, key=lambda x: spreads[x])
         return Verdict(
             spreads[worst] <= limit,

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Optional, Union
+from typing import Callable, Literal, Union
 
 from vsched.runs import Override, Row
 
 Metric = Callable[[Row], Union[float, list[float], None]]
 """One run's value; None when the run did not produce it (e.g. a VM that did not finish).
 A list (of quantiles) is used by CDF figures."""
+
 
 @dataclass(frozen=True)
 class Case:
@@ -31,10 +32,10 @@ class Case:
     """The legend label, usually the policy as the paper names it, e.g. "Co_scheduling"."""
     scenario: str
     """Path under scenarios/papers, e.g. "seed000/exp1-2000.toml"."""
-    policy: Optional[str] = None
+    policy: str | None = None
     """Run under this policy at its default parameters (None: the scenario's [scheduler])."""
     overrides: tuple[Override, ...] = ()
-    metric: Optional[Metric] = None
+    metric: Metric | None = None
     """This case's value, when it is not the figure's metric: e.g. one of two VMs of the same
     runs, which then plot as two bars from one set of jobs."""
 

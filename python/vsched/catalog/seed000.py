@@ -46,6 +46,7 @@ kind (bars) is our choice.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from vsched.catalog import claims
@@ -186,30 +187,38 @@ def cases(files: Mapping[str, str]) -> tuple[Case, ...]:
     )
 
 
-def mean_claims(declines: Declines) -> tuple[Claim, ...]:
-    """The claims of a mean-completion-time figure (Figs. 2, 4, 6)."""
+def credit_claims(declines: Declines, improves: str, quantity: str, band_pp: float) -> tuple[Claim, ...]:
+    """ "Compared with xen credit scheduling, Co_scheduling and VDS scheduling can both ...":
+    one ordering claim per policy (so that each verdict says which of the two does), then
+    one claim per policy on the paper's percent declines of `quantity`."""
     return (
-        # "Compared with xen credit scheduling, Co_scheduling and VDS scheduling can both
-        # improve the performance of application": one claim per policy, so that each verdict
-        # says which of the two does.
         *(
             Claim(
-                f"Compared with Credit, {series} improves the performance of the application "
-                "(lower mean completion time at every point)",
+                f"Compared with Credit, {series} {improves}",
                 claims.ordered([series, BASELINE]),
                 stated(declines, series),
             )
             for series in ("Co_scheduling", "VDS")
         ),
-        Claim(
-            "Co_scheduling's mean completion time declines against Credit by the paper's percentages",
-            declines_near("Co_scheduling", declines["Co_scheduling"], MEAN_BAND_PP),
-            stated(declines, "Co_scheduling"),
+        *(
+            Claim(
+                f"{series}'s {quantity} declines against Credit by the paper's percentages",
+                declines_near(series, declines[series], band_pp),
+                stated(declines, series),
+            )
+            for series in ("Co_scheduling", "VDS")
         ),
-        Claim(
-            "VDS's mean completion time declines against Credit by the paper's percentages",
-            declines_near("VDS", declines["VDS"], MEAN_BAND_PP),
-            stated(declines, "VDS"),
+    )
+
+
+def mean_claims(declines: Declines) -> tuple[Claim, ...]:
+    """The claims of a mean-completion-time figure (Figs. 2, 4, 6)."""
+    return (
+        *credit_claims(
+            declines,
+            "improves the performance of the application (lower mean completion time at every point)",
+            "mean completion time",
+            MEAN_BAND_PP,
         ),
         # §5.3, §5.4 and §5.5 each say so in words ...
         Claim(
@@ -232,26 +241,11 @@ def std_claims(declines: Declines, lower_by_numbers: str, text: str) -> tuple[Cl
     """The claims of a standard-deviation figure (Figs. 3, 5, 7)."""
     higher = "VDS" if lower_by_numbers == "Co_scheduling" else "Co_scheduling"
     return (
-        # "Co_scheduling and VDS scheduling can both decline the standard deviation": one claim
-        # per policy.
-        *(
-            Claim(
-                f"Compared with Credit, {series} declines the standard deviation of the application "
-                "at every point",
-                claims.ordered([series, BASELINE]),
-                stated(declines, series),
-            )
-            for series in ("Co_scheduling", "VDS")
-        ),
-        Claim(
-            "Co_scheduling's standard deviation declines against Credit by the paper's percentages",
-            declines_near("Co_scheduling", declines["Co_scheduling"], STD_BAND_PP),
-            stated(declines, "Co_scheduling"),
-        ),
-        Claim(
-            "VDS's standard deviation declines against Credit by the paper's percentages",
-            declines_near("VDS", declines["VDS"], STD_BAND_PP),
-            stated(declines, "VDS"),
+        *credit_claims(
+            declines,
+            "declines the standard deviation of the application at every point",
+            "standard deviation",
+            STD_BAND_PP,
         ),
         Claim(
             text,
@@ -275,38 +269,34 @@ def figure_pair(
 ) -> tuple[Figure, Figure]:
     """The mean figure (number) and the standard-deviation figure (number + 1) of one
     experiment: the same cases, so the same runs."""
-    shared_cases = cases(files)
-    mean_figure = Figure(
+    # The same cases (so the same runs), metric and notes; they differ in the statistic.
+    figure = functools.partial(
+        Figure,
+        xlabel=xlabel,
+        cases=cases(files),
+        metric=vm("bsp", "completion_s"),
+        kind="bar",
+        paper_unit=" % vs Credit",
+        quick_overrides=QUICK,
+        notes=f"{setup} The paper's values are its percent changes against Credit, not seconds. {QUICK_NOTE}",
+    )
+    mean_figure = figure(
         id=f"fig{number}",
         label=f"Fig. {number}",
         title=f"{experiment}: average completion time of the application under different {what}",
-        xlabel=xlabel,
         ylabel="mean completion time of the BSP application (s)",
-        cases=shared_cases,
-        metric=vm("bsp", "completion_s"),
         claims=(*mean_claims(mean_declines), *extra_mean_claims),
         stat="mean",
-        kind="bar",
         paper_values=as_paper_values(mean_declines),
-        paper_unit=" % vs Credit",
-        quick_overrides=QUICK,
-        notes=f"{setup} The paper's values are its percent changes against Credit (not seconds). {QUICK_NOTE}",
     )
-    std_figure = Figure(
+    std_figure = figure(
         id=f"fig{number + 1}",
         label=f"Fig. {number + 1}",
         title=f"{experiment}: standard deviation of the application's completion time under different {what}",
-        xlabel=xlabel,
         ylabel="standard deviation of the BSP application's completion time (s)",
-        cases=shared_cases,
-        metric=vm("bsp", "completion_s"),
         claims=std_claims(std_declines, *std_order),
         stat="std",
-        kind="bar",
         paper_values=as_paper_values(std_declines),
-        paper_unit=" % vs Credit",
-        quick_overrides=QUICK,
-        notes=f"{setup} The paper's values are its percent changes against Credit (not seconds). {QUICK_NOTE}",
     )
     return mean_figure, std_figure
 

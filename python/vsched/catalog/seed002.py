@@ -28,7 +28,9 @@ def ratio(vms: str) -> str:
 
 def cases(files: dict[str, str]) -> tuple[Case, ...]:
     return tuple(
-        Case(x, series, f"seed002/{file}", policy) for x, file in files.items() for series, policy in POLICIES.items()
+        Case(x, series, f"seed002/{file}", policy)
+        for x, file in files.items()
+        for series, policy in POLICIES.items()
     )
 
 
@@ -37,7 +39,8 @@ def grows_least(series: str) -> claims.Check:
         growth = {s: r.value(r.xs[-1], s) / r.value(r.xs[0], s) for s in r.series}
         return Verdict(
             min(growth, key=lambda s: growth[s]) == series,
-            f"growth from {r.xs[0]} to {r.xs[-1]} hosts: " + ", ".join(f"{s} ×{g:.2f}" for s, g in growth.items()),
+            f"growth from {r.xs[0]} to {r.xs[-1]} hosts: "
+            + ", ".join(f"{s} ×{g:.2f}" for s, g in growth.items()),
         )
 
     return check
@@ -46,12 +49,16 @@ def grows_least(series: str) -> claims.Check:
 def bs_gain_fades(r: FigureResult) -> Verdict:
     gain = {x: 1 - r.value(x, "BS") / r.value(x, "CREDIT") for x in r.xs}
     holds = gain[r.xs[0]] > 0 and gain[r.xs[-1]] < gain[r.xs[0]]
-    return Verdict(holds, "BS gain over CREDIT: " + ", ".join(f"{x}: {claims.percent(g)}" for x, g in gain.items()))
+    return Verdict(
+        holds, "BS gain over CREDIT: " + ", ".join(f"{x}: {claims.percent(g)}" for x, g in gain.items())
+    )
 
 
 def kernel_figures(kernel: str) -> tuple[Figure, Figure]:
     if kernel == "ep":
-        fig3_claims: tuple[Claim, ...] = (Claim("all four perform almost the same", claims.spread_below(SAME)),)
+        fig3_claims: tuple[Claim, ...] = (
+            Claim("all four perform almost the same", claims.spread_below(SAME)),
+        )
         fig4_claims: tuple[Claim, ...] = fig3_claims
     else:
         fig3_claims = (

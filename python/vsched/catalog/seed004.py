@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Optional
 
 from vsched.catalog import claims
 from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Row, Verdict, host, vm
@@ -53,8 +52,10 @@ KEEP = 0.05
 # and by at least 1 %: more seeds would make any difference significant, and every gain the
 # paper calls "faster" or "better" without a number is 8 % or more where it gives one.
 MIN_GAIN = 0.01
+# Quantiles per VM and run in `costart_skew_us_quantiles`: p0, p5, ..., p100.
+QUANTILES = 21
 # Fig. 6: "almost all time differences are less than 1 ms": at least 90 % of co-starts.
-ALMOST_ALL_QUANTILE = 18  # index of p90 among the 21 quantiles p0, p5, ..., p100
+ALMOST_ALL_QUANTILE = 18  # index of p90
 SKEW_LIMIT_US = 1000.0
 # "all the time edge differences ... are much shorter than the scheduling period (30 ms)":
 # a third of it at most.
@@ -65,7 +66,7 @@ MUCH_SHORTER_US = 10_000.0
 # Metrics
 
 
-def domain_case(x: str, series: str, scenario: str, domain: Optional[str]) -> Case:
+def domain_case(x: str, series: str, scenario: str, domain: str | None) -> Case:
     """A bar of `series` at `x`: the scenario under the series' policy; `domain` names the CON
     VM to plot (None: the slowest CON VM, i.e. the job of a solo run or of a cross-domain one).
     The two domains of a dual-CON run are two cases of the same jobs."""
@@ -83,7 +84,7 @@ def con_vms(row: Row) -> list[str]:
     ]
 
 
-def completion(row: Row) -> Optional[float]:
+def completion(row: Row) -> float | None:
     """Execution time of the slowest CON VM (None if unfinished)."""
     values = [row.get(f"vm.{name}.completion_s") for name in con_vms(row)]
     if not values or any(v is None for v in values):
@@ -91,7 +92,7 @@ def completion(row: Row) -> Optional[float]:
     return float(max(values))
 
 
-def skew_quantiles(row: Row) -> Optional[list[float]]:
+def skew_quantiles(row: Row) -> list[float] | None:
     """Fig. 6: the co-start skew quantiles (21 values, µs) of every CON VM, one VM after the
     other (None while the engine does not report them, or if a VM has no co-start)."""
     lists = [row.get(f"vm.{name}.costart_skew_us_quantiles") for name in con_vms(row)]
@@ -119,23 +120,40 @@ def named(series: Sequence[str]) -> str:
     return series[0] if len(series) == 1 else f"mean({', '.join(series)})"
 
 
+def _relative(
+    num: Sequence[str],
+    den: Sequence[str],
+    xs: Sequence[str],
+    band: Band,
+    den_xs: Sequence[str] | None,
+    as_gain: bool,
+) -> claims.Check:
+    """mean(`num` over `xs`) / mean(`den` over `den_xs`, default `xs`), minus one if `as_gain`,
+    lies in `band`."""
+
+    def check(r: FigureResult) -> Verdict:
+        value = mean_of(r, xs, num) / mean_of(r, den_xs or xs, den) - (1 if as_gain else 0)
+        where = f"{', '.join(xs)} over {', '.join(den_xs)}" if den_xs else ", ".join(xs)
+        if as_gain:
+            quotient = f"{named(num)} / {named(den)} − 1"
+            shown = f"{claims.percent(value)} (band {claims.percent(band[0])} .. {claims.percent(band[1])})"
+        else:
+            quotient = f"{named(num)} / {named(den)}"
+            shown = f"×{value:.2f} (band ×{band[0]:.2f} .. ×{band[1]:.2f})"
+        return Verdict(band[0] <= value <= band[1], f"{quotient} ({where}): {shown}")
+
+    return check
+
+
 def ratio(
     num: Sequence[str],
     den: Sequence[str],
     xs: Sequence[str],
     band: Band,
-    den_xs: Optional[Sequence[str]] = None,
+    den_xs: Sequence[str] | None = None,
 ) -> claims.Check:
-    """mean(`num` over `xs`) / mean(`den` over `den_xs`, default `xs`) lies in `band`."""
-
-    def check(r: FigureResult) -> Verdict:
-        value = mean_of(r, xs, num) / mean_of(r, den_xs or xs, den)
-        where = f"{', '.join(xs)} over {', '.join(den_xs)}" if den_xs else ", ".join(xs)
-        bounds = f"band ×{band[0]:.2f} .. ×{band[1]:.2f}"
-        shown = f"{named(num)} / {named(den)} ({where}): ×{value:.2f} ({bounds})"
-        return Verdict(band[0] <= value <= band[1], shown)
-
-    return check
+    """mean(`num`) / mean(`den`) lies in `band`: "`num` takes X times `den`'s time"."""
+    return _relative(num, den, xs, band, den_xs, as_gain=False)
 
 
 def gain(
@@ -143,19 +161,23 @@ def gain(
     den: Sequence[str],
     xs: Sequence[str],
     band: Band,
-    den_xs: Optional[Sequence[str]] = None,
+    den_xs: Sequence[str] | None = None,
 ) -> claims.Check:
     """mean(`num`) / mean(`den`) − 1 lies in `band`: "`den` is X % faster than `num`", or
     "`num` is X % slower than `den`"."""
+    return _relative(num, den, xs, band, den_xs, as_gain=True)
 
-    def check(r: FigureResult) -> Verdict:
-        value = mean_of(r, xs, num) / mean_of(r, den_xs or xs, den) - 1
-        where = f"{', '.join(xs)} over {', '.join(den_xs)}" if den_xs else ", ".join(xs)
-        low, high = claims.percent(band[0]), claims.percent(band[1])
-        shown = f"{named(num)} / {named(den)} − 1 ({where}): {claims.percent(value)} (band {low} .. {high})"
-        return Verdict(band[0] <= value <= band[1], shown)
 
-    return check
+def mean_and_error(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and its standard error."""
+    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
+    return statistics.fmean(values), error
+
+
+def clearly_below(low: tuple[float, float], high: tuple[float, float]) -> bool:
+    """Two (mean, standard error) pairs: the first mean is lower by more than twice the
+    standard error of the difference (a smaller gap is a tie)."""
+    return high[0] - low[0] > 2 * (low[1] ** 2 + high[1] ** 2) ** 0.5
 
 
 def pooled(r: FigureResult, xs: Sequence[str], series: str) -> list[float]:
@@ -163,7 +185,7 @@ def pooled(r: FigureResult, xs: Sequence[str], series: str) -> list[float]:
 
 
 def faster(
-    fast: Sequence[str], slow: Sequence[str], xs: Sequence[str], tie: Optional[float] = None, unit: str = "s"
+    fast: Sequence[str], slow: Sequence[str], xs: Sequence[str], tie: float | None = None, unit: str = "s"
 ) -> claims.Check:
     """Each of `fast` has a lower mean over `xs` than each of `slow`, by at least `MIN_GAIN`
     and by more than twice the standard error of the difference (a smaller gap is a tie, not
@@ -171,18 +193,15 @@ def faster(
     of `slow`."""
 
     def check(r: FigureResult) -> Verdict:
-        samples = {s: pooled(r, xs, s) for s in [*fast, *slow]}
-        means = {s: statistics.fmean(v) for s, v in samples.items()}
-        errors = {s: statistics.stdev(v) / len(v) ** 0.5 if len(v) > 1 else 0.0 for s, v in samples.items()}
+        stats = {s: mean_and_error(pooled(r, xs, s)) for s in [*fast, *slow]}
 
         def ahead(f: str, s: str) -> bool:
             if tie is not None:
-                return means[f] <= means[s] * (1 + tie)
-            gap = means[s] - means[f]
-            return gap >= MIN_GAIN * means[s] and gap > 2 * (errors[f] ** 2 + errors[s] ** 2) ** 0.5
+                return stats[f][0] <= stats[s][0] * (1 + tie)
+            return stats[s][0] - stats[f][0] >= MIN_GAIN * stats[s][0] and clearly_below(stats[f], stats[s])
 
         holds = all(ahead(f, s) for f in fast for s in slow)
-        shown = ", ".join(f"{s} {means[s]:.4g} ± {errors[s]:.2g}" for s in means)
+        shown = ", ".join(f"{s} {mean:.4g} ± {error:.2g}" for s, (mean, error) in stats.items())
         return Verdict(holds, f"{shown} {unit} (mean ± standard error over {', '.join(xs)})")
 
     return check
@@ -224,15 +243,9 @@ def fairer(fair: Sequence[str], unfair: Sequence[str], pair: tuple[str, str]) ->
     `unfair`, by more than twice the standard error of the gap (as `faster`)."""
 
     def check(r: FigureResult) -> Verdict:
-        per_run = {s: differences(r, pair, s) for s in [*fair, *unfair]}
-        means = {s: statistics.fmean(d) for s, d in per_run.items()}
-        errors = {s: statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else 0.0 for s, d in per_run.items()}
-
-        def ahead(f: str, u: str) -> bool:
-            return means[u] - means[f] > 2 * (errors[f] ** 2 + errors[u] ** 2) ** 0.5
-
-        holds = all(ahead(f, u) for f in fair for u in unfair)
-        shown = ", ".join(f"{s} {100 * means[s]:.2f} ± {100 * errors[s]:.2f} %" for s in means)
+        stats = {s: mean_and_error(differences(r, pair, s)) for s in [*fair, *unfair]}
+        holds = all(clearly_below(stats[f], stats[u]) for f in fair for u in unfair)
+        shown = ", ".join(f"{s} {100 * mean:.2f} ± {100 * error:.2f} %" for s, (mean, error) in stats.items())
         return Verdict(holds, f"difference between the domains (mean ± standard error): {shown}")
 
     return check
@@ -251,8 +264,9 @@ def difference_within(series: Sequence[str], pair: tuple[str, str], band: Band) 
 
 
 def quantile_chunks(r: FigureResult, x: str, series: str) -> list[list[float]]:
+    """The quantile lists of each VM and run, which `skew_quantiles` laid end to end."""
     samples = r.samples.get((x, series), [])
-    return [samples[i : i + 21] for i in range(0, len(samples), 21)]
+    return [samples[i : i + QUANTILES] for i in range(0, len(samples), QUANTILES)]
 
 
 def skew_below(index: int, limit_us: float, label: str, worst: bool) -> claims.Check:
@@ -263,7 +277,7 @@ def skew_below(index: int, limit_us: float, label: str, worst: bool) -> claims.C
         values = {}
         for x in r.xs:
             chunks = quantile_chunks(r, x, r.series[0])
-            picked = [c[index] for c in chunks if len(c) == 21]
+            picked = [c[index] for c in chunks if len(c) == QUANTILES]
             values[x] = (max(picked) if worst else statistics.fmean(picked)) if picked else float("nan")
         holds = all(v <= limit_us for v in values.values())
         shown = ", ".join(f"{x} {v:.0f} µs" for x, v in values.items())
@@ -312,7 +326,7 @@ LU_PAPER = {
 }
 LU_NOTES = (
     "SPLASH-2 LU (n = 4096, B = 16) as `bsp`: 512 busy-waiting barrier phases of 39 ms "
-    "(lu-solo-con.toml, lu-dual-con.toml). \"dual lu1\" and \"dual lu2\" are the two CON "
+    '(lu-solo-con.toml, lu-dual-con.toml). "dual lu1" and "dual lu2" are the two CON '
     "domains of each dual-CON run. The paper gives no Credit time for dual-CON, only that PCS "
     "and BCS are about 8 % faster. Quick: 5 seeds instead of 20, same work."
 )
@@ -525,6 +539,7 @@ FIG6 = Figure(
 # ---------------------------------------------------------------------------------------------
 # Figure 7: NPB
 
+
 def npb_cases(bench: str) -> tuple[Case, ...]:
     solo, dual = f"seed004/npb-{bench}-solo-con.toml", f"seed004/npb-{bench}-dual-con.toml"
     cases = []
@@ -612,12 +627,39 @@ def bt_claims() -> list[Claim]:
 # Credit; PCS and BCS faster than Credit, and than CS and CDS on average; differences
 # between the domains (CS, CDS, PCS, BCS).
 CPU_BOUND = {
-    "cg": dict(solo=45.0, speedup=0.238, cs=1.6, cds=1.9, pcs=0.175, bcs=0.114, pcs_x=1.0, bcs_x=0.96,
-               diff="17.8 % CS, 47.4 % CDS, 1.3 % PCS, 0.03 % BCS"),
-    "ep": dict(solo=43.0, speedup=0.194, cs=1.7, cds=2.0, pcs=0.204, bcs=0.229, pcs_x=1.2, bcs_x=1.2,
-               diff="8.6 % CS, 30.7 % CDS, 0.4 % PCS, 0.3 % BCS"),
-    "lu": dict(solo=53.0, speedup=0.202, cs=1.5, cds=1.9, pcs=0.158, bcs=0.177, pcs_x=0.87, bcs_x=0.88,
-               diff="15.1 % CS, 30.2 % CDS, 0.17 % PCS, 0.12 % BCS"),
+    "cg": dict(
+        solo=45.0,
+        speedup=0.238,
+        cs=1.6,
+        cds=1.9,
+        pcs=0.175,
+        bcs=0.114,
+        pcs_x=1.0,
+        bcs_x=0.96,
+        diff="17.8 % CS, 47.4 % CDS, 1.3 % PCS, 0.03 % BCS",
+    ),
+    "ep": dict(
+        solo=43.0,
+        speedup=0.194,
+        cs=1.7,
+        cds=2.0,
+        pcs=0.204,
+        bcs=0.229,
+        pcs_x=1.2,
+        bcs_x=1.2,
+        diff="8.6 % CS, 30.7 % CDS, 0.4 % PCS, 0.3 % BCS",
+    ),
+    "lu": dict(
+        solo=53.0,
+        speedup=0.202,
+        cs=1.5,
+        cds=1.9,
+        pcs=0.158,
+        bcs=0.177,
+        pcs_x=0.87,
+        bcs_x=0.88,
+        diff="15.1 % CS, 30.2 % CDS, 0.17 % PCS, 0.12 % BCS",
+    ),
 }
 
 
@@ -734,7 +776,7 @@ NPB_NOTES = {
     "bt": "BT as `npb-lu` with BT's shape: 200 steps of 13 busy-waiting exchanges, 180 s of "
     "serial compute. Solo: one process in a 1-vCPU domain (the paper's second vCPU idles). "
     "Dual: one 4-rank job over two 2-vCPU domains (a virtual cluster on the one host); "
-    "x \"dual\" is the job's time. The paper's \"about 180 s\" and \"about 375 s\" are given "
+    'x "dual" is the job\'s time. The paper\'s "about 180 s" and "about 375 s" are given '
     "for every co-scheduling scheme and for both CS and CDS. The messages between the two "
     "domains take the intra-host path, not Domain-0's netback: with a driver domain "
     "(`host.dom0_vcpus = 4`) and no other Domain-0 work, `pcs` never ran the driver vCPU "
