@@ -1,6 +1,13 @@
-//! The vsched host model: pCPUs, domains, vCPUs running guest programs, the [`Policy`]
-//! interface policies implement, accounting, metrics and traces.
+//! The vsched host model: the [`Policy`] interface and the seam it schedules through
+//! ([`Cx`] over a [`World`]), and the simulator, one world behind that seam: pCPUs,
+//! domains, vCPUs running guest programs, accounting, metrics and traces.
+//!
+//! Dependencies inside the crate run one way: `ids`, `domain`, `params` (plain data) <-
+//! `cx` (the seam) <- `policy` (the interface) <- `sim` (a world). Nothing above `sim`
+//! knows it exists.
 
+pub mod cx;
+pub mod domain;
 pub mod guest;
 pub mod ids;
 pub mod metrics;
@@ -9,14 +16,13 @@ pub mod policy;
 pub mod sim;
 pub mod trace;
 
+pub use cx::{Cx, World};
+pub use domain::{DomainInfo, VcpuState, VmType};
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
 pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
 pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
-pub use sim::{
-    driver_guest, Cx, DomainConfig, DomainInfo, HostConfig, NetworkConfig, Simulation, Until, VcpuState, VmType,
-    INTERRUPTED,
-};
+pub use sim::{driver_guest, DomainConfig, HostConfig, NetworkConfig, Simulation, Until, INTERRUPTED};
 pub use trace::{Span, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

@@ -2,19 +2,20 @@
 //!
 //! A policy owns every runnable vCPU that is not running: it keeps them in whatever queues
 //! it likes, and the simulator asks it which vCPU each pCPU runs next. It acts on the world
-//! only through [`Cx`] (see `sim.rs`): read the clock and the topology, send a reschedule IPI
-//! to pCPUs, set timers, bump counters. That narrow waist is what will let the same policy
-//! code drive real KVM vCPUs later.
+//! only through [`Cx`] (`cx.rs`): read the clock and the topology, send a reschedule IPI
+//! to pCPUs, set timers, bump counters. `Cx` knows nothing of the simulator, which is one
+//! world behind it among others (real KVM vCPUs, a Python bridge), so the same policy code
+//! drives each of them.
 //!
 //! Callbacks, in lifecycle order. Every callback except `pick_next` has a default that does
 //! nothing; `here` in the contracts means the pCPU the callback runs on, if any.
 
 use vsched_engine::Time;
 
-use crate::ids::DomId;
-use crate::ids::{PcpuId, VcpuId};
+use crate::cx::Cx;
+use crate::domain::{DomainInfo, VmType};
+use crate::ids::{DomId, PcpuId, VcpuId};
 use crate::params::{ConfigError, ParamSpec, Params};
-use crate::sim::{Cx, DomainInfo, VmType};
 
 /// Why a vCPU yields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

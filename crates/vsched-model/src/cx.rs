@@ -1,0 +1,236 @@
+//! The seam between a policy and the world it schedules.
+//!
+//! A policy sees and changes its world through [`Cx`] only: the clock, the topology of one
+//! host (pCPUs, vCPUs and domains numbered from 0), the state of each vCPU and of its guest
+//! as a hypervisor can observe it, and four actions — reschedule a pCPU, set a timer, bump a
+//! counter, report a co-scheduling launch. Nothing here knows of the simulator.
+//!
+//! A world is anything that implements [`World`]: the simulator (`sim::world`) is one; real
+//! KVM vCPUs and a bridge to policies written in Python are others. `World` is the narrow
+//! set of facts and actions a world must provide; `Cx` wraps it (as `&mut dyn World`) and
+//! adds what can be derived from them, plus the helpers policy authors expect (in the
+//! spirit of sched_ext's `scx_bpf_select_cpu_dfl`): find an idle pCPU, kick it once.
+//!
+//! Why a trait object and not generics: policies are chosen by name at run time and stored
+//! as `Box<dyn Policy>`, so callbacks cannot be generic over the world; one indirect call
+//! per query measured no slower than the simulator's former concrete context
+//! (docs/performance.md, "The policy seam").
+
+use vsched_engine::{StreamRng, Time};
+
+use crate::domain::{DomainInfo, VcpuState};
+use crate::ids::{DomId, PcpuId, VcpuId};
+
+/// What a world provides to a policy, on one host, with host-local ids.
+///
+/// Contracts a world keeps: ids are dense from 0 (`0..n_pcpus()`, `0..n_vcpus()`,
+/// `0..n_domains()`); a domain's vCPUs are `first_vcpu .. first_vcpu + vcpus`; state
+/// reads reflect every change that happened at `now()` before the callback; actions take
+/// effect as documented on each method and never call back into the policy re-entrantly.
+pub trait World {
+    /// Current time in nanoseconds since the start of the run.
+    fn now(&self) -> Time;
+    fn n_pcpus(&self) -> usize;
+    fn n_vcpus(&self) -> usize;
+    fn n_domains(&self) -> usize;
+    fn domain(&self, d: DomId) -> &DomainInfo;
+    /// The domain of vCPU `v`.
+    fn dom_of(&self, v: VcpuId) -> DomId;
+    /// The index of `v` within its domain (its `vcpu_id`).
+    fn vcpu_index(&self, v: VcpuId) -> usize;
+    fn state(&self, v: VcpuId) -> VcpuState;
+    /// The pCPU `v` last ran on.
+    fn last_pcpu(&self, v: VcpuId) -> Option<PcpuId>;
+    /// The vCPU `p` is running, or `None` if idle.
+    fn curr(&self, p: PcpuId) -> Option<VcpuId>;
+    /// The pCPU the current callback runs on, if any.
+    fn here(&self) -> Option<PcpuId>;
+    /// Whether a reschedule of `p` has been requested and has not happened yet.
+    fn resched_pending(&self, p: PcpuId) -> bool;
+    /// Whether `v`'s guest is in kernel mode as the hypervisor learns it on a VM exit (KVM's
+    /// `kvm_arch_vcpu_preempted_in_kernel`).
+    fn guest_in_kernel(&self, v: VcpuId) -> bool;
+    /// Whether `v`'s guest is busy-waiting (a lock, a spinning barrier, IPI
+    /// acknowledgements, polling for a message).
+    fn guest_spinning(&self, v: VcpuId) -> bool;
+
+    /// Asks `p` to call `pick_next`: at once on `here`, otherwise by an IPI that lands after
+    /// the host's IPI latency. Returns whether an IPI was sent (a request already pending
+    /// at or before that time sends none).
+    fn resched(&mut self, p: PcpuId) -> bool;
+    /// A co-scheduling signal: a `resched` that the world also counts as such when it is
+    /// an IPI (seed 004's SCHED_SIG, seed 003's SCHEDULE_SOFTIRQ raise).
+    fn co_signal(&mut self, p: PcpuId);
+    /// Records that the policy launched a co-scheduling of domain `d`.
+    fn co_launch(&mut self, d: DomId);
+    /// Calls the policy's `timer(id)` at `at` (not before now).
+    fn set_timer(&mut self, at: Time, id: u64);
+    /// Adds one to a policy-specific counter, reported under `host.policy_counters`.
+    fn count(&mut self, name: &'static str);
+    /// The policy's own seeded random stream (deterministic per run and host).
+    fn rng(&mut self) -> &mut StreamRng;
+}
+
+/// A policy's view of its world during one callback (see the module notes).
+pub struct Cx<'a> {
+    world: &'a mut dyn World,
+}
+
+impl<'a> Cx<'a> {
+    pub fn new(world: &'a mut dyn World) -> Self {
+        Cx { world }
+    }
+
+    // ---- Facts ----
+
+    /// Current time in nanoseconds.
+    #[inline]
+    pub fn now(&self) -> Time {
+        self.world.now()
+    }
+    /// Whether the run is under way, so that a `vcpu_insert` belongs to a VM created mid-run.
+    /// The initial vCPUs are inserted at time 0 before any pCPU schedules, and only VMs that
+    /// start later are created during the run.
+    #[inline]
+    pub fn mid_run(&self) -> bool {
+        self.now() > 0
+    }
+    #[inline]
+    pub fn n_pcpus(&self) -> usize {
+        self.world.n_pcpus()
+    }
+    #[inline]
+    pub fn n_vcpus(&self) -> usize {
+        self.world.n_vcpus()
+    }
+    /// Every domain of the host, by id.
+    pub fn domains(&self) -> impl ExactSizeIterator<Item = &DomainInfo> + '_ {
+        (0..self.world.n_domains()).map(|d| self.world.domain(d))
+    }
+    #[inline]
+    pub fn domain(&self, d: DomId) -> &DomainInfo {
+        self.world.domain(d)
+    }
+    /// The vCPUs of domain `d`.
+    pub fn vcpus_of(&self, d: DomId) -> std::ops::Range<VcpuId> {
+        let info = self.domain(d);
+        info.first_vcpu..info.first_vcpu + info.vcpus
+    }
+    /// The domain of vCPU `v`.
+    #[inline]
+    pub fn dom_of(&self, v: VcpuId) -> DomId {
+        self.world.dom_of(v)
+    }
+    /// The index of `v` within its domain (its `vcpu_id`).
+    #[inline]
+    pub fn vcpu_index(&self, v: VcpuId) -> usize {
+        self.world.vcpu_index(v)
+    }
+    #[inline]
+    pub fn state(&self, v: VcpuId) -> VcpuState {
+        self.world.state(v)
+    }
+    /// Runnable or running.
+    #[inline]
+    pub fn is_runnable(&self, v: VcpuId) -> bool {
+        matches!(self.state(v), VcpuState::Runnable | VcpuState::Running(_))
+    }
+    #[inline]
+    pub fn running_on(&self, v: VcpuId) -> Option<PcpuId> {
+        match self.state(v) {
+            VcpuState::Running(p) => Some(p),
+            _ => None,
+        }
+    }
+    /// The pCPU `v` last ran on.
+    #[inline]
+    pub fn last_pcpu(&self, v: VcpuId) -> Option<PcpuId> {
+        self.world.last_pcpu(v)
+    }
+    /// The vCPU `p` is running, or `None` if idle.
+    #[inline]
+    pub fn curr(&self, p: PcpuId) -> Option<VcpuId> {
+        self.world.curr(p)
+    }
+    /// The pCPU this callback runs on, if any.
+    #[inline]
+    pub fn here(&self) -> Option<PcpuId> {
+        self.world.here()
+    }
+    /// Whether a reschedule of `p` is on its way (requested, not yet handled).
+    #[inline]
+    pub fn resched_pending(&self, p: PcpuId) -> bool {
+        self.world.resched_pending(p)
+    }
+    /// Whether `v`'s guest is in kernel mode (holding or spinning on a kernel lock), as the
+    /// hypervisor learns it on a VM exit (KVM's `kvm_arch_vcpu_preempted_in_kernel`).
+    #[inline]
+    pub fn guest_in_kernel(&self, v: VcpuId) -> bool {
+        self.world.guest_in_kernel(v)
+    }
+    /// Whether `v`'s guest is busy-waiting (on a lock, at a spinning barrier, for IPI
+    /// acknowledgements, polling for a message).
+    #[inline]
+    pub fn guest_spinning(&self, v: VcpuId) -> bool {
+        self.world.guest_spinning(v)
+    }
+
+    // ---- Actions ----
+
+    /// Ask `p` to call `pick_next`. On `here` it happens at once; on another pCPU it is an
+    /// IPI that lands after the host's IPI latency (and is counted).
+    #[inline]
+    pub fn resched(&mut self, p: PcpuId) {
+        self.world.resched(p);
+    }
+    /// A co-scheduling signal: like [`Cx::resched`], and also counted in the host's
+    /// `co_ipis` when it is an IPI (seed 004's SCHED_SIG, seed 003's SCHEDULE_SOFTIRQ raise).
+    #[inline]
+    pub fn co_signal(&mut self, p: PcpuId) {
+        self.world.co_signal(p)
+    }
+    /// Records that the policy launched a co-scheduling of domain `d` (reported per VM and as
+    /// `co_launches_per_s`, seed 004 Fig. 5).
+    #[inline]
+    pub fn co_launch(&mut self, d: DomId) {
+        self.world.co_launch(d)
+    }
+    /// Calls `timer(id)` at time `at` (not before now).
+    #[inline]
+    pub fn set_timer(&mut self, at: Time, id: u64) {
+        self.world.set_timer(at, id)
+    }
+    /// Adds one to a policy-specific counter, reported under `host.policy_counters`.
+    #[inline]
+    pub fn count(&mut self, name: &'static str) {
+        self.world.count(name)
+    }
+    /// The policy's own seeded random stream.
+    #[inline]
+    pub fn rng(&mut self) -> &mut StreamRng {
+        self.world.rng()
+    }
+
+    // ---- Helpers ----
+
+    /// An idle pCPU with no reschedule on its way, trying `first`, then `first + 1`, ...
+    /// around the host; `None` if there is none. A wake-up path uses it to pick a pCPU to
+    /// kick without kicking the same idle pCPU twice for two wake-ups.
+    pub fn idle_pcpu_from(&self, first: PcpuId) -> Option<PcpuId> {
+        let n = self.n_pcpus();
+        (0..n).map(|k| (first + k) % n).find(|&p| self.curr(p).is_none() && !self.resched_pending(p))
+    }
+    /// Kicks the pCPU [`Cx::idle_pcpu_from`] finds, if any, and returns it.
+    pub fn kick_idle_from(&mut self, first: PcpuId) -> Option<PcpuId> {
+        let p = self.idle_pcpu_from(first)?;
+        self.resched(p);
+        Some(p)
+    }
+    /// Reschedules the pCPU this callback runs on, if it runs on one (a yield's usual
+    /// answer: give up the rest of the slice).
+    pub fn resched_here(&mut self) {
+        if let Some(p) = self.here() {
+            self.resched(p);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Time accounting: how long each vCPU spends running, runnable (steal), blocked and
+//! offline, how long each pCPU is busy or idle, and fragmentation (`frag_idle_s`: pCPU
+//! idle time while some vCPU was runnable and waiting, integrated per host). Every state
+//! change of a vCPU or a pCPU goes through here.
+
+use vsched_engine::Time;
+
+use super::state::Core;
+use crate::domain::VcpuState;
+use crate::ids::{PcpuId, VcpuId};
+
+impl Core {
+    /// Moves host `h`'s fragmentation integral up to now.
+    pub(super) fn integrate_frag(&mut self, h: usize) {
+        let now = self.now();
+        let hs = &mut self.hosts[h];
+        if hs.n_waiting > 0 {
+            hs.frag_idle_ns += hs.n_idle as Time * (now - hs.frag_since);
+        }
+        hs.frag_since = now;
+    }
+
+    pub(super) fn set_state(&mut self, v: VcpuId, new: VcpuState) {
+        let now = self.now();
+        let h = self.vcpus[v].host;
+        self.integrate_frag(h);
+        let hs = &mut self.hosts[h];
+        let vc = &mut self.vcpus[v];
+        let spent = now - vc.state_since;
+        match vc.state {
+            VcpuState::Running(_) => vc.running_ns += spent,
+            VcpuState::Runnable => {
+                vc.runnable_ns += spent;
+                hs.n_waiting -= 1;
+            }
+            VcpuState::Blocked => vc.blocked_ns += spent,
+            VcpuState::Offline => vc.offline_ns += spent,
+        }
+        if new == VcpuState::Runnable {
+            hs.n_waiting += 1;
+        }
+        vc.state = new;
+        vc.state_since = now;
+    }
+
+    pub(super) fn set_curr(&mut self, p: PcpuId, next: Option<VcpuId>) {
+        let now = self.now();
+        let pc = &mut self.pcpus[p];
+        if pc.curr.is_some() == next.is_some() {
+            pc.curr = next;
+            return;
+        }
+        let h = pc.host;
+        self.integrate_frag(h);
+        let pc = &mut self.pcpus[p];
+        let hs = &mut self.hosts[h];
+        let spent = now - pc.since;
+        if pc.curr.is_some() {
+            pc.busy_ns += spent;
+            hs.n_idle += 1;
+        } else {
+            pc.idle_ns += spent;
+            hs.n_idle -= 1;
+        }
+        pc.since = now;
+        pc.curr = next;
+    }
+}

@@ -1,0 +1,241 @@
+//! Building a simulation from its configuration: hosts, domains with their vCPUs and jobs,
+//! the random streams, and the lifecycle events of VMs that start or stop during the run.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use rand::Rng;
+use vsched_engine::{EventQueue, RngStreams};
+
+use super::config::{DomainConfig, HostConfig, NetworkConfig};
+use super::costart::CoStart;
+use super::events::Ev;
+use super::locks::Lock;
+use super::network::NetStats;
+use super::state::{policy_stream, Core, Dom, HostState, Pcpu, Thread, Vcpu, CLOCK_PHASE_STREAM};
+use super::Simulation;
+use crate::domain::{DomainInfo, VcpuState};
+use crate::ids::VcpuId;
+use crate::policy::Policy;
+
+impl Simulation {
+    /// One host running `policy`, no network.
+    pub fn new(host: HostConfig, domains: Vec<DomainConfig>, policy: Box<dyn Policy>, seed: u64) -> Self {
+        Self::cluster(host, NetworkConfig::default(), domains, vec![policy], seed)
+    }
+
+    /// `policies.len()` identical hosts joined by `network`, each scheduled by its own
+    /// policy instance. Domains are listed host by host (`DomainConfig::host`); a host has at
+    /// most one driver domain.
+    ///
+    /// # Panics
+    /// If the domains are not in host order, name a host out of range, or a host has two
+    /// driver domains (scenario validation refuses these first).
+    pub fn cluster(
+        host: HostConfig,
+        network: NetworkConfig,
+        domains: Vec<DomainConfig>,
+        policies: Vec<Box<dyn Policy>>,
+        seed: u64,
+    ) -> Self {
+        let n_hosts = policies.len();
+        assert!(n_hosts > 0, "a simulation needs at least one host");
+        assert!(domains.windows(2).all(|w| w[0].host <= w[1].host), "domains must be listed host by host");
+        assert!(domains.iter().all(|d| d.host < n_hosts), "a domain names a host out of range");
+        let streams = RngStreams::new(seed);
+        let mut vcpus = Vec::new();
+        let mut doms = Vec::new();
+        let mut unfinished = 0;
+        let mut lifecycle = Vec::new();
+        let mut jobs: Vec<Vec<VcpuId>> = Vec::new();
+        let mut job_names: Vec<Option<String>> = Vec::new();
+        let mut hosts: Vec<HostState> = (0..n_hosts)
+            .map(|h| HostState {
+                pcpus: h * host.pcpus..(h + 1) * host.pcpus,
+                vcpus: 0..0,
+                doms: 0..0,
+                driver: None,
+                backlog: VecDeque::new(),
+                link_free_at: 0,
+                clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
+                policy_rng: streams.stream(policy_stream(h)),
+                counters: BTreeMap::new(),
+                context_switches: 0,
+                ipis: 0,
+                migrations: 0,
+                sched_invocations: 0,
+                ple_exits: 0,
+                co_launches: 0,
+                co_ipis: 0,
+                n_idle: host.pcpus,
+                n_waiting: 0,
+                frag_since: 0,
+                frag_idle_ns: 0,
+            })
+            .collect();
+        let ple_base_ns = host.ple_window_ns().unwrap_or(0);
+        for (d, cfg) in domains.into_iter().enumerate() {
+            let h = cfg.host;
+            let hs = &mut hosts[h];
+            if hs.doms.is_empty() {
+                hs.doms = d..d;
+                hs.vcpus = vcpus.len()..vcpus.len();
+            }
+            hs.doms.end = d + 1;
+            if cfg.driver {
+                assert!(hs.driver.is_none(), "host {h} has two driver domains");
+                hs.driver = Some(d);
+            }
+            let first_vcpu = vcpus.len();
+            let n = cfg.guest.programs.len();
+            hs.vcpus.end = first_vcpu + n;
+            let local_first = first_vcpu - hs.vcpus.start;
+            // A named job gathers its domains; an unnamed one is the domain alone.
+            let existing = cfg.job.as_ref().and_then(|name| job_names.iter().position(|j| j.as_ref() == Some(name)));
+            let job = existing.unwrap_or_else(|| {
+                job_names.push(cfg.job.clone());
+                jobs.push(Vec::new());
+                jobs.len() - 1
+            });
+            let online = cfg.start_at == 0;
+            if !online {
+                lifecycle.push((cfg.start_at, Ev::Create { d }));
+            }
+            if let Some(at) = cfg.stop_at {
+                lifecycle.push((at, Ev::Destroy { d }));
+            }
+            for (index, program) in cfg.guest.programs.iter().enumerate() {
+                let rank = jobs[job].len() as u32;
+                jobs[job].push(vcpus.len());
+                vcpus.push(Vcpu {
+                    dom: d,
+                    host: h,
+                    index,
+                    rank,
+                    mailbox: Vec::new(),
+                    net_msg: None,
+                    state: if online { VcpuState::Runnable } else { VcpuState::Offline },
+                    state_since: 0,
+                    running_ns: 0,
+                    runnable_ns: 0,
+                    blocked_ns: 0,
+                    offline_ns: 0,
+                    spin_ns: 0,
+                    last_pcpu: None,
+                    run_from: 0,
+                    synced_to: 0,
+                    ple_from: 0,
+                    gen: 0,
+                    woke_at: None,
+                    program: program.clone(),
+                    pc: 0,
+                    loops: Vec::new(),
+                    thread: Thread::Ready,
+                    held: Vec::new(),
+                    io_done_at: None,
+                    request_start: 0,
+                    ple_exits: 0,
+                    ple_window_ns: ple_base_ns,
+                    irqs: Vec::new(),
+                    irq_gen: 0,
+                });
+                if online {
+                    hs.n_waiting += 1;
+                }
+            }
+            if cfg.guest.finite {
+                unfinished += 1;
+            }
+            doms.push(Dom {
+                info: DomainInfo {
+                    name: cfg.name,
+                    vcpus: n,
+                    weight: cfg.weight,
+                    cap: cfg.cap,
+                    vm_type: cfg.vm_type,
+                    first_vcpu: local_first,
+                    online,
+                    rx_packets: 0,
+                },
+                span: first_vcpu..first_vcpu + n,
+                host: h,
+                job,
+                messages_received: 0,
+                workload: cfg.workload,
+                lock_kind: cfg.guest.lock_kind,
+                locks: (0..cfg.guest.locks).map(|_| Lock::default()).collect(),
+                barrier_waiters: Vec::new(),
+                barrier_arrived: 0,
+                rng: streams.stream(1 + d as u64),
+                finite: cfg.guest.finite,
+                alive: n,
+                finished_at: None,
+                lock_holder_preemptions: 0,
+                lock_waiter_preemptions: 0,
+                wake_latency_sum: 0,
+                wakes: 0,
+                request_latencies: Vec::new(),
+                co_launches: 0,
+                costart: CoStart::new(n),
+                pv_spinlocks: cfg.pv_spinlocks,
+                created_at: cfg.start_at,
+                destroyed_at: None,
+                ipi_syncs: 0,
+                pv_halts: 0,
+                pv_kicks: 0,
+            });
+        }
+        // Hosts without domains still own an (empty) slice where the next host starts.
+        for h in 0..n_hosts {
+            if hosts[h].doms.is_empty() {
+                let (d, v) = if h == 0 { (0, 0) } else { (hosts[h - 1].doms.end, hosts[h - 1].vcpus.end) };
+                hosts[h].doms = d..d;
+                hosts[h].vcpus = v..v;
+            }
+        }
+        let pcpus = (0..n_hosts * host.pcpus)
+            .map(|p| Pcpu {
+                host: p / host.pcpus,
+                curr: None,
+                since: 0,
+                busy_ns: 0,
+                idle_ns: 0,
+                slice_deadline: None,
+                slice_timer_at: None,
+                resched_gen: 0,
+                resched_due: None,
+            })
+            .collect();
+        let ple_window_ns = host.ple_window_ns();
+        let ple_window_max_ns = host.cycles_ns(host.ple_window_max_cycles);
+        let pv_spin_ns = host.pv_spin_ns();
+        let core = Core {
+            host,
+            network,
+            queue: EventQueue::new(),
+            pcpus,
+            vcpus,
+            doms,
+            hosts,
+            jobs,
+            job_names,
+            msgs: Vec::new(),
+            free_msgs: Vec::new(),
+            net: NetStats::default(),
+            ple_window_ns,
+            ple_window_max_ns,
+            pv_spin_ns,
+            events: 0,
+            to_advance: VecDeque::new(),
+            to_sleep: VecDeque::new(),
+            to_yield: VecDeque::new(),
+            unfinished,
+            trace: None,
+            error: None,
+        };
+        let mut sim = Simulation { core, policies };
+        for (at, ev) in lifecycle {
+            sim.core.post(at, ev);
+        }
+        sim
+    }
+}

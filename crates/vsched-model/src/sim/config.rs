@@ -1,0 +1,162 @@
+//! What a scenario configures: the host's hardware and hypervisor overheads, the network,
+//! and each domain. Plain data with documented defaults; `build` turns it into a simulation.
+
+use vsched_engine::{Time, NS_PER_US};
+
+use crate::domain::VmType;
+use crate::guest::{GuestSpec, Instr, ProgramBuilder};
+
+/// Host hardware and hypervisor overheads. Defaults are order-of-magnitude figures for a
+/// 2010s x86 server running Xen or KVM; every one can be set in the scenario's `[host]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    pub pcpus: usize,
+    /// Clock used to turn PLE cycle counts into time.
+    pub cpu_ghz: f64,
+    /// Saving one vCPU's state and loading another's (VMCS switch, register state).
+    pub context_switch_ns: Time,
+    /// From sending an IPI to the target pCPU entering its scheduler.
+    pub ipi_latency_ns: Time,
+    /// Cache refill a vCPU pays (no progress) after it moves to another pCPU.
+    pub migration_penalty_ns: Time,
+    /// Cost of one scheduler invocation on a pCPU (charged before the chosen vCPU runs).
+    pub sched_cost_ns: Time,
+    /// PLE window in cycles (0 disables pause-loop exiting). Xen and KVM default: 4096.
+    pub ple_window_cycles: u64,
+    /// PLE gap in cycles. Recorded for completeness; see `ple` for why it does
+    /// not change a continuous spin.
+    pub ple_gap_cycles: u64,
+    /// Window growth factor per exit; 1 keeps it fixed (Xen), 2 is KVM's `ple_window_grow`
+    /// (and then the window resets to `ple_window_cycles` when the vCPU is scheduled in).
+    pub ple_grow: u32,
+    /// KVM's `ple_window_max`: the window never grows beyond this.
+    pub ple_window_max_cycles: u64,
+    /// A guest's IPI handler (a TLB flush and its acknowledgement).
+    pub ipi_handler_ns: Time,
+    /// One iteration of a paravirtual spinlock's wait loop (PAUSE, load, compare).
+    pub spin_iteration_cycles: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            pcpus: 4,
+            cpu_ghz: 2.0,
+            context_switch_ns: 2 * NS_PER_US,
+            ipi_latency_ns: 2 * NS_PER_US,
+            migration_penalty_ns: 20 * NS_PER_US,
+            sched_cost_ns: NS_PER_US / 2,
+            ple_window_cycles: 4096,
+            ple_gap_cycles: 128,
+            ple_grow: 1,
+            // KVM_VMX_DEFAULT_PLE_WINDOW_MAX (UINT_MAX): unbounded in practice.
+            ple_window_max_cycles: u32::MAX as u64,
+            ipi_handler_ns: NS_PER_US,
+            // A 2010s PAUSE takes ~10 cycles, plus the load and branch of the loop.
+            spin_iteration_cycles: 16,
+        }
+    }
+}
+
+impl HostConfig {
+    pub fn ple_window_ns(&self) -> Option<Time> {
+        (self.ple_window_cycles > 0).then(|| self.cycles_ns(self.ple_window_cycles))
+    }
+
+    pub(crate) fn cycles_ns(&self, cycles: u64) -> Time {
+        ((cycles as f64) / self.cpu_ghz).round().max(1.0) as Time
+    }
+
+    /// How long a paravirtual spinlock waiter spins before it halts: `SPIN_THRESHOLD`
+    /// (1 << 15, qspinlock_paravirt.h) iterations.
+    pub fn pv_spin_ns(&self) -> Time {
+        self.cycles_ns((1 << 15) * self.spin_iteration_cycles)
+    }
+}
+
+/// The network between and within hosts (see `network`). Defaults are a 10 GbE-class
+/// cluster of the early 2010s with kernel TCP/IP (MPI over TCP); every one can be set in the
+/// scenario's `[network]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkConfig {
+    /// One way between hosts: NIC, switch and protocol stack, for a small message.
+    pub latency_ns: Time,
+    /// Each host's link, bits per nanosecond (= Gbit/s).
+    pub bandwidth_gbps: f64,
+    /// One way between VMs of one host through the software bridge.
+    pub intra_host_latency_ns: Time,
+    pub intra_host_bandwidth_gbps: f64,
+    /// Between ranks of one VM (MPI's shared-memory transport).
+    pub shm_latency_ns: Time,
+    pub shm_bandwidth_gbps: f64,
+    /// Packet size for packet counts and driver-domain work.
+    pub mtu_bytes: u64,
+    /// Driver-domain (dom0) CPU time per packet and pass (netback and bridge work).
+    pub dom0_packet_ns: Time,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        NetworkConfig {
+            // 10 GbE with kernel TCP: ~10 µs one way for a small message.
+            latency_ns: 10 * NS_PER_US,
+            bandwidth_gbps: 10.0,
+            // A bridge hop between two virtual NICs: a few µs, a memory copy.
+            intra_host_latency_ns: 5 * NS_PER_US,
+            intra_host_bandwidth_gbps: 20.0,
+            // Shared-memory MPI: sub-µs latency, memory bandwidth.
+            shm_latency_ns: NS_PER_US / 2,
+            shm_bandwidth_gbps: 50.0,
+            mtu_bytes: 1500,
+            // Xen netback of the era: ~2 µs of dom0 CPU per 1500-byte packet.
+            dom0_packet_ns: 2 * NS_PER_US,
+        }
+    }
+}
+
+impl NetworkConfig {
+    /// Time to push `bytes` through a link of `gbps`, rounded to the nanosecond.
+    pub fn transfer_ns(bytes: u64, gbps: f64) -> Time {
+        ((bytes * 8) as f64 / gbps).round() as Time
+    }
+
+    /// The packets a message of `bytes` takes (at least one).
+    pub fn packets(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.mtu_bytes).max(1)
+    }
+}
+
+/// A domain as the scenario describes it.
+#[derive(Debug, Clone)]
+pub struct DomainConfig {
+    pub name: String,
+    pub weight: u32,
+    /// Percent of one pCPU; 0 = no cap.
+    pub cap: u32,
+    pub vm_type: VmType,
+    /// Workload name, for reports.
+    pub workload: String,
+    pub guest: GuestSpec,
+    /// Paravirtual spinlocks for kernel locks (see `locks`).
+    pub pv_spinlocks: bool,
+    /// When the VM is created (0: exists from the start).
+    pub start_at: Time,
+    /// When the VM is destroyed, if ever.
+    pub stop_at: Option<Time>,
+    /// The host it runs on. Domains must be listed host by host (non-decreasing).
+    pub host: usize,
+    /// The parallel job (virtual cluster) it belongs to; domains naming the same job form it,
+    /// their vCPUs being its ranks in domain order. `None`: the VM is a job of its own.
+    pub job: Option<String>,
+    /// The host's driver domain (dom0): its guest must be [`driver_guest`].
+    pub driver: bool,
+}
+
+/// The guest of a driver domain with `vcpus` vCPUs: every vCPU serves the host's network
+/// backlog forever (see `network`).
+pub fn driver_guest(vcpus: usize) -> GuestSpec {
+    let mut b = ProgramBuilder::new();
+    b.repeat(None).push(Instr::NetServe).end_repeat();
+    let program = b.build();
+    GuestSpec::lockless(vec![program; vcpus], false)
+}

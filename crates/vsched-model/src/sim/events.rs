@@ -1,0 +1,235 @@
+//! The event loop: what can happen at an instant, in which order, and how each event reaches
+//! the guest interpreter, the dispatcher or a policy callback.
+
+use vsched_engine::{Ticket, Time};
+
+use super::state::Core;
+use super::world::with_cx;
+use super::{Simulation, Until, INTERRUPTED};
+use crate::domain::{VcpuState, VmType};
+use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::metrics::RunMetrics;
+use crate::policy::YieldReason;
+
+/// Everything that can happen at an instant.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Ev {
+    Guest {
+        v: VcpuId,
+        gen: u32,
+    },
+    Wake {
+        v: VcpuId,
+    },
+    Timer {
+        host: u32,
+        id: u64,
+    },
+    Tick {
+        p: PcpuId,
+    },
+    SliceEnd {
+        p: PcpuId,
+    },
+    Resched {
+        p: PcpuId,
+        gen: u32,
+    },
+    /// The scenario changes a VM's type (seed 003 §4.4, seed 004 §V-B: `xm sched-... -t`).
+    SetType {
+        d: DomId,
+        ty: VmType,
+    },
+    /// An IPI reaches a running vCPU (stale if it was descheduled since: `gen` is its
+    /// `irq_gen`).
+    Irq {
+        v: VcpuId,
+        gen: u32,
+    },
+    /// The scenario creates or destroys a VM.
+    Create {
+        d: DomId,
+    },
+    Destroy {
+        d: DomId,
+    },
+    /// Message `m` reaches the end of its current network stage.
+    Net {
+        m: u32,
+    },
+}
+
+impl Ev {
+    /// Tie-break at one instant (see the `sim` module notes: guest progress first,
+    /// reschedules last, so a decision at t sees every change made at t).
+    fn priority(&self) -> u8 {
+        match self {
+            Ev::Guest { .. } | Ev::Irq { .. } => 0,
+            Ev::Wake { .. } | Ev::Net { .. } => 1,
+            Ev::Timer { .. } | Ev::SetType { .. } | Ev::Create { .. } | Ev::Destroy { .. } => 2,
+            Ev::Tick { .. } => 3,
+            Ev::SliceEnd { .. } => 4,
+            Ev::Resched { .. } => 5,
+        }
+    }
+}
+
+impl Core {
+    pub(super) fn now(&self) -> Time {
+        self.queue.now()
+    }
+
+    /// Queues `ev` at `at`, with its tie-break priority.
+    pub(super) fn post(&mut self, at: Time, ev: Ev) -> Ticket {
+        let priority = ev.priority();
+        self.queue.schedule(at, priority, ev)
+    }
+}
+
+impl Simulation {
+    /// Runs until the horizon (or until every finite workload finished, with `AllDone`).
+    /// `progress(now)` is called every few thousand events; returning `false` stops the run
+    /// (an error [`INTERRUPTED`]). Returns an error if a policy made an unusable decision or
+    /// a guest program misbehaved (a message to a rank outside its job).
+    pub fn run(
+        &mut self,
+        horizon: Time,
+        until: Until,
+        progress: &mut dyn FnMut(Time) -> bool,
+    ) -> Result<RunMetrics, String> {
+        self.start();
+        let mut end = horizon;
+        while let Some(t) = self.core.queue.peek_time() {
+            if t > horizon {
+                break;
+            }
+            let (now, ev) = self.core.queue.pop().expect("peeked");
+            if self.handle(ev) {
+                self.core.events += 1;
+            }
+            self.drain();
+            if let Some(e) = self.core.error.take() {
+                return Err(e);
+            }
+            #[cfg(debug_assertions)]
+            {
+                self.core.check_invariants();
+                for (h, policy) in self.policies.iter().enumerate() {
+                    if let Err(e) = with_cx(&mut self.core, h, None, |cx| policy.check(cx)) {
+                        return Err(format!("policy invariant broken at t={now} ns on host {h}: {e}"));
+                    }
+                }
+            }
+            if until == Until::AllDone && self.core.unfinished == 0 && self.core.doms.iter().any(|d| d.finite) {
+                end = now;
+                break;
+            }
+            if self.core.events.is_multiple_of(8192) && !progress(now) {
+                return Err(INTERRUPTED.to_string());
+            }
+        }
+        Ok(self.core.finish(end))
+    }
+
+    /// Time 0: each host's policy is initialized and given its vCPUs, ticks are armed (at
+    /// the host's clock phase) and every pCPU schedules.
+    fn start(&mut self) {
+        for (h, policy) in self.policies.iter_mut().enumerate() {
+            let core = &mut self.core;
+            with_cx(core, h, None, |cx| policy.init(cx));
+            let vcpus = core.hosts[h].vcpus.clone();
+            for v in vcpus.clone() {
+                if core.vcpus[v].state != VcpuState::Offline {
+                    with_cx(core, h, None, |cx| policy.vcpu_insert(cx, v - vcpus.start));
+                }
+            }
+            let pcpus = core.hosts[h].pcpus.clone();
+            if let Some(period) = policy.tick_period_ns() {
+                let lag = (period as f64 * core.hosts[h].clock_phase) as Time;
+                for p in pcpus.clone() {
+                    core.post(period + lag, Ev::Tick { p });
+                }
+            }
+            for p in pcpus {
+                core.request_resched(p, 0);
+            }
+        }
+    }
+
+    /// Handles one event; false if it was stale (cancelled by a generation bump).
+    fn handle(&mut self, ev: Ev) -> bool {
+        let core = &mut self.core;
+        match ev {
+            Ev::Guest { v, gen } => {
+                if core.vcpus[v].gen != gen {
+                    return false;
+                }
+                core.guest_event(v);
+            }
+            Ev::Wake { v } => {
+                if !core.wake(v) {
+                    return false; // its VM was destroyed while it waited
+                }
+                let h = core.vcpus[v].host;
+                let local = v - core.hosts[h].vcpus.start;
+                with_cx(core, h, None, |cx| self.policies[h].wake(cx, local));
+            }
+            Ev::Timer { host, id } => {
+                let h = host as usize;
+                with_cx(core, h, None, |cx| self.policies[h].timer(cx, id));
+            }
+            Ev::SetType { d, ty } => self.set_type(d, ty),
+            Ev::Tick { p } => {
+                let h = core.pcpus[p].host;
+                let local = p - core.hosts[h].pcpus.start;
+                with_cx(core, h, Some(p), |cx| self.policies[h].tick(cx, local));
+                if let Some(period) = self.policies[h].tick_period_ns() {
+                    let at = core.queue.now() + period;
+                    core.post(at, Ev::Tick { p });
+                }
+            }
+            Ev::SliceEnd { p } => return self.slice_end(p),
+            Ev::Resched { p, gen } => {
+                if core.pcpus[p].resched_gen != gen {
+                    return false;
+                }
+                self.schedule(p);
+            }
+            Ev::Irq { v, gen } => {
+                let vc = &core.vcpus[v];
+                if vc.irq_gen != gen || vc.irqs.is_empty() || !matches!(vc.state, VcpuState::Running(_)) {
+                    return false;
+                }
+                core.handle_irqs(v);
+            }
+            Ev::Create { d } => self.create(d),
+            Ev::Destroy { d } => self.destroy(d),
+            Ev::Net { m } => core.net_stage_done(m),
+        }
+        true
+    }
+
+    /// Runs the guest steps and policy notifications this instant produced, until quiet.
+    fn drain(&mut self) {
+        loop {
+            if let Some(v) = self.core.to_advance.pop_front() {
+                self.core.advance(v);
+            } else if let Some((v, p)) = self.core.to_sleep.pop_front() {
+                let h = self.core.pcpus[p].host;
+                let local = v - self.core.hosts[h].vcpus.start;
+                with_cx(&mut self.core, h, Some(p), |cx| self.policies[h].sleep(cx, local));
+                self.schedule(p);
+            } else if let Some(v) = self.core.to_yield.pop_front() {
+                let VcpuState::Running(p) = self.core.vcpus[v].state else {
+                    continue;
+                };
+                let h = self.core.pcpus[p].host;
+                let local = v - self.core.hosts[h].vcpus.start;
+                let why = YieldReason::PauseLoopExit;
+                with_cx(&mut self.core, h, Some(p), |cx| self.policies[h].yield_(cx, local, why));
+            } else {
+                break;
+            }
+        }
+    }
+}

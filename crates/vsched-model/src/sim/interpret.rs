@@ -1,0 +1,322 @@
+//! The guest interpreter: each vCPU's thread runs its program of instructions.
+//!
+//! A vCPU dispatched at `t` starts executing guest code at `t + overhead` (see `dispatch`).
+//! Progress is analytic: a compute of `d` that starts at `s` finishes at `s + d` unless the
+//! vCPU is descheduled first, in which case what is left is kept. Spinning is a state, not a
+//! loop of events: a spinner costs one event when it starts, one when its wait ends, and one
+//! per pause-loop exit. Each running vCPU has at most one pending guest event, stamped with
+//! a generation number; descheduling bumps the generation, which cancels the event in O(1)
+//! (a stale event is dropped when it surfaces and is not counted).
+//!
+//! Instructions that wait on others live with what they wait on: locks in `locks`,
+//! `ipi_sync` in `irq`, `send`/`recv` and the driver domain's `NetServe` in `network`.
+
+use vsched_engine::Time;
+
+use super::events::Ev;
+use super::state::{Core, Thread};
+use crate::domain::VcpuState;
+use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
+use crate::ids::{DomId, VcpuId};
+
+/// What an instruction left the guest thread doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Go on to the next instruction at once.
+    Next,
+    /// The thread computes, spins or blocks: interpretation stops until its next event.
+    Wait,
+}
+
+impl Core {
+    /// Accounts the guest progress of a running vCPU up to now.
+    pub(super) fn sync(&mut self, v: VcpuId) {
+        let now = self.now();
+        let vc = &mut self.vcpus[v];
+        let from = vc.synced_to.max(vc.run_from);
+        vc.synced_to = now;
+        if !matches!(vc.state, VcpuState::Running(_)) || now <= from {
+            return;
+        }
+        let elapsed = now - from;
+        match &mut vc.thread {
+            Thread::Computing { left } => *left -= elapsed.min(*left),
+            Thread::SpinLock { budget, .. } => {
+                vc.spin_ns += elapsed;
+                if let Some(b) = budget {
+                    *b -= elapsed.min(*b);
+                }
+            }
+            Thread::SpinIpi { .. } => vc.spin_ns += elapsed,
+            Thread::SpinBarrier { limit_left } | Thread::SpinRecv { limit_left, .. } => {
+                vc.spin_ns += elapsed;
+                if let Some(l) = limit_left {
+                    *l -= elapsed.min(*l);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// (Re)schedules the single pending guest event of a running vCPU.
+    pub(super) fn arm(&mut self, v: VcpuId) {
+        let now = self.now();
+        let free = matches!(self.vcpus[v].thread, Thread::SpinLock { .. }) && self.lock_free_for(v);
+        let ple_at = self.ple_deadline(v);
+        let vc = &mut self.vcpus[v];
+        vc.gen = vc.gen.wrapping_add(1);
+        if !matches!(vc.state, VcpuState::Running(_)) {
+            return;
+        }
+        let from = now.max(vc.run_from);
+        let at = match vc.thread {
+            Thread::Ready => Some(from),
+            Thread::Computing { left } => Some(from.saturating_add(left)),
+            // The lock is free for us: grab it as soon as we execute.
+            Thread::SpinLock { .. } if free => Some(from),
+            Thread::SpinLock { budget, .. } => match (ple_at, budget.map(|b| from + b)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            Thread::SpinIpi { .. } => ple_at,
+            Thread::SpinBarrier { limit_left } | Thread::SpinRecv { limit_left, .. } => limit_left.map(|l| from + l),
+            Thread::BlockedIo
+            | Thread::BlockedBarrier
+            | Thread::BlockedRecv { .. }
+            | Thread::BlockedNet
+            | Thread::HaltedLock { .. }
+            | Thread::Exited => None,
+        };
+        if let Some(at) = at {
+            if at < FOREVER {
+                let gen = vc.gen;
+                self.post(at, Ev::Guest { v, gen });
+            }
+        }
+    }
+
+    /// A running vCPU's pending guest event fired.
+    pub(super) fn guest_event(&mut self, v: VcpuId) {
+        self.sync(v);
+        let vc = &mut self.vcpus[v];
+        match vc.thread {
+            Thread::Ready => self.to_advance.push_back(v),
+            Thread::Computing { left } => {
+                if left == 0 {
+                    vc.thread = Thread::Ready;
+                    self.to_advance.push_back(v);
+                } else {
+                    self.arm(v);
+                }
+            }
+            Thread::SpinLock { lock, kernel, budget } => self.lock_wait_event(v, lock, kernel, budget),
+            Thread::SpinIpi { .. } => self.maybe_ple_exit(v),
+            Thread::SpinBarrier { limit_left: Some(0) } => {
+                vc.thread = Thread::BlockedBarrier;
+                self.block(v);
+            }
+            Thread::SpinRecv { from, limit_left: Some(0) } => {
+                vc.thread = Thread::BlockedRecv { from };
+                self.block(v);
+            }
+            _ => self.arm(v),
+        }
+        self.trace_state(v);
+    }
+
+    /// Records a run/spin change of a running vCPU in the trace.
+    pub(super) fn trace_state(&mut self, v: VcpuId) {
+        if let Some(t) = &mut self.trace {
+            let vc = &self.vcpus[v];
+            if let VcpuState::Running(p) = vc.state {
+                t.set_spinning(p, self.queue.now(), vc.thread.spinning());
+            }
+        }
+    }
+
+    /// The thread of running vCPU `v` waits on its own (a compute, a spin): its next guest
+    /// event is armed and the trace notes whether it spins.
+    pub(super) fn wait_running(&mut self, v: VcpuId) -> Step {
+        self.arm(v);
+        self.trace_state(v);
+        Step::Wait
+    }
+
+    /// The running thread of `v` blocks: its pCPU reschedules in this same instant (until
+    /// then it is still `curr` there, for zero time).
+    pub(super) fn block(&mut self, v: VcpuId) {
+        self.sync(v);
+        let vc = &mut self.vcpus[v];
+        vc.gen = vc.gen.wrapping_add(1);
+        let VcpuState::Running(p) = vc.state else { unreachable!("only a running thread blocks") };
+        // Pending interrupts are taken on the way to halt (`sti; hlt`).
+        for s in std::mem::take(&mut vc.irqs) {
+            self.ack(s);
+        }
+        self.set_state(v, VcpuState::Blocked);
+        self.to_sleep.push_back((v, p));
+    }
+
+    /// A blocked vCPU's wake-up arrived (I/O done, a kick, an interrupt): its thread resumes
+    /// and the vCPU becomes runnable. False if it is no longer blocked (its VM was destroyed
+    /// while it waited).
+    pub(super) fn wake(&mut self, v: VcpuId) -> bool {
+        let now = self.now();
+        let pv_spin_ns = self.pv_spin_ns;
+        let vc = &mut self.vcpus[v];
+        if vc.state != VcpuState::Blocked {
+            return false;
+        }
+        vc.thread = match vc.thread {
+            Thread::BlockedIo => {
+                vc.io_done_at = Some(now);
+                Thread::Ready
+            }
+            // Kicked: back to spinning at the head of the queue, with a fresh budget.
+            Thread::HaltedLock { lock, .. } => Thread::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) },
+            _ => Thread::Ready,
+        };
+        vc.woke_at = Some(now);
+        self.set_state(v, VcpuState::Runnable);
+        true
+    }
+
+    /// Makes a waiting thread continue (it got its lock, its barrier opened, its message
+    /// arrived, its IPIs were acknowledged).
+    pub(super) fn release_waiter(&mut self, w: VcpuId) {
+        self.sync(w);
+        let vc = &mut self.vcpus[w];
+        match vc.thread {
+            Thread::BlockedBarrier | Thread::BlockedRecv { .. } => {
+                // A blocked waiter is woken by an interrupt: an IPI from the releasing vCPU, or
+                // the virtual NIC's.
+                vc.thread = Thread::Ready;
+                let at = self.queue.now() + self.host.ipi_latency_ns;
+                self.hosts[vc.host].ipis += 1;
+                self.post(at, Ev::Wake { v: w });
+            }
+            _ => {
+                vc.thread = Thread::Ready;
+                self.arm(w);
+                self.trace_state(w);
+            }
+        }
+    }
+
+    /// Interprets `v`'s program from its current instruction until it must wait.
+    pub(super) fn advance(&mut self, v: VcpuId) {
+        let now = self.now();
+        debug_assert!(matches!(self.vcpus[v].state, VcpuState::Running(_)));
+        for _ in 0..1_000_000 {
+            let vc = &mut self.vcpus[v];
+            let d = vc.dom;
+            let instr = vc.program[vc.pc].clone();
+            vc.pc += 1;
+            let step = match instr {
+                Instr::Compute(dur) => self.compute(v, d, dur),
+                Instr::Lock { choice, kernel } => self.lock(v, d, choice, kernel),
+                Instr::Unlock => {
+                    let (lock, kernel) = vc.held.pop().expect("workload unlocks a lock it does not hold");
+                    self.unlock(d, lock, kernel);
+                    Step::Next
+                }
+                Instr::IpiSync => self.ipi_sync(v, d),
+                Instr::Barrier(wait) => self.barrier(v, d, wait),
+                Instr::Io(dur) => {
+                    let t = dur.sample(&mut self.doms[d].rng);
+                    self.vcpus[v].thread = Thread::BlockedIo;
+                    self.post(now + t, Ev::Wake { v });
+                    self.block(v);
+                    Step::Wait
+                }
+                Instr::Repeat { times, .. } => {
+                    vc.loops.push((vc.pc, times));
+                    Step::Next
+                }
+                Instr::EndRepeat => {
+                    let top = vc.loops.last_mut().expect("EndRepeat without Repeat");
+                    match top.1 {
+                        None => vc.pc = top.0,
+                        Some(n) if n > 1 => {
+                            top.1 = Some(n - 1);
+                            vc.pc = top.0;
+                        }
+                        _ => {
+                            vc.loops.pop();
+                        }
+                    }
+                    Step::Next
+                }
+                Instr::RequestBegin => {
+                    vc.request_start = vc.io_done_at.take().unwrap_or(now);
+                    Step::Next
+                }
+                Instr::RequestEnd => {
+                    let latency = now - vc.request_start;
+                    self.doms[d].request_latencies.push(latency);
+                    Step::Next
+                }
+                Instr::Send { to, bytes } => {
+                    self.send(v, to, bytes);
+                    Step::Next
+                }
+                Instr::Recv { from, wait } => self.recv(v, d, from, wait),
+                Instr::NetServe => self.net_serve(v, d),
+                Instr::Exit => self.exit(v, d),
+            };
+            if step == Step::Wait {
+                return;
+            }
+        }
+        panic!("guest program of vCPU {v} loops without taking time");
+    }
+
+    /// `compute(dur)`: a sampled duration of progress (none if it samples to 0).
+    fn compute(&mut self, v: VcpuId, d: DomId, dur: Dur) -> Step {
+        let t: Time = dur.sample(&mut self.doms[d].rng);
+        if t == 0 {
+            return Step::Next;
+        }
+        self.vcpus[v].thread = Thread::Computing { left: t };
+        self.wait_running(v)
+    }
+
+    /// `barrier(wait)`: the last of the domain's vCPUs to arrive releases the others; the
+    /// others spin, block, or spin then block.
+    fn barrier(&mut self, v: VcpuId, d: DomId, wait: BarrierWait) -> Step {
+        let dom = &mut self.doms[d];
+        dom.barrier_arrived += 1;
+        if dom.barrier_arrived == dom.info.vcpus {
+            dom.barrier_arrived = 0;
+            for w in std::mem::take(&mut dom.barrier_waiters) {
+                self.release_waiter(w);
+            }
+            return Step::Next;
+        }
+        dom.barrier_waiters.push(v);
+        let vc = &mut self.vcpus[v];
+        match wait {
+            BarrierWait::Block => {
+                vc.thread = Thread::BlockedBarrier;
+                self.block(v);
+            }
+            BarrierWait::Spin => vc.thread = Thread::SpinBarrier { limit_left: None },
+            BarrierWait::SpinThenBlock(l) => vc.thread = Thread::SpinBarrier { limit_left: Some(l) },
+        }
+        self.wait_running(v)
+    }
+
+    /// `exit`: the thread ends; the last thread of a finite workload finishes its VM.
+    fn exit(&mut self, v: VcpuId, d: DomId) -> Step {
+        let now = self.now();
+        self.vcpus[v].thread = Thread::Exited;
+        let dom = &mut self.doms[d];
+        dom.alive -= 1;
+        if dom.alive == 0 && dom.finite {
+            dom.finished_at = Some(now);
+            self.unfinished -= 1;
+        }
+        self.block(v);
+        Step::Wait
+    }
+}

@@ -1,0 +1,84 @@
+//! Guest IPIs (`ipi_sync`, a TLB shootdown).
+//!
+//! The sender interrupts every other vCPU of its VM that has the address space live, then
+//! spins in kernel mode until each has acknowledged. A halted vCPU (blocked) is in lazy-TLB
+//! mode and is skipped, as Linux skips lazy CPUs; with paravirtual features on, a preempted
+//! vCPU is skipped too (KVM's PV TLB flush sets a flag instead, specs §5). A running target
+//! takes the interrupt one IPI latency later; a preempted one when it is next scheduled in
+//! (virtual interrupts are injected at VM entry); a target that halts first handles it on
+//! the way (interrupts are enabled at `sti; hlt`). The acknowledgement is sent as the
+//! handler starts; the handler then costs the target `ipi_handler_ns` of no progress.
+
+use super::events::Ev;
+use super::interpret::Step;
+use super::state::{Core, Thread};
+use crate::domain::VcpuState;
+use crate::ids::{DomId, VcpuId};
+
+impl Core {
+    /// `ipi_sync`: interrupt every other vCPU of the domain that has the address space live
+    /// and spin until all have acknowledged (nothing to wait for if there is none).
+    pub(super) fn ipi_sync(&mut self, v: VcpuId, d: DomId) -> Step {
+        let now = self.now();
+        let pv = self.doms[d].pv_spinlocks;
+        let targets: Vec<VcpuId> = self.doms[d]
+            .span
+            .clone()
+            .filter(|&u| {
+                u != v
+                    && match self.vcpus[u].state {
+                        VcpuState::Running(_) => true,
+                        VcpuState::Runnable => !pv,
+                        VcpuState::Blocked | VcpuState::Offline => false,
+                    }
+            })
+            .collect();
+        if targets.is_empty() {
+            return Step::Next;
+        }
+        self.doms[d].ipi_syncs += 1;
+        self.vcpus[v].thread = Thread::SpinIpi { pending: targets.len() as u32 };
+        self.vcpus[v].ple_from = now.max(self.vcpus[v].run_from);
+        for u in targets {
+            self.send_irq(v, u);
+        }
+        self.wait_running(v)
+    }
+
+    /// `sender` interrupts `target` (an `ipi_sync`).
+    fn send_irq(&mut self, sender: VcpuId, target: VcpuId) {
+        let now = self.now();
+        let latency = self.host.ipi_latency_ns;
+        let vc = &mut self.vcpus[target];
+        vc.irqs.push(sender);
+        if let VcpuState::Running(_) = vc.state {
+            let (at, gen) = ((now + latency).max(vc.run_from), vc.irq_gen);
+            self.post(at, Ev::Irq { v: target, gen });
+        }
+    }
+
+    /// Running vCPU `v` takes its pending interrupts: it acknowledges each sender at once,
+    /// then spends `ipi_handler_ns` in the handler before its own code resumes.
+    pub(super) fn handle_irqs(&mut self, v: VcpuId) {
+        self.sync(v);
+        let now = self.now();
+        let handler = self.host.ipi_handler_ns;
+        let vc = &mut self.vcpus[v];
+        vc.run_from = vc.run_from.max(now) + handler;
+        for s in std::mem::take(&mut vc.irqs) {
+            self.ack(s);
+        }
+        self.arm(v);
+    }
+
+    /// One acknowledgement reaches `sender`; the last one ends its wait.
+    pub(super) fn ack(&mut self, sender: VcpuId) {
+        let vc = &mut self.vcpus[sender];
+        if let Thread::SpinIpi { pending } = &mut vc.thread {
+            *pending -= 1;
+            if *pending == 0 {
+                self.release_waiter(sender);
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The host simulator: pCPUs, domains, vCPUs, guest threads, and the event loop that joins
+//! them to a [`Policy`] through the policy seam ([`crate::Cx`]).
+//!
+//! # Where things live
+//! | module | what it does |
+//! |---|---|
+//! | `config` | what a scenario sets: host overheads, the network, each domain |
+//! | `state` | the simulator's state: vCPUs, pCPUs, domains, hosts, and the `Core` holding them |
+//! | `build` | turning a configuration into a ready `Simulation` |
+//! | `events` | the event kinds, their order at one instant, and the event loop |
+//! | `dispatch` | applying a policy's decision: switch, overheads, slice timers, reschedule IPIs |
+//! | `accounting` | time in each vCPU and pCPU state, and fragmentation |
+//! | `lifecycle` | VMs created, destroyed or changing type during a run |
+//! | `interpret` | the guest interpreter: progress, guest events, blocking and waking |
+//! | `ple` | pause-loop exits |
+//! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
+//! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
+//! | `network` | messages: shared memory, bridge, wire, and the driver domain |
+//! | `costart` | the co-start skew metric |
+//! | `collect` | closing the books and building the report |
+//! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
+//!
+//! # Time and events
+//! Everything happens at integer-nanosecond instants. At one instant, events are handled in
+//! this order (the engine's `priority`), then in the order they were scheduled:
+//! 1. guest progress (a compute finishes, a spin limit or the PLE window is reached),
+//! 2. wake-ups from outside the guest (I/O completion, a barrier release after its IPI),
+//! 3. policy timers (e.g. Credit's accounting) and scenario changes (a VM's type),
+//! 4. per-pCPU ticks,
+//! 5. slice ends,
+//! 6. reschedule requests (IPIs and local reschedules).
+//!
+//! So a scheduling decision at time t sees every state change that happened at t.
+//!
+//! # Clusters
+//! A simulation holds one or more identical hosts under one clock and one event queue. Each
+//! host runs its own instance of the policy and sees only its own pCPUs, vCPUs and domains,
+//! numbered from 0 (`world` translates), so the VMMs decide autonomously (seed 002 §3); they
+//! share nothing but the messages their guests exchange (`network`). Their clocks are not
+//! synchronized: host h > 0's scheduler ticks lag host 0's by a random fraction of the tick
+//! period (drawn once per run from its own stream; `align_host_clocks` removes the lag).
+//! Policy timers are not shifted.
+
+mod accounting;
+mod build;
+mod collect;
+mod config;
+mod costart;
+mod dispatch;
+mod events;
+mod interpret;
+mod irq;
+mod lifecycle;
+mod locks;
+mod network;
+mod ple;
+mod state;
+mod world;
+
+use vsched_engine::Time;
+
+pub use config::{driver_guest, DomainConfig, HostConfig, NetworkConfig};
+
+use crate::ids::DomId;
+use crate::policy::Policy;
+use crate::trace::Trace;
+use crate::VmType;
+use events::Ev;
+use state::Core;
+
+/// The error of a run its progress callback stopped.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// Hosts, their domains and a policy instance per host, ready to run.
+pub struct Simulation {
+    core: Core,
+    /// One per host, in host order.
+    policies: Vec<Box<dyn Policy>>,
+}
+
+/// How a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    Horizon,
+    /// When every finite workload has finished (still capped by the horizon).
+    AllDone,
+}
+
+impl Simulation {
+    /// Makes every host's scheduler ticks fall at the same instants as host 0's. By default
+    /// host h > 0 lags by a fraction of the tick period drawn from its own random stream, as
+    /// unsynchronized hosts do; aligned ticks let tick-driven policies make the same decision
+    /// at the same instant on every host, an implicit cluster-wide co-scheduling that real
+    /// clusters do not get for free.
+    pub fn align_host_clocks(&mut self) {
+        for host in &mut self.core.hosts {
+            host.clock_phase = 0.0;
+        }
+    }
+
+    /// At `at`, domain `d` becomes of type `ty` (the policy hears of it through
+    /// `vm_type_changed`). Call before `run`.
+    pub fn schedule_type_change(&mut self, at: Time, d: DomId, ty: VmType) {
+        self.core.post(at, Ev::SetType { d, ty });
+    }
+
+    /// Records per-pCPU run intervals, keeping at most `limit` of them.
+    pub fn enable_trace(&mut self, limit: usize) {
+        self.core.trace = Some(Trace::new(limit));
+    }
+
+    pub fn take_trace(&mut self) -> Option<Trace> {
+        self.core.trace.take()
+    }
+}

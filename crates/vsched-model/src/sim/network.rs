@@ -1,0 +1,263 @@
+//! Messages between guests, and the driver domain that carries them.
+//!
+//! Guests exchange messages between ranks of a job (a virtual cluster, or one VM alone):
+//! `send` is asynchronous, `recv` takes the next message from one source rank, busy-polling
+//! (user mode, no PLE) or blocking. A message takes one of three routes:
+//! - ranks of one VM: shared memory, `shm_latency + bytes / shm_bandwidth`;
+//! - VMs of one host: the software bridge, `intra_host_latency + bytes / intra_host_bandwidth`,
+//!   after one pass through the host's driver domain if it has one;
+//! - VMs of different hosts: the sender's link, FIFO (a message starts when the link is free
+//!   and holds it for `bytes / bandwidth`), then `latency` to the receiving host; with a
+//!   driver domain, one pass through the sender's (transmit) and one through the receiver's
+//!   (receive).
+//!
+//! A message is carried as one unit; its packets (`ceil(bytes / mtu)`, at least one) only set
+//! the driver domain's work and the receiving VM's `rx_packets`. The receiving NIC does not
+//! serialize (no incast contention).
+//!
+//! # The driver domain (dom0)
+//! Xen's network I/O goes through dom0's netback, which the hypervisor schedules like any
+//! VM. A host's driver domain is a VM whose vCPUs run `NetServe`: take the next message pass
+//! from the host's backlog, spend `dom0_packet_ns` per packet on it (no progress elsewhere
+//! while it waits for a pCPU), forward it, repeat; with an empty backlog a vCPU blocks, and
+//! a new pass wakes one blocked vCPU one IPI latency later (an event-channel notification).
+
+use vsched_engine::Time;
+
+use super::config::NetworkConfig;
+use super::events::Ev;
+use super::interpret::Step;
+use super::state::{Core, Thread};
+use crate::domain::VcpuState;
+use crate::guest::BarrierWait;
+use crate::ids::{DomId, VcpuId};
+
+/// Where a message is on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Waiting for, or in, the sending host's driver domain.
+    Transmit,
+    /// Waiting for, or in, the driver domain of the host of both VMs.
+    Bridge,
+    /// On the wire to the receiving host.
+    Wire,
+    /// Waiting for, or in, the receiving host's driver domain.
+    Receive,
+    /// Travelling to the receiving vCPU (shared memory, bridge or last hop).
+    Deliver,
+}
+
+pub(super) struct Msg {
+    pub(super) src: VcpuId,
+    pub(super) dst: VcpuId,
+    pub(super) bytes: u64,
+    pub(super) packets: u64,
+    pub(super) sent_at: Time,
+    pub(super) stage: Stage,
+}
+
+/// Network-wide tallies.
+#[derive(Default)]
+pub(super) struct NetStats {
+    pub(super) messages: u64,
+    pub(super) bytes: u64,
+    pub(super) packets: u64,
+    pub(super) driver_passes: u64,
+    pub(super) delivered: u64,
+    pub(super) latency_sum_ns: Time,
+}
+
+impl Core {
+    /// `v` sends `bytes` to rank `to` of its job.
+    pub(super) fn send(&mut self, v: VcpuId, to: u32, bytes: u64) {
+        let now = self.now();
+        let d = self.vcpus[v].dom;
+        let ranks = &self.jobs[self.doms[d].job];
+        let Some(&dst) = ranks.get(to as usize) else {
+            let (name, world) = (&self.doms[d].info.name, ranks.len());
+            self.error
+                .get_or_insert(format!("guest error: VM {name:?} sends to rank {to}, but its job has {world} ranks"));
+            return;
+        };
+        self.net.messages += 1;
+        self.net.bytes += bytes;
+        let packets = self.network.packets(bytes);
+        let msg = Msg { src: v, dst, bytes, packets, sent_at: now, stage: Stage::Deliver };
+        let m = match self.free_msgs.pop() {
+            Some(m) => {
+                self.msgs[m as usize] = msg;
+                m
+            }
+            None => {
+                self.msgs.push(msg);
+                (self.msgs.len() - 1) as u32
+            }
+        };
+        let (from_host, to_host) = (self.vcpus[v].host, self.vcpus[dst].host);
+        if self.vcpus[dst].dom == d {
+            let net = &self.network;
+            let at = now + net.shm_latency_ns + NetworkConfig::transfer_ns(bytes, net.shm_bandwidth_gbps);
+            self.post(at, Ev::Net { m });
+        } else if from_host == to_host {
+            if self.hosts[from_host].driver.is_some() {
+                self.queue_for_driver(m, Stage::Bridge, from_host);
+            } else {
+                self.over_bridge(m);
+            }
+        } else if self.hosts[from_host].driver.is_some() {
+            self.queue_for_driver(m, Stage::Transmit, from_host);
+        } else {
+            self.onto_wire(m);
+        }
+    }
+
+    /// Queues message `m` for host `h`'s driver domain and wakes one of its idle vCPUs.
+    fn queue_for_driver(&mut self, m: u32, stage: Stage, h: usize) {
+        self.msgs[m as usize].stage = stage;
+        self.hosts[h].backlog.push_back(m);
+        let driver = self.hosts[h].driver.expect("a host with a backlog has a driver");
+        let idle = self.doms[driver].span.clone().find(|&u| self.vcpus[u].thread == Thread::BlockedNet);
+        if let Some(u) = idle {
+            // An event-channel notification: the vCPU wakes one IPI latency later.
+            self.vcpus[u].thread = Thread::Ready;
+            self.hosts[h].ipis += 1;
+            let at = self.now() + self.host.ipi_latency_ns;
+            self.post(at, Ev::Wake { v: u });
+        }
+    }
+
+    /// A driver domain finished its pass over message `m`.
+    fn forward(&mut self, m: u32) {
+        match self.msgs[m as usize].stage {
+            Stage::Transmit => self.onto_wire(m),
+            Stage::Bridge => self.over_bridge(m),
+            Stage::Receive => self.deliver(m),
+            Stage::Wire | Stage::Deliver => unreachable!("a driver domain only holds messages in its stages"),
+        }
+    }
+
+    /// From one VM to another on the same host, after any driver-domain pass.
+    fn over_bridge(&mut self, m: u32) {
+        let net = &self.network;
+        let bytes = self.msgs[m as usize].bytes;
+        let at =
+            self.now() + net.intra_host_latency_ns + NetworkConfig::transfer_ns(bytes, net.intra_host_bandwidth_gbps);
+        self.msgs[m as usize].stage = Stage::Deliver;
+        self.post(at, Ev::Net { m });
+    }
+
+    /// Onto the sending host's link: FIFO behind what it is already sending.
+    fn onto_wire(&mut self, m: u32) {
+        let msg = &mut self.msgs[m as usize];
+        msg.stage = Stage::Wire;
+        let h = self.vcpus[msg.src].host;
+        let start = self.hosts[h].link_free_at.max(self.queue.now());
+        let done = start + NetworkConfig::transfer_ns(msg.bytes, self.network.bandwidth_gbps);
+        self.hosts[h].link_free_at = done;
+        let at = done + self.network.latency_ns;
+        self.post(at, Ev::Net { m });
+    }
+
+    /// A timed stage of message `m` ended.
+    pub(super) fn net_stage_done(&mut self, m: u32) {
+        match self.msgs[m as usize].stage {
+            Stage::Wire => {
+                let h = self.vcpus[self.msgs[m as usize].dst].host;
+                if self.hosts[h].driver.is_some() {
+                    self.queue_for_driver(m, Stage::Receive, h);
+                } else {
+                    self.deliver(m);
+                }
+            }
+            Stage::Deliver => self.deliver(m),
+            Stage::Transmit | Stage::Bridge | Stage::Receive => unreachable!("driver stages end in NetServe"),
+        }
+    }
+
+    /// Message `m` reaches its receiver: it ends a matching wait, or waits in the mailbox.
+    fn deliver(&mut self, m: u32) {
+        let now = self.now();
+        self.free_msgs.push(m);
+        let Msg { src, dst, packets, sent_at, .. } = self.msgs[m as usize];
+        self.net.latency_sum_ns += now - sent_at;
+        self.net.delivered += 1;
+        let (from_dom, to_dom) = (self.vcpus[src].dom, self.vcpus[dst].dom);
+        let dom = &mut self.doms[to_dom];
+        dom.messages_received += 1;
+        if from_dom != to_dom {
+            dom.info.rx_packets += packets;
+            self.net.packets += packets;
+        }
+        let world = self.jobs[dom.job].len();
+        let rank = self.vcpus[src].rank;
+        let vc = &mut self.vcpus[dst];
+        match vc.thread {
+            Thread::SpinRecv { from, .. } | Thread::BlockedRecv { from } if from == rank => self.release_waiter(dst),
+            _ if vc.state == VcpuState::Offline => {} // its VM is gone
+            _ => {
+                if vc.mailbox.is_empty() {
+                    vc.mailbox = vec![0; world];
+                }
+                vc.mailbox[rank as usize] += 1;
+            }
+        }
+    }
+
+    /// `recv(from, wait)`: take a message from rank `from` if one waits in the mailbox,
+    /// else busy-poll (user mode, no PLE), block, or poll then block.
+    pub(super) fn recv(&mut self, v: VcpuId, d: DomId, from: u32, wait: BarrierWait) -> Step {
+        let world = self.jobs[self.doms[d].job].len();
+        if from as usize >= world {
+            let name = &self.doms[d].info.name;
+            self.error.get_or_insert(format!(
+                "guest error: VM {name:?} receives from rank {from}, but its job has {world} ranks"
+            ));
+            return Step::Wait;
+        }
+        let vc = &mut self.vcpus[v];
+        if let Some(n @ 1..) = vc.mailbox.get_mut(from as usize) {
+            *n -= 1;
+            return Step::Next;
+        }
+        vc.thread = match wait {
+            BarrierWait::Block => Thread::BlockedRecv { from },
+            BarrierWait::Spin => Thread::SpinRecv { from, limit_left: None },
+            BarrierWait::SpinThenBlock(l) => Thread::SpinRecv { from, limit_left: Some(l) },
+        };
+        if wait == BarrierWait::Block {
+            self.block(v);
+            Step::Wait
+        } else {
+            self.wait_running(v)
+        }
+    }
+
+    /// `NetServe` (a driver-domain vCPU): forward the pass it finished, take the next one
+    /// from the host's backlog and spend `dom0_packet_ns` per packet on it; block when the
+    /// backlog is empty.
+    pub(super) fn net_serve(&mut self, v: VcpuId, d: DomId) -> Step {
+        let h = self.vcpus[v].host;
+        if self.hosts[h].driver != Some(d) {
+            let name = &self.doms[d].info.name;
+            self.error.get_or_insert(format!("guest error: VM {name:?} is not its host's driver domain"));
+            return Step::Wait;
+        }
+        if let Some(m) = self.vcpus[v].net_msg.take() {
+            self.forward(m);
+        }
+        let Some(m) = self.hosts[h].backlog.pop_front() else {
+            self.vcpus[v].thread = Thread::BlockedNet;
+            self.block(v);
+            return Step::Wait;
+        };
+        self.net.driver_passes += 1;
+        let work = self.msgs[m as usize].packets * self.network.dom0_packet_ns;
+        let vc = &mut self.vcpus[v];
+        vc.net_msg = Some(m);
+        if work == 0 {
+            return Step::Next;
+        }
+        vc.thread = Thread::Computing { left: work };
+        self.wait_running(v)
+    }
+}

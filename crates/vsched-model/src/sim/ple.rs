@@ -1,0 +1,43 @@
+//! Pause-loop exiting (PLE).
+//!
+//! Intel VT-x exits when a guest in kernel mode executes PAUSE in a loop longer than
+//! `ple_window` cycles, PAUSEs closer than `ple_gap` cycles counting as one loop. A spinner
+//! here pauses continuously, so the gap never splits a loop: continuous kernel-mode spinning
+//! of `ple_window_cycles / cpu_ghz` ns raises an exit, which the policy sees as `yield_`; the
+//! window restarts after each exit and each time the vCPU is scheduled in. Xen keeps the
+//! window fixed; KVM grows it ×`ple_grow` at each exit (`grow_ple_window`, vmx.c) and resets
+//! it when the vCPU is scheduled in (`vmx_sched_in` → `shrink_ple_window` with the default
+//! `ple_window_shrink = 0`), which `ple_grow > 1` turns on.
+
+use vsched_engine::Time;
+
+use super::state::{Core, Thread};
+use crate::ids::VcpuId;
+
+impl Core {
+    /// When `v`'s current kernel-mode spinning raises a pause-loop exit, if PLE applies.
+    pub(super) fn ple_deadline(&self, v: VcpuId) -> Option<Time> {
+        let vc = &self.vcpus[v];
+        let kernel = matches!(vc.thread, Thread::SpinLock { kernel: true, .. } | Thread::SpinIpi { .. });
+        (kernel && self.ple_window_ns.is_some()).then(|| vc.ple_from.max(vc.run_from) + vc.ple_window_ns)
+    }
+
+    /// A spinner's guest event: a pause-loop exit if the window is reached, else re-arm.
+    pub(super) fn maybe_ple_exit(&mut self, v: VcpuId) {
+        let now = self.now();
+        if self.ple_deadline(v).is_some_and(|at| at <= now) {
+            let max = self.ple_window_max_ns;
+            let grow = self.host.ple_grow as Time;
+            let vc = &mut self.vcpus[v];
+            vc.ple_exits += 1;
+            vc.ple_from = now;
+            if grow > 1 {
+                vc.ple_window_ns = (vc.ple_window_ns * grow).min(max); // KVM: grow_ple_window
+            }
+            let h = self.vcpus[v].host;
+            self.hosts[h].ple_exits += 1;
+            self.to_yield.push_back(v);
+        }
+        self.arm(v);
+    }
+}

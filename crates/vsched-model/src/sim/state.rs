@@ -1,0 +1,236 @@
+//! The simulator's state: each vCPU with its guest thread, each pCPU, each domain, each
+//! host's share of the arrays, and the `Core` that holds them all (everything but the
+//! policies). Fields are open to the simulator's modules, closed to everyone else: policies
+//! see this state only through `world`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use vsched_engine::{EventQueue, StreamRng, Time};
+
+use super::config::{HostConfig, NetworkConfig};
+use super::costart::CoStart;
+use super::events::Ev;
+use super::locks::Lock;
+use super::network::{Msg, NetStats};
+use crate::domain::{DomainInfo, VcpuState};
+use crate::guest::{LockKind, Program};
+use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::trace::Trace;
+
+/// What the vCPU's guest thread is doing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Thread {
+    /// About to interpret its next instruction.
+    Ready,
+    Computing {
+        left: Time,
+    },
+    /// Waiting for a lock; `budget` is what is left of a paravirtual waiter's spinning
+    /// before it halts.
+    SpinLock {
+        lock: u32,
+        kernel: bool,
+        budget: Option<Time>,
+    },
+    /// A paravirtual lock waiter halted (`pv_wait`); `kicked` once an unlock kicked it.
+    HaltedLock {
+        lock: u32,
+        kicked: bool,
+    },
+    /// Waiting for `pending` IPI acknowledgements (`ipi_sync`).
+    SpinIpi {
+        pending: u32,
+    },
+    /// Spinning at the barrier; `limit_left` is the spinning time left before blocking.
+    SpinBarrier {
+        limit_left: Option<Time>,
+    },
+    /// Busy-polling for a message from rank `from`; `limit_left` as at a barrier.
+    SpinRecv {
+        from: u32,
+        limit_left: Option<Time>,
+    },
+    BlockedIo,
+    BlockedBarrier,
+    BlockedRecv {
+        from: u32,
+    },
+    /// A driver-domain vCPU with an empty backlog.
+    BlockedNet,
+    Exited,
+}
+
+impl Thread {
+    pub(super) fn spinning(self) -> bool {
+        matches!(
+            self,
+            Thread::SpinLock { .. } | Thread::SpinBarrier { .. } | Thread::SpinIpi { .. } | Thread::SpinRecv { .. }
+        )
+    }
+}
+
+pub(super) struct Vcpu {
+    pub(super) dom: DomId,
+    pub(super) host: usize,
+    pub(super) index: usize,
+    /// Its rank in its job.
+    pub(super) rank: u32,
+    /// Messages arrived and not yet received, per source rank (sized on first use).
+    pub(super) mailbox: Vec<u32>,
+    /// Driver domain: the message pass this vCPU is processing.
+    pub(super) net_msg: Option<u32>,
+    pub(super) state: VcpuState,
+    pub(super) state_since: Time,
+    pub(super) running_ns: Time,
+    pub(super) runnable_ns: Time,
+    pub(super) blocked_ns: Time,
+    /// Before its VM was created and after it was destroyed.
+    pub(super) offline_ns: Time,
+    pub(super) spin_ns: Time,
+    pub(super) last_pcpu: Option<PcpuId>,
+    /// Guest code runs from here on (after the dispatch overheads).
+    pub(super) run_from: Time,
+    /// Progress has been accounted up to here.
+    pub(super) synced_to: Time,
+    /// Continuous kernel spinning (for PLE) is measured from here.
+    pub(super) ple_from: Time,
+    pub(super) gen: u32,
+    pub(super) woke_at: Option<Time>,
+    pub(super) program: Program,
+    pub(super) pc: usize,
+    pub(super) loops: Vec<(usize, Option<u64>)>,
+    pub(super) thread: Thread,
+    /// Locks held, innermost last, each with whether it was taken in kernel mode.
+    pub(super) held: Vec<(u32, bool)>,
+    /// When the I/O that delivers the next request completed.
+    pub(super) io_done_at: Option<Time>,
+    pub(super) request_start: Time,
+    pub(super) ple_exits: u64,
+    /// The current PLE window (grows with `ple_grow > 1`).
+    pub(super) ple_window_ns: Time,
+    /// Senders of IPIs this vCPU has not handled yet.
+    pub(super) irqs: Vec<VcpuId>,
+    /// Bumped when the vCPU is descheduled: cancels an interrupt delivery in flight.
+    pub(super) irq_gen: u32,
+}
+
+pub(super) struct Pcpu {
+    pub(super) host: usize,
+    pub(super) curr: Option<VcpuId>,
+    pub(super) since: Time,
+    pub(super) busy_ns: Time,
+    pub(super) idle_ns: Time,
+    /// When the current slice ends (the policy's `slice_ns`), if it has a limit.
+    pub(super) slice_deadline: Option<Time>,
+    /// The pending slice-end event's time. One event per pCPU serves successive slices: a
+    /// redispatch with a later deadline leaves the earlier event in place, which re-arms
+    /// itself when it fires, so pCPUs that reschedule often do not fill the queue.
+    pub(super) slice_timer_at: Option<Time>,
+    pub(super) resched_gen: u32,
+    pub(super) resched_due: Option<Time>,
+}
+
+pub(super) struct Dom {
+    pub(super) info: DomainInfo,
+    /// Its vCPUs' global ids (`info.first_vcpu` is local to its host).
+    pub(super) span: std::ops::Range<VcpuId>,
+    pub(super) host: usize,
+    pub(super) job: usize,
+    pub(super) messages_received: u64,
+    pub(super) workload: String,
+    pub(super) lock_kind: LockKind,
+    pub(super) locks: Vec<Lock>,
+    pub(super) barrier_waiters: Vec<VcpuId>,
+    pub(super) barrier_arrived: usize,
+    pub(super) rng: StreamRng,
+    pub(super) finite: bool,
+    pub(super) alive: usize,
+    pub(super) finished_at: Option<Time>,
+    pub(super) lock_holder_preemptions: u64,
+    pub(super) lock_waiter_preemptions: u64,
+    pub(super) wake_latency_sum: Time,
+    pub(super) wakes: u64,
+    pub(super) request_latencies: Vec<Time>,
+    /// Co-scheduling launches the policy reported for this VM (`World::co_launch`).
+    pub(super) co_launches: u64,
+    pub(super) costart: CoStart,
+    pub(super) pv_spinlocks: bool,
+    pub(super) created_at: Time,
+    pub(super) destroyed_at: Option<Time>,
+    pub(super) ipi_syncs: u64,
+    pub(super) pv_halts: u64,
+    pub(super) pv_kicks: u64,
+}
+
+/// One host's share of the core: its slices of the global arrays, its network backlog and
+/// its tallies.
+pub(super) struct HostState {
+    pub(super) pcpus: std::ops::Range<PcpuId>,
+    pub(super) vcpus: std::ops::Range<VcpuId>,
+    pub(super) doms: std::ops::Range<DomId>,
+    /// Its driver domain, if it has one.
+    pub(super) driver: Option<DomId>,
+    /// Message passes waiting for the driver domain.
+    pub(super) backlog: VecDeque<u32>,
+    /// When the outgoing link is free.
+    pub(super) link_free_at: Time,
+    /// How far this host's scheduler ticks lag host 0's, as a fraction of the tick period
+    /// (real hosts' timers are not synchronized; see `Simulation::align_host_clocks`).
+    pub(super) clock_phase: f64,
+    pub(super) policy_rng: StreamRng,
+    pub(super) counters: BTreeMap<&'static str, u64>,
+    pub(super) context_switches: u64,
+    pub(super) ipis: u64,
+    pub(super) migrations: u64,
+    pub(super) sched_invocations: u64,
+    pub(super) ple_exits: u64,
+    pub(super) co_launches: u64,
+    pub(super) co_ipis: u64,
+    // Fragmentation: idle pCPUs while some vCPU waited.
+    pub(super) n_idle: usize,
+    pub(super) n_waiting: usize,
+    pub(super) frag_since: Time,
+    pub(super) frag_idle_ns: Time,
+}
+
+/// Everything but the policies. Policies see it through `world`.
+pub(super) struct Core {
+    pub(super) host: HostConfig,
+    pub(super) network: NetworkConfig,
+    pub(super) queue: EventQueue<Ev>,
+    pub(super) pcpus: Vec<Pcpu>,
+    pub(super) vcpus: Vec<Vcpu>,
+    pub(super) doms: Vec<Dom>,
+    pub(super) hosts: Vec<HostState>,
+    /// Each job's ranks (global vCPU ids).
+    pub(super) jobs: Vec<Vec<VcpuId>>,
+    /// Each job's name, for the named ones (virtual clusters).
+    pub(super) job_names: Vec<Option<String>>,
+    pub(super) msgs: Vec<Msg>,
+    pub(super) free_msgs: Vec<u32>,
+    pub(super) net: NetStats,
+    pub(super) ple_window_ns: Option<Time>,
+    pub(super) ple_window_max_ns: Time,
+    pub(super) pv_spin_ns: Time,
+    pub(super) events: u64,
+    // Work for the current instant.
+    pub(super) to_advance: VecDeque<VcpuId>,
+    pub(super) to_sleep: VecDeque<(VcpuId, PcpuId)>,
+    pub(super) to_yield: VecDeque<VcpuId>,
+    pub(super) unfinished: usize,
+    pub(super) trace: Option<Trace>,
+    pub(super) error: Option<String>,
+}
+
+/// The random stream of host `h`'s policy. Host 0 keeps stream 0 (what a single host always
+/// had); the others sit far above the domains' streams (`1 + d`).
+pub(super) fn policy_stream(h: usize) -> u64 {
+    if h == 0 {
+        0
+    } else {
+        (1 << 40) + h as u64
+    }
+}
+
+/// Random streams of the hosts' clock phases (`CLOCK_PHASE_STREAM + h`), above the policies'.
+pub(super) const CLOCK_PHASE_STREAM: u64 = 2 << 40;

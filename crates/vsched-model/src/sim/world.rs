@@ -1,0 +1,133 @@
+//! The simulator as a [`World`]: what one host's policy sees and does. The policy numbers
+//! its host's pCPUs, vCPUs and domains from 0; the core numbers them across all hosts, so
+//! this view translates every id on the way in and out.
+
+use vsched_engine::{StreamRng, Time};
+
+use super::events::Ev;
+use super::state::{Core, Thread, Vcpu};
+use crate::cx::{Cx, World};
+use crate::domain::{DomainInfo, VcpuState};
+use crate::ids::{DomId, PcpuId, VcpuId};
+
+/// Host `host`'s view of the core during one callback, on global pCPU `here` if any.
+pub(super) struct HostView<'a> {
+    core: &'a mut Core,
+    host: usize,
+    /// Global id of `here`.
+    here: Option<PcpuId>,
+    /// The host's first global pCPU, vCPU and domain ids, and its counts (read once:
+    /// callbacks ask for them on every step).
+    pcpu_base: PcpuId,
+    vcpu_base: VcpuId,
+    dom_base: DomId,
+    n_pcpus: usize,
+    n_vcpus: usize,
+    n_doms: usize,
+}
+
+impl<'a> HostView<'a> {
+    pub(super) fn new(core: &'a mut Core, host: usize, here: Option<PcpuId>) -> Self {
+        let hs = &core.hosts[host];
+        let (pcpu_base, vcpu_base, dom_base) = (hs.pcpus.start, hs.vcpus.start, hs.doms.start);
+        let (n_pcpus, n_vcpus, n_doms) = (hs.pcpus.len(), hs.vcpus.len(), hs.doms.len());
+        HostView { core, host, here, pcpu_base, vcpu_base, dom_base, n_pcpus, n_vcpus, n_doms }
+    }
+
+    fn vc(&self, v: VcpuId) -> &Vcpu {
+        &self.core.vcpus[self.vcpu_base + v]
+    }
+}
+
+/// Runs `f` with host `host`'s policy context, on global pCPU `here` if any.
+#[inline]
+pub(super) fn with_cx<R>(core: &mut Core, host: usize, here: Option<PcpuId>, f: impl FnOnce(&mut Cx) -> R) -> R {
+    let mut view = HostView::new(core, host, here);
+    f(&mut Cx::new(&mut view))
+}
+
+impl World for HostView<'_> {
+    fn now(&self) -> Time {
+        self.core.queue.now()
+    }
+    fn n_pcpus(&self) -> usize {
+        self.n_pcpus
+    }
+    fn n_vcpus(&self) -> usize {
+        self.n_vcpus
+    }
+    fn n_domains(&self) -> usize {
+        self.n_doms
+    }
+    fn domain(&self, d: DomId) -> &DomainInfo {
+        &self.core.doms[self.dom_base + d].info
+    }
+    fn dom_of(&self, v: VcpuId) -> DomId {
+        self.vc(v).dom - self.dom_base
+    }
+    fn vcpu_index(&self, v: VcpuId) -> usize {
+        self.vc(v).index
+    }
+    fn state(&self, v: VcpuId) -> VcpuState {
+        match self.vc(v).state {
+            VcpuState::Running(p) => VcpuState::Running(p - self.pcpu_base),
+            other => other,
+        }
+    }
+    fn last_pcpu(&self, v: VcpuId) -> Option<PcpuId> {
+        self.vc(v).last_pcpu.map(|p| p - self.pcpu_base)
+    }
+    fn curr(&self, p: PcpuId) -> Option<VcpuId> {
+        self.core.pcpus[self.pcpu_base + p].curr.map(|v| v - self.vcpu_base)
+    }
+    fn here(&self) -> Option<PcpuId> {
+        self.here.map(|p| p - self.pcpu_base)
+    }
+    fn resched_pending(&self, p: PcpuId) -> bool {
+        self.core.pcpus[self.pcpu_base + p].resched_due.is_some()
+    }
+    /// Holding or spinning on a kernel lock. (IPI-acknowledgement waits are not included.)
+    fn guest_in_kernel(&self, v: VcpuId) -> bool {
+        let vc = self.vc(v);
+        matches!(vc.thread, Thread::SpinLock { kernel: true, .. }) || vc.held.iter().any(|&(_, k)| k)
+    }
+    fn guest_spinning(&self, v: VcpuId) -> bool {
+        self.vc(v).thread.spinning()
+    }
+
+    fn resched(&mut self, p: PcpuId) -> bool {
+        let now = self.core.queue.now();
+        let p = self.pcpu_base + p;
+        if Some(p) == self.here {
+            self.core.request_resched(p, now);
+            false
+        } else {
+            let at = now + self.core.host.ipi_latency_ns;
+            let sent = self.core.request_resched(p, at);
+            if sent {
+                self.core.hosts[self.host].ipis += 1;
+            }
+            sent
+        }
+    }
+    fn co_signal(&mut self, p: PcpuId) {
+        if self.resched(p) {
+            self.core.hosts[self.host].co_ipis += 1;
+        }
+    }
+    fn co_launch(&mut self, d: DomId) {
+        self.core.doms[self.dom_base + d].co_launches += 1;
+        self.core.hosts[self.host].co_launches += 1;
+    }
+    fn set_timer(&mut self, at: Time, id: u64) {
+        let at = at.max(self.core.queue.now());
+        let host = self.host as u32;
+        self.core.post(at, Ev::Timer { host, id });
+    }
+    fn count(&mut self, name: &'static str) {
+        *self.core.hosts[self.host].counters.entry(name).or_insert(0) += 1;
+    }
+    fn rng(&mut self) -> &mut StreamRng {
+        &mut self.core.hosts[self.host].policy_rng
+    }
+}
