@@ -8,7 +8,6 @@
 pub mod overrides;
 pub mod report;
 pub mod scenario;
-pub mod slot_model;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
