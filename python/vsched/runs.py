@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import vsched
+from vsched import _core
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
-
-import tomli_w
 
 Row = dict[str, Any]
 """One finished run, flattened (see `flatten`): the job's columns, then its metrics."""
@@ -55,51 +54,25 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def _children(node: Any, part: str, path: str) -> list[Any]:
-    """The children `part` names in `node`, for an override `path`: a table's key (created
-    if missing), or in an array of tables the element whose `name` is `part`, the element at
-    position `part`, or every element for `*`."""
-    if isinstance(node, dict):
-        return [node.setdefault(part, {})]
-    if isinstance(node, list):
-        if part == "*":
-            return node
-        for element in node:
-            if isinstance(element, dict) and element.get("name") == part:
-                return [element]
-        if part.isdigit() and int(part) < len(node):
-            return [node[int(part)]]
-        names = [str(e.get("name")) for e in node if isinstance(e, dict) and "name" in e]
-        raise vsched.ScenarioError(
-            f"{path}: no element '{part}' in this array "
-            f"(expected *, a name among {names} or an index below {len(node)})"
-        )
-    raise vsched.ScenarioError(f"{path}: '{part}' is below a value, not a table")
-
-
-def apply_overrides(text: str, overrides: Sequence[Override]) -> str:
-    """`text` (a scenario's TOML) with each dotted key set to its value. In an array of
-    tables, a part selects the element with that `name`, or at that index, or `*` every one:
+def apply_overrides(text: str, overrides: Sequence[Override], policy: str | None = None) -> str:
+    """`text` (a scenario's TOML) with its [scheduler] replaced by `policy` at its default
+    parameters when given, then each dotted key set to its value. In an array of tables, a
+    part selects the element with that `name`, or at that index, or `*` every one:
     `vm.bsp.workload.compute_ms`, `virtual_cluster.*.workload.iterations`. Comments are lost;
-    with no overrides the text is returned unchanged."""
-    if not overrides:
-        return text
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise vsched.ScenarioError(f"scenario: not valid TOML ({error})") from None
-    for path, value in overrides:
-        parts = path.split(".")
-        if not all(parts):
-            raise vsched.ScenarioError(f"{path}: expected a dotted key such as scheduler.tslice_ms")
-        nodes: list[Any] = [document]
-        for part in parts[:-1]:
-            nodes = [child for node in nodes for child in _children(node, part, path)]
-        for node in nodes:
-            if not isinstance(node, dict):
-                raise vsched.ScenarioError(f"{path}: expected a key inside a table, '{parts[-2]}' is not one")
-            node[parts[-1]] = value
-    return tomli_w.dumps(document)
+    with neither policy nor overrides the text is returned unchanged.
+
+    The rules are the core's (crates/vsched/src/overrides.rs), shared with `vsched run
+    --policy`; values cross over as JSON."""
+    encoded = []
+    for key, value in overrides:
+        try:
+            encoded.append((key, json.dumps(value)))
+        except TypeError:
+            # Only what JSON can carry reaches the core, e.g. not a TOML date from `--set`.
+            raise vsched.ScenarioError(
+                f"{key}: expected a number, string, boolean, array or table, got {type(value).__name__}"
+            ) from None
+    return _core.apply_overrides(text, policy, encoded)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,8 +103,7 @@ def make_jobs(
 ) -> list[Job]:
     """One job per seed. A `policy` replaces the scenario's [scheduler] table by that policy at
     its default parameters, before the overrides (which may then set `scheduler.*` keys)."""
-    replaced: tuple[Override, ...] = (("scheduler", {"name": policy}),) if policy else ()
-    final = apply_overrides(text, (*replaced, *overrides))
+    final = apply_overrides(text, overrides, policy)
     return [Job(scenario, final, policy, tuple(overrides), seed) for seed in seeds]
 
 

@@ -56,6 +56,21 @@ def test_a_bad_override_key_is_named(key: str, message: str) -> None:
         apply_overrides(TINY_SCENARIO, [(key, 1)])
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "vm.locker.vcpus: expected a number, string, boolean, array or table, got null"),
+        (float("nan"), "host.cpu_ghz: expected a finite number, got NaN"),
+        (object(), "run.seed: expected a number, string, boolean, array or table, got object"),
+    ],
+)
+def test_a_value_without_a_toml_form_is_named_by_its_key(value: object, message: str) -> None:
+    key = message.partition(":")[0]
+    with pytest.raises(vsched.ScenarioError) as raised:
+        apply_overrides(TINY_SCENARIO, [(key, value)])
+    assert str(raised.value) == message
+
+
 def test_a_policy_replaces_the_scheduler_table_and_scheduler_overrides_still_apply() -> None:
     job = make_jobs("tiny", TINY_SCENARIO, "rr", [("scheduler.slice_us", 500)], [1])[0]
     assert '[scheduler]\nname = "rr"\nslice_us = 500\n' in job.text
@@ -130,6 +145,20 @@ def test_a_sweep_rejects_a_variant_the_core_rejects_before_running_anything(cli:
     assert (
         not (tmp_path / "out" / "runs.jsonl").exists() or (tmp_path / "out" / "runs.jsonl").read_text() == ""
     )
+
+
+def test_an_unknown_policy_is_named_as_vsched_run_names_it(cli: Cli, tmp_path: Path) -> None:
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY_SCENARIO)
+    result = cli("sweep", scenario, "--policy", "rr,fifo", "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert len(result.stderr_lines) == 1
+    assert result.stderr_lines[0].startswith(
+        'error: --policy: unknown policy "fifo"; expected one of rr, credit, '
+    )
+    # The core checks the name once, for `vsched run --policy` and the sweep alike.
+    assert cli("run", scenario, "--policy", "fifo").stderr_lines == result.stderr_lines
+    assert not (tmp_path / "out" / "runs.jsonl").exists()
 
 
 def stored_keys(path: Path) -> list[str]:

@@ -88,6 +88,15 @@ fn validate(scenario_toml: &str) -> PyResult<()> {
     vsched::validate_scenario(scenario_toml).map_err(to_py_err)
 }
 
+/// The scenario's TOML with `[scheduler]` replaced by `policy` (when given), then each
+/// `(dotted key, value as JSON text)` of `overrides` set; the text unchanged when there is
+/// nothing to apply. Raises `ScenarioError` naming the key (or `--policy`).
+#[pyfunction]
+#[pyo3(signature = (scenario_toml, policy=None, overrides=Vec::new()))]
+fn apply_overrides(scenario_toml: &str, policy: Option<&str>, overrides: Vec<(String, String)>) -> PyResult<String> {
+    vsched::apply_overrides_json(scenario_toml, policy, &overrides).map_err(to_py_err)
+}
+
 /// The registered scheduling policies as JSON text.
 #[pyfunction]
 fn policies() -> String {
@@ -129,6 +138,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_BASELINE_SCENARIO", vsched::DEFAULT_BASELINE_SCENARIO)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_overrides, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;

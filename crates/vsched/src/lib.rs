@@ -2,12 +2,12 @@
 //!
 //! It turns scenario text into simulations, runs repetitions and renders the JSON report.
 //! The PyO3 layer depends on exactly these items:
-//! - [`run_scenario_json`], [`validate_scenario`], [`policies_json`], [`workloads_json`],
-//!   [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
+//! - [`run_scenario_json`], [`validate_scenario`], [`apply_overrides_json`], [`policies_json`],
+//!   [`workloads_json`], [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
 
+pub mod overrides;
 pub mod report;
 pub mod scenario;
-pub mod slot_model;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -115,6 +115,22 @@ fn run_error(message: String) -> Error {
     } else {
         Error::Policy(message)
     }
+}
+
+/// A scenario's text with `[scheduler]` replaced by `policy` (when given) and each dotted key
+/// of `overrides` set, its value given as JSON text (see [`overrides`] for the rules).
+pub fn apply_overrides_json(
+    toml_text: &str,
+    policy: Option<&str>,
+    overrides: &[(String, String)],
+) -> Result<String, Error> {
+    let scenario_error = |e: vsched_model::ConfigError| Error::Scenario(e.to_string());
+    let values = overrides
+        .iter()
+        .map(|(key, json)| Ok((key.clone(), overrides::value_from_json_text(key, json)?)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(scenario_error)?;
+    overrides::apply_overrides(toml_text, policy, &values).map_err(scenario_error)
 }
 
 /// Every policy with its description and parameters, as JSON.

@@ -13,6 +13,8 @@ use vsched_model::{
 };
 use vsched_workloads::{Ranks, WorkloadInfo};
 
+use crate::overrides;
+
 /// Default VM weight (Xen's `CSCHED_DEFAULT_WEIGHT`).
 pub const DEFAULT_WEIGHT: u32 = 256;
 /// Xen accepts weights in 1..=65535.
@@ -250,6 +252,16 @@ fn micros(path: &str, v: Option<f64>, default: Time) -> Result<Time, ConfigError
     }
 }
 
+/// Scenario text as a TOML table, or a one-line error naming the line and column.
+pub(crate) fn parse_toml(text: &str) -> Result<toml::Table, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+        // toml's messages may span lines (expected-token lists); keep our one-line promise.
+        let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+        err("", format!("malformed TOML at line {line}, column {col}: {message}"))
+    })
+}
+
 impl Scenario {
     /// Parses and validates scenario text.
     pub fn parse(text: &str) -> Result<Scenario, ConfigError> {
@@ -259,21 +271,8 @@ impl Scenario {
     /// Parses and validates scenario text, with `[scheduler]` replaced by policy `policy` at
     /// its default parameters when given (`vsched run --policy`).
     pub fn parse_with_policy(text: &str, policy: Option<&str>) -> Result<Scenario, ConfigError> {
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| {
-            let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
-            // toml's messages may span lines (expected-token lists); keep our one-line promise.
-            let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-            err("", format!("malformed TOML at line {line}, column {col}: {message}"))
-        })?;
-        if let Some(name) = policy {
-            if vsched_policies::find(name).is_none() {
-                let known = vsched_policies::names().join(", ");
-                return Err(err("--policy", format!("unknown policy {name:?}; expected one of {known}")));
-            }
-            let mut scheduler = toml::Table::new();
-            scheduler.insert("name".into(), toml::Value::String(name.into()));
-            table.insert("scheduler".into(), toml::Value::Table(scheduler));
-        }
+        let mut table = parse_toml(text)?;
+        overrides::apply(&mut table, policy, &[])?;
         let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
             let path = e.path().to_string();
             let message = e.inner().message().split_whitespace().collect::<Vec<_>>().join(" ");

@@ -1,9 +1,11 @@
 //! Weng's slot model (seed 003 §2.2–2.4) against the paper's scenario and theorems, and the
 //! `hybrid` policy's co-scheduling against the same effect in the simulator.
 
+// The simulator helpers of the facade's integration tests, shared rather than copied.
+#[path = "../../vsched/tests/common.rs"]
 mod common;
 use common::*;
-use vsched::slot_model::{cps, cps_makespan, execute, max_abs_lag, ps, ps_makespan, Ratio, SlotSetup};
+use vsched_analytic::slot_model::{cps, cps_makespan, execute, max_abs_lag, ps, ps_makespan, Ratio, SlotSetup};
 
 /// §2.2: a 4-vCPU VM of weight 3/10 on 4 pCPUs, one slot per step, a synchronization
 /// after every step, watched for 10 slots. The job is longer than that (100 steps).
