@@ -3,6 +3,7 @@ and the Python API raises `vsched.ScenarioError` with the same message."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -75,14 +76,29 @@ BAD_SCENARIOS = [
         TINY_SCENARIO + '[[event]]\nat_s = 9\nvm = "hog"\ntype = "CON"\n',
         ["event[0].at_s"],
     ),
-    ("event with a bad type", TINY_SCENARIO + '[[event]]\nat_s = 0.1\nvm = "hog"\ntype = "GANG"\n', ["event[0].type"]),
+    (
+        "event with a bad type",
+        TINY_SCENARIO + '[[event]]\nat_s = 0.1\nvm = "hog"\ntype = "GANG"\n',
+        ["event[0].type"],
+    ),
     (
         "CON VM wider than the host under a co-scheduler",
-        with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2\n[vm.workload]\nkind = \"cpu_hog\"", 'vcpus = 3\ntype = "CON"\n[vm.workload]\nkind = "cpu_hog"'),
+        with_replaced('name = "credit"', 'name = "pcs"').replace(
+            'vcpus = 2\n[vm.workload]\nkind = "cpu_hog"',
+            'vcpus = 3\ntype = "CON"\n[vm.workload]\nkind = "cpu_hog"',
+        ),
         ["scheduler.name", "pcs", "hog", "3 vCPUs"],
     ),
-    ("VM created after the horizon", with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 99"), ["vm[0].start_s"]),
-    ("VM destroyed before it exists", with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 0.3\nstop_s = 0.2"), ["vm[0].stop_s"]),
+    (
+        "VM created after the horizon",
+        with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 99"),
+        ["vm[0].start_s"],
+    ),
+    (
+        "VM destroyed before it exists",
+        with_replaced("vcpus = 2", "vcpus = 2\nstart_s = 0.3\nstop_s = 0.2"),
+        ["vm[0].stop_s"],
+    ),
     (
         "VM lifecycle under a policy without it",
         with_replaced('name = "credit"', 'name = "pcs"').replace("vcpus = 2", "vcpus = 2\nstop_s = 0.4", 1),
@@ -94,16 +110,28 @@ BAD_SCENARIOS = [
         with_replaced("pcpus = 2", "pcpus = 2\nple_window_max_cycles = 100"),
         ["host.ple_window_max_cycles"],
     ),
-    ("pv_spinlocks not a boolean", with_replaced("vcpus = 2", 'vcpus = 2\npv_spinlocks = "yes"'), ["vm[0].pv_spinlocks"]),
-    ("kernbench with no jobs", with_replaced('kind = "cpu_hog"', 'kind = "kernbench"\njobs = 0'), ["vm[1].workload.jobs"]),
+    (
+        "pv_spinlocks not a boolean",
+        with_replaced("vcpus = 2", 'vcpus = 2\npv_spinlocks = "yes"'),
+        ["vm[0].pv_spinlocks"],
+    ),
+    (
+        "kernbench with no jobs",
+        with_replaced('kind = "cpu_hog"', 'kind = "kernbench"\njobs = 0'),
+        ["vm[1].workload.jobs"],
+    ),
     ("zero hosts", TINY_SCENARIO + "[cluster]\nhosts = 0\n", ["cluster.hosts"]),
-    ("unknown clocks", TINY_SCENARIO + "[cluster]\nclocks = \"synced\"\n", ["cluster.clocks", "aligned"]),
+    ("unknown clocks", TINY_SCENARIO + '[cluster]\nclocks = "synced"\n', ["cluster.clocks", "aligned"]),
     ("VM on a missing host", with_replaced("vcpus = 2", "vcpus = 2\nhost = 1"), ["vm[0].host", "0..1"]),
     ("negative latency", TINY_SCENARIO + "[network]\nlatency_us = -1\n", ["network.latency_us"]),
     ("zero bandwidth", TINY_SCENARIO + "[network]\nbandwidth_gbps = 0\n", ["network.bandwidth_gbps"]),
     ("tiny MTU", TINY_SCENARIO + "[network]\nmtu_bytes = 10\n", ["network.mtu_bytes"]),
     ("unknown network key", TINY_SCENARIO + "[network]\nlatency = 1\n", ["network.latency", "unknown"]),
-    ("dom0 weight zero", with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1\ndom0_weight = 0"), ["host.dom0_weight"]),
+    (
+        "dom0 weight zero",
+        with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1\ndom0_weight = 0"),
+        ["host.dom0_weight"],
+    ),
     (
         "VM named like a driver domain",
         with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1").replace('name = "hog"', 'name = "dom0"'),
@@ -111,7 +139,8 @@ BAD_SCENARIOS = [
     ),
     (
         "virtual cluster on a missing host",
-        TINY_SCENARIO + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [0, 3]\n[virtual_cluster.workload]\nkind = "npb-ep"\n',
+        TINY_SCENARIO
+        + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [0, 3]\n[virtual_cluster.workload]\nkind = "npb-ep"\n',
         ["virtual_cluster[0].hosts", "3"],
     ),
     (
@@ -122,7 +151,8 @@ BAD_SCENARIOS = [
     ),
     (
         "bad NPB parameter",
-        TINY_SCENARIO + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-is"\niterations = 0\n',
+        TINY_SCENARIO
+        + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-is"\niterations = 0\n',
         ["virtual_cluster[0].workload.iterations"],
     ),
 ]
@@ -266,3 +296,27 @@ def test_console_script_process_prints_no_traceback(tmp_path: Path) -> None:
         assert process.stdout == ""
         assert len(process.stderr.splitlines()) == 1, process.stderr
         assert process.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize("policy", [p["name"] for p in vsched.policies()])
+def test_a_vm_created_mid_run_runs_or_is_refused_with_exit_2(cli: Cli, tmp_path: Path, policy: str) -> None:
+    """Every policy either runs a VM created and destroyed during the run (it says so in
+    `vsched policies --json` as `vm_lifecycle`) or refuses the scenario: exit 2, one line
+    naming the field and listing the policies that would run it."""
+    text = with_replaced(
+        'vcpus = 2\n[vm.workload]\nkind = "cpu_hog"',
+        'vcpus = 2\nstart_s = 0.1\nstop_s = 0.3\n[vm.workload]\nkind = "cpu_hog"',
+    )
+    scenario = tmp_path / "lifecycle.toml"
+    scenario.write_text(text)
+    info = next(p for p in vsched.policies() if p["name"] == policy)
+    result = cli("run", scenario, "--policy", policy, "--json")
+    if info["vm_lifecycle"]:
+        assert result.exit_code == 0, result
+        hog = next(vm for vm in json.loads(result.stdout)["runs"][0]["vms"] if vm["name"] == "hog")
+        assert (hog["created_s"], hog["destroyed_s"]) == (0.1, 0.3)
+        assert hog["cpu_s"] > 0
+    else:
+        message = error_message(result)
+        assert message.startswith(f"vm[1].start_s: policy {policy} does not support VMs created or destroyed")
+        assert "credit" in message

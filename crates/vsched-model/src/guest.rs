@@ -1,7 +1,7 @@
 //! Guest programs: what each vCPU's guest thread executes.
 //!
 //! A workload (crate `vsched-workloads`) compiles to one [`Program`] per vCPU. The simulator
-//! interprets it (see `sim.rs`): computing makes progress only while the vCPU runs; waiting
+//! interprets it (see `sim/interpret.rs`): computing makes progress only while the vCPU runs; waiting
 //! for a lock or at a spinning barrier burns the vCPU's time without progress; blocking
 //! (I/O, a blocking barrier, exit) gives the pCPU back to the hypervisor.
 
@@ -94,11 +94,11 @@ pub enum Instr {
     Barrier(BarrierWait),
     /// Interrupt the VM's other vCPUs and spin (in kernel mode) until each has acknowledged:
     /// a TLB shootdown (`flush_tlb_mm_range` → `smp_call_function_many`). Which vCPUs are
-    /// interrupted, and when they answer, is the simulator's (`sim.rs`, guest IPIs).
+    /// interrupted, and when they answer, is the simulator's (`sim/irq.rs`).
     IpiSync,
     /// Send `bytes` to rank `to` of the VM's parallel job (its virtual cluster, or the VM
     /// alone: rank = vCPU index). Asynchronous, as MPI's eager protocol: the sender goes on
-    /// at once and the network delivers (`sim.rs`, network). Messages from one rank to
+    /// at once and the network delivers (`sim/network.rs`). Messages from one rank to
     /// another arrive in the order they were sent.
     Send {
         to: u32,

@@ -31,6 +31,12 @@ const PRI_COS: i8 = 1;
 struct Bcs;
 
 impl CreditVariant for Bcs {
+    /// BCS keeps no state of its own: it only raises queued siblings to COS, and Credit
+    /// resets a removed vCPU's priority with the rest of its state.
+    fn supports_vm_lifecycle(&self) -> bool {
+        true
+    }
+
     /// Algorithm 2 (Boost Co-scheduling Kernel).
     fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
         if let Some(keep) = base.put_prev(cx, p, prev, true) {

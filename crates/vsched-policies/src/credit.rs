@@ -760,9 +760,7 @@ impl Policy for Credit {
     /// `csched_unit_yield` (reached from Xen's PLE handler): set YIELD and reschedule.
     fn yield_(&mut self, cx: &mut Cx, v: VcpuId, _why: YieldReason) {
         self.vcpus[v].yielding = true;
-        if let Some(p) = cx.here() {
-            cx.resched(p);
-        }
+        cx.resched_here();
     }
 
     /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it.
@@ -816,7 +814,8 @@ impl Policy for Credit {
 
 /// A co-scheduling policy built on Credit (as seeds 003 and 004 built theirs into Xen's
 /// credit scheduler): the variant replaces how a pCPU picks its next vCPU; Credit keeps
-/// accounting, priorities, BOOST, tickling, work stealing and the CON scatter.
+/// accounting, priorities, BOOST, tickling, work stealing and the CON scatter. `OnCredit`
+/// forwards every `Policy` callback to Credit and tells the variant where it has a hook.
 pub(crate) trait CreditVariant {
     /// The host is known (after Credit's own `init`): size per-pCPU / per-domain state.
     fn init(&mut self, _cx: &mut Cx) {}
@@ -826,6 +825,16 @@ pub(crate) trait CreditVariant {
 
     /// A vCPU woke; Credit has queued it and tickled.
     fn woke(&mut self, _base: &mut Credit, _cx: &mut Cx, _v: VcpuId) {}
+
+    /// Whether the variant handles VMs created and destroyed during a run. A variant that
+    /// keeps co-scheduling state about domains or pCPUs (a pending gang, a partner pCPU)
+    /// must say what becomes of it when a VM goes, in `removed`, before it answers true.
+    fn supports_vm_lifecycle(&self) -> bool {
+        false
+    }
+
+    /// `v`'s VM is being destroyed; Credit has already forgotten `v`.
+    fn removed(&mut self, _base: &mut Credit, _cx: &mut Cx, _v: VcpuId) {}
 
     /// The variant's own invariants (debug builds, after every event).
     fn check(&self, _base: &Credit, _cx: &Cx) -> Result<(), String> {
@@ -841,6 +850,7 @@ pub(crate) struct OnCredit<V> {
 impl<V: CreditVariant> Policy for OnCredit<V> {
     /// Co-scheduling needs one pCPU per vCPU of a CON VM (seed 003 §2.3: |C(V_i)| <= |P|).
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
+        self.base.admit(pcpus, domains)?;
         admit_con_fits(pcpus, domains)
     }
     fn init(&mut self, cx: &mut Cx) {
@@ -850,12 +860,22 @@ impl<V: CreditVariant> Policy for OnCredit<V> {
     fn tick_period_ns(&self) -> Option<Time> {
         self.base.tick_period_ns()
     }
+    fn supports_vm_lifecycle(&self) -> bool {
+        self.base.supports_vm_lifecycle() && self.variant.supports_vm_lifecycle()
+    }
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         self.base.vcpu_insert(cx, v)
+    }
+    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.base.vcpu_remove(cx, v);
+        self.variant.removed(&mut self.base, cx, v);
     }
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         self.base.wake(cx, v);
         self.variant.woke(&mut self.base, cx, v);
+    }
+    fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.base.sleep(cx, v)
     }
     fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
         self.base.yield_(cx, v, why)

@@ -157,6 +157,8 @@ impl CvsAdaptive {
     }
 }
 
+// `admit` is not forwarded to `cosched` on purpose: CVS co-schedules only the VMs that fit
+// the host and leaves the others to Credit (see the header), so no scenario is refused.
 impl Policy for CvsAdaptive {
     fn supports_vm_lifecycle(&self) -> bool {
         true

@@ -39,7 +39,7 @@
 //!   parallel VM "without any hesitation" whenever one is queued, and never says how that meets
 //!   Credit's priorities or its first-come-first-served order. Taken literally, a non-parallel
 //!   vCPU does not run while a parallel VM waits beside it, and busy-polling MPI ranks always
-//!   wait somewhere. The driver domain carries every packet between VMs (`sim.rs`, "The driver
+//!   wait somewhere. The driver domain carries every packet between VMs (`sim/network.rs`, "The driver
 //!   domain"): its vCPUs wake BOOSTed, but a tick that finds one in the middle of a pass takes
 //!   BOOST away, and from then on it competes as UNDER. On seed 002's Fig. 3 hosts (is, 4 CON
 //!   VMs and a 4-vCPU dom0 each) such a vCPU was never scheduled again: the CON VMs, which

@@ -38,7 +38,9 @@
 //! may boost a sibling that does not hold the lock, and it only helps when CFS lets the
 //! target run (the next buddy must be close to fair).
 
-use vsched_model::{ConfigError, Cx, Decision, DomId, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, YieldReason};
+use vsched_model::{
+    ConfigError, Cx, Decision, DomId, DomainInfo, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, VmType, YieldReason,
+};
 
 use crate::cfs::{self, Cfs, YieldTo};
 
@@ -125,6 +127,10 @@ impl KvmDy {
 }
 
 impl Policy for KvmDy {
+    fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
+        self.cfs.admit(pcpus, domains)
+    }
+
     fn init(&mut self, cx: &mut Cx) {
         self.cfs.init(cx);
         self.last_boosted = vec![0; cx.domains().len()];
@@ -184,6 +190,14 @@ impl Policy for KvmDy {
 
     fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
         self.cfs.tick(cx, p)
+    }
+
+    fn timer(&mut self, cx: &mut Cx, id: u64) {
+        self.cfs.timer(cx, id)
+    }
+
+    fn vm_type_changed(&mut self, cx: &mut Cx, d: DomId, old: VmType) {
+        self.cfs.vm_type_changed(cx, d, old)
     }
 
     fn check(&self, cx: &Cx) -> Result<(), String> {

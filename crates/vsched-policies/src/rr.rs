@@ -25,40 +25,28 @@ pub struct RoundRobin {
     slice_ns: Time,
     /// Runnable vCPUs that are not running, oldest first.
     queue: VecDeque<VcpuId>,
-    /// pCPUs already sent a reschedule that has not landed yet, so one idle pCPU is not
-    /// kicked twice for two wake-ups.
-    kicked: Vec<bool>,
 }
 
 impl Policy for RoundRobin {
-    fn init(&mut self, cx: &mut Cx) {
-        self.kicked = vec![false; cx.n_pcpus()];
-    }
-
     /// Contract: every new vCPU joins the tail of the queue.
     fn vcpu_insert(&mut self, _cx: &mut Cx, v: VcpuId) {
         self.queue.push_back(v);
     }
 
-    /// Contract: queue the woken vCPU and kick one idle, not yet kicked pCPU.
+    /// Contract: queue the woken vCPU and kick one idle pCPU (the lowest-numbered one not
+    /// already kicked, so two wake-ups wake two pCPUs).
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         self.queue.push_back(v);
-        if let Some(p) = (0..cx.n_pcpus()).find(|&p| cx.curr(p).is_none() && !self.kicked[p]) {
-            self.kicked[p] = true;
-            cx.resched(p);
-        }
+        cx.kick_idle_from(0);
     }
 
     /// Contract: a yield gives up the rest of the slice (the vCPU goes to the tail).
     fn yield_(&mut self, cx: &mut Cx, _v: VcpuId, _why: YieldReason) {
-        if let Some(p) = cx.here() {
-            cx.resched(p);
-        }
+        cx.resched_here();
     }
 
     /// Contract: requeue a still-runnable `prev` at the tail, run the head.
-    fn pick_next(&mut self, cx: &mut Cx, pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.kicked[pcpu] = false;
+    fn pick_next(&mut self, cx: &mut Cx, _pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
         if let Some(p) = prev.filter(|&p| cx.is_runnable(p)) {
             self.queue.push_back(p);
         }
@@ -71,7 +59,7 @@ impl Policy for RoundRobin {
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     let slice_us = params.int_at_least("slice_us", 1)?;
-    Ok(Box::new(RoundRobin { slice_ns: slice_us as Time * NS_PER_US, queue: VecDeque::new(), kicked: Vec::new() }))
+    Ok(Box::new(RoundRobin { slice_ns: slice_us as Time * NS_PER_US, queue: VecDeque::new() }))
 }
 
 pub const INFO: PolicyInfo = PolicyInfo {

@@ -137,7 +137,14 @@ pub fn apply_overrides_json(
 pub fn policies_json() -> String {
     let list: Vec<_> = vsched_policies::REGISTRY
         .iter()
-        .map(|p| json!({"name": p.name, "description": p.description, "params": params_json(p.params)}))
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "description": p.description,
+                "vm_lifecycle": scenario::supports_vm_lifecycle(p),
+                "params": params_json(p.params),
+            })
+        })
         .collect();
     serde_json::Value::Array(list).to_string()
 }

@@ -730,17 +730,17 @@ fn network_config(n: &NetworkSection) -> Result<NetworkConfig, ConfigError> {
     })
 }
 
+/// Whether policy `info`, at its default parameters, handles VMs created and destroyed
+/// during a run.
+pub fn supports_vm_lifecycle(info: &vsched_model::PolicyInfo) -> bool {
+    Params::check("scheduler", info.params, &BTreeMap::new())
+        .and_then(|params| (info.build)(&params))
+        .is_ok_and(|b| b.supports_vm_lifecycle())
+}
+
 /// The policies that handle VMs created and destroyed during a run.
 fn lifecycle_policies() -> Vec<&'static str> {
-    vsched_policies::REGISTRY
-        .iter()
-        .filter(|p| {
-            Params::check("scheduler", p.params, &BTreeMap::new())
-                .and_then(|params| (p.build)(&params))
-                .is_ok_and(|b| b.supports_vm_lifecycle())
-        })
-        .map(|p| p.name)
-        .collect()
+    vsched_policies::REGISTRY.iter().filter(|p| supports_vm_lifecycle(p)).map(|p| p.name).collect()
 }
 
 fn parse_type(path: &str, s: &str) -> Result<VmType, ConfigError> {

@@ -232,11 +232,11 @@ fn a_yielder_with_nothing_else_to_run_runs_on() {
 const CREDIT_FAMILY: [&str; 4] = ["credit", "balance", "ytt", "yth"];
 
 #[test]
-fn credit_based_policies_declare_vm_lifecycle_support_and_co_schedulers_do_not() {
-    for name in CREDIT_FAMILY {
+fn credit_based_policies_declare_vm_lifecycle_support_and_stateful_co_schedulers_do_not() {
+    for name in CREDIT_FAMILY.iter().chain(&["bcs"]) {
         assert!(policy(name, &[]).supports_vm_lifecycle(), "{name}");
     }
-    for name in ["cs", "cds", "pcs", "bcs"] {
+    for name in ["cs", "cds", "pcs", "cvs-comm"] {
         assert!(!policy(name, &[]).supports_vm_lifecycle(), "{name}");
     }
 }
