@@ -162,8 +162,9 @@ impl<'a> Cx<'a> {
     pub fn resched_pending(&self, p: PcpuId) -> bool {
         self.world.resched_pending(p)
     }
-    /// Whether `v`'s guest is in kernel mode (holding or spinning on a kernel lock), as the
-    /// hypervisor learns it on a VM exit (KVM's `kvm_arch_vcpu_preempted_in_kernel`).
+    /// Whether `v`'s guest is in kernel mode (holding or spinning on a kernel lock, or
+    /// waiting for IPI acknowledgements), as the hypervisor learns it on a VM exit (KVM's
+    /// `kvm_arch_vcpu_preempted_in_kernel`).
     #[inline]
     pub fn guest_in_kernel(&self, v: VcpuId) -> bool {
         self.world.guest_in_kernel(v)

@@ -251,3 +251,44 @@ fn vms_are_created_and_destroyed_on_time() {
     assert!((job.completion_s.unwrap() - 0.3).abs() < 0.011, "job {:?}", job.completion_s);
     assert!((first.cpu_s + late.cpu_s + job.cpu_s - 4.0).abs() < 1e-9, "the pCPU never idles");
 }
+
+/// `Pinned`, recording at each `pick_next` whether a still-runnable `prev` (a preempted
+/// vCPU) was in kernel mode.
+struct KernelModeRecorder {
+    inner: Box<dyn Policy>,
+    seen: std::rc::Rc<std::cell::RefCell<Vec<(VcpuId, bool)>>>,
+}
+
+impl Policy for KernelModeRecorder {
+    fn init(&mut self, cx: &mut Cx) {
+        self.inner.init(cx)
+    }
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.inner.vcpu_insert(cx, v)
+    }
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.inner.wake(cx, v)
+    }
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        if let Some(u) = prev.filter(|&u| cx.is_runnable(u)) {
+            self.seen.borrow_mut().push((u, cx.guest_in_kernel(u)));
+        }
+        self.inner.pick_next(cx, p, prev)
+    }
+}
+
+#[test]
+fn a_vcpu_waiting_for_ipi_acknowledgements_is_in_kernel_mode() {
+    // One pCPU, 1 ms slices. vCPU 0 computes 10 µs in user mode, then sends a TLB-shootdown
+    // IPI to vCPU 1 (runnable, not running: not paravirtual, so it is a target) and spins in
+    // the kernel for its acknowledgement, which cannot come before vCPU 1 runs. At 1 ms
+    // vCPU 0 is preempted while waiting: in kernel mode. vCPU 1 then computes in user mode
+    // (it takes the IPI at once and acknowledges) and is preempted at 2 ms: in user mode.
+    let sender = program(&[compute(us(10)), Instr::IpiSync, compute(FOREVER)]);
+    let target = program(&[compute(FOREVER)]);
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let policy = Box::new(KernelModeRecorder { inner: pinned(Some(NS_PER_MS)), seen: seen.clone() });
+    let doms = vec![domain("vm", VmType::Hit, vec![sender, target])];
+    Simulation::new(free_host(1), doms, policy, 1).run(2 * NS_PER_MS, Until::Horizon, &mut |_| true).unwrap();
+    assert_eq!(seen.borrow()[..2], [(0, true), (1, false)]);
+}

@@ -86,10 +86,13 @@ impl World for HostView<'_> {
     fn resched_pending(&self, p: PcpuId) -> bool {
         self.core.pcpus[self.pcpu_base + p].resched_due.is_some()
     }
-    /// Holding or spinning on a kernel lock. (IPI-acknowledgement waits are not included.)
+    /// Holding or spinning on a kernel lock, or waiting for the acknowledgements of the IPIs
+    /// it sent (`ipi_sync`: `smp_call_function_many` spins in the kernel, as
+    /// `flush_tlb_others` does).
     fn guest_in_kernel(&self, v: VcpuId) -> bool {
         let vc = self.vc(v);
-        matches!(vc.thread, Thread::SpinLock { kernel: true, .. }) || vc.held.iter().any(|&(_, k)| k)
+        matches!(vc.thread, Thread::SpinLock { kernel: true, .. } | Thread::SpinIpi { .. })
+            || vc.held.iter().any(|&(_, k)| k)
     }
     fn guest_spinning(&self, v: VcpuId) -> bool {
         self.vc(v).thread.spinning()
