@@ -25,14 +25,16 @@
 //! - `co_launches`: co-scheduling launches of this VM, as the policy reports them (seed 004
 //!   Fig. 5 counts these per second).
 //! - `costarts`, `costart_skew_us_*`: co-start skew (seed 004 Fig. 6, "the scheduling time
-//!   edge difference" between sibling vCPUs). A co-start is a vCPU starting to run (a
-//!   switch-in: a running vCPU given a new slice makes no new edge) such that every vCPU of
-//!   its VM that is not blocked now runs (at least two); its skew is the time since the
-//!   earliest of those vCPUs started running. `costarts` counts them; mean, median and p99
-//!   are in µs, and `costart_skew_us_quantiles` gives the distribution as 21 quantiles
-//!   (p0, p5, ..., p100; nearest rank), enough to draw the paper's CDF. Under a gang
-//!   scheduler the skew is about the IPI latency; under Credit it can reach a time slice or
-//!   more.
+//!   edge difference" between sibling vCPUs), per co-scheduling operation. A launch (see
+//!   `co_launches`) at time t makes each sibling waiting in a run queue pending; its next
+//!   switch-in at s is a co-start with skew `s - t`. Siblings already running at the launch,
+//!   blocked ones and the launcher itself are not counted; a sibling still pending at a later
+//!   launch keeps the first one. Policies that launch no co-scheduling (Credit, CFS) have no
+//!   co-starts. `costarts` counts them; mean, median and p99 are in µs, and
+//!   `costart_skew_us_quantiles` gives the distribution as 21 quantiles (p0, p5, ..., p100;
+//!   nearest rank), enough to draw the paper's CDF. Under a gang scheduler the skew is about
+//!   the IPI latency; under boost co-scheduling it is however long the boosted sibling waits
+//!   for its pCPU's current vCPU to give way.
 //!
 //! - `host`: the host it runs on (0 on a single host); `virtual_cluster`: the virtual
 //!   cluster (parallel job across VMs) it belongs to, if any.

@@ -525,11 +525,10 @@ FIG6 = Figure(
         ),
     ),
     notes=(
-        "`costart_skew_us_quantiles` of each CON VM (21 quantiles, p0..p100): a co-start is a "
-        "vCPU switched in while every non-blocked sibling runs, its skew the time since the "
-        "earliest of them was switched in (crates/vsched-model/src/metrics.rs); a running vCPU "
-        "given a new slice makes no edge, so a solo domain that is never descheduled has about "
-        "one co-start per run. Dual-CON pools "
+        "`costart_skew_us_quantiles` of each CON VM (21 quantiles, p0..p100), per co-scheduling "
+        "operation: from a BCS launch to the switch-in of each sibling that was waiting in a run "
+        "queue when it was boosted; siblings already running are not counted "
+        "(crates/vsched-model/src/metrics.rs). Dual-CON pools "
         "the two domains. The paper does not say which configuration Fig. 6 shows; we show both. "
         "Quick: 5 seeds, same work."
     ),

@@ -6,22 +6,26 @@ use vsched_engine::Time;
 
 use super::state::Core;
 use crate::domain::VcpuState;
-use crate::ids::VcpuId;
+use crate::ids::{DomId, PcpuId, VcpuId};
 use crate::metrics::{cdf_quantiles, quantile, VmMetrics};
 
-/// Measures co-start skew (seed 004 Fig. 6, "the scheduling time edge difference between
-/// the VCPUs"): each time a vCPU starts running (a switch-in; a running vCPU given a new
-/// slice has no new edge) and every vCPU of its VM that is not blocked is running (at least
-/// two of them), one sample is the time from the earliest of their switch-ins to now.
+/// Measures co-start skew per co-scheduling operation (seed 004 Fig. 6, "the scheduling time
+/// edge difference between the VCPUs"). A launch of the VM's co-scheduling (the policy's
+/// `co_launch`, at time t) makes every sibling that is waiting in a run queue *pending*;
+/// the pending sibling's next switch-in, at s, is one sample, `s - t`. Excluded: siblings
+/// already running at the launch (nothing to co-start), blocked ones (nothing to run) and
+/// the launcher itself (switched in at t on the pCPU that launched). A sibling still
+/// pending at a later launch keeps its first launch: its skew runs from the operation that
+/// first asked for it.
 pub(super) struct CoStart {
-    /// When each vCPU of the VM last started running.
-    pub(super) started_at: Vec<Time>,
+    /// Per vCPU of the VM: the launch it is pending on, as (time, launching global pCPU).
+    pending: Vec<Option<(Time, Option<PcpuId>)>>,
     skews: Vec<Time>,
 }
 
 impl CoStart {
     pub(super) fn new(vcpus: usize) -> Self {
-        CoStart { started_at: vec![0; vcpus], skews: Vec::new() }
+        CoStart { pending: vec![None; vcpus], skews: Vec::new() }
     }
 
     /// Writes `costarts` and the `costart_skew_us_*` figures of `vm`.
@@ -39,30 +43,28 @@ impl CoStart {
 }
 
 impl Core {
-    /// A vCPU was switched in: if its whole VM (blocked vCPUs aside) now runs, record the
-    /// co-start skew (see [`CoStart`]).
-    pub(super) fn note_costart(&mut self, v: VcpuId) {
+    /// The policy launched a co-scheduling of global domain `d`, from global pCPU `from`
+    /// (`None`: from a timer): its waiting siblings become pending (see [`CoStart`]).
+    pub(super) fn note_co_launch(&mut self, d: DomId, from: Option<PcpuId>) {
         let now = self.now();
-        let (d, index) = (self.vcpus[v].dom, self.vcpus[v].index);
         let dom = &mut self.doms[d];
-        if dom.info.vcpus < 2 {
-            return;
-        }
-        dom.costart.started_at[index] = now;
-        let mut earliest = now;
-        let mut running = 0;
         for (i, u) in self.vcpus[dom.span.clone()].iter().enumerate() {
-            match u.state {
-                VcpuState::Running(_) => {
-                    running += 1;
-                    earliest = earliest.min(dom.costart.started_at[i]);
-                }
-                VcpuState::Runnable => return,
-                VcpuState::Blocked | VcpuState::Offline => {}
+            if u.state == VcpuState::Runnable && dom.costart.pending[i].is_none() {
+                dom.costart.pending[i] = Some((now, from));
             }
         }
-        if running >= 2 {
-            dom.costart.skews.push(now - earliest);
+    }
+
+    /// `v` was switched in on global pCPU `p`: if it was pending on a launch, record its skew.
+    pub(super) fn note_costart(&mut self, v: VcpuId, p: PcpuId) {
+        let now = self.now();
+        let (d, index) = (self.vcpus[v].dom, self.vcpus[v].index);
+        let costart = &mut self.doms[d].costart;
+        if let Some((launched_at, from)) = costart.pending[index].take() {
+            let launcher = launched_at == now && from == Some(p);
+            if !launcher {
+                costart.skews.push(now - launched_at);
+            }
         }
     }
 }

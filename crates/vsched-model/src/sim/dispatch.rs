@@ -136,7 +136,7 @@ impl Core {
                 if grows {
                     vc.ple_window_ns = base; // KVM: shrink_ple_window at sched-in
                 }
-                self.note_costart(v);
+                self.note_costart(v, p);
             } else {
                 self.sync(v);
             }

@@ -121,6 +121,7 @@ impl World for HostView<'_> {
     fn co_launch(&mut self, d: DomId) {
         self.core.doms[self.dom_base + d].co_launches += 1;
         self.core.hosts[self.host].co_launches += 1;
+        self.core.note_co_launch(self.dom_base + d, self.here);
     }
     fn set_timer(&mut self, at: Time, id: u64) {
         let at = at.max(self.core.queue.now());
