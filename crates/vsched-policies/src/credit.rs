@@ -448,6 +448,12 @@ impl Credit {
         self.vcpus[v].credit
     }
 
+    /// Whether `v` is on its domain's active list (Xen's `sdom->active_unit`: charged and
+    /// earning credit, whether it runs or waits).
+    pub(crate) fn is_active(&self, v: VcpuId) -> bool {
+        self.vcpus[v].active
+    }
+
     /// Enters a waiting `v` in its domain's accounting (`__csched_unit_acct_start`), as a tick
     /// would if it found `v` running: from the next accounting on, `v` earns its share. Returns
     /// whether it was outside the accounting until now.

@@ -159,3 +159,34 @@ fn a_vm_made_con_mid_run_is_scattered_and_coscheduled() {
     let after: Time = all_running(&spans, 0, 2).iter().map(|&(s, e)| e.saturating_sub(s.max(500_000_000))).sum();
     assert!(after > before, "co-running {after} ns after becoming CON vs {before} ns before");
 }
+
+/// BCS (seed 004 Algorithm 2) raises to COS every *active* sibling of the CON vCPU it picks,
+/// running ones included, and a launch is a pass that raised at least one.
+#[test]
+fn bcs_boosts_every_active_sibling_and_launches_only_when_it_raises_one() {
+    use vsched_model::{Instr, Simulation, Until, VmType, NS_PER_MS};
+    let run = |con: Vec<vsched_model::Program>| {
+        // 2 pCPUs, no overheads; a HIT hog (vCPU 2) shares pCPU 0 with vCPU 0, vCPU 1 has
+        // pCPU 1 to itself.
+        let doms = vec![domain("con", VmType::Con, con), domain("hog", VmType::Hit, vec![hog()])];
+        Simulation::new(free_host(2), doms, policy("bcs", &[]), 1)
+            .run(300 * NS_PER_MS, Until::Horizon, &mut |_| true)
+            .unwrap()
+    };
+    // The sibling exits at once: it never runs a tick, so it never joins Credit's active
+    // list, and picking vCPU 0 has nobody to boost: no launch. (The old reading counted a
+    // launch at every pick of vCPU 0.)
+    let m = run(vec![hog(), program(&[Instr::Exit])]);
+    assert_eq!(vm(&m, "con").co_launches, 0);
+    // Two hogs: both are active after their first tick. vCPU 1 runs on pCPU 1 throughout;
+    // pCPU 0 alternates vCPU 0 and the HIT hog in 30 ms slices, so each pick of vCPU 0 after
+    // the first tick finds vCPU 1 running and raises it to COS where it runs. (The old
+    // reading boosted only waiting siblings and kept no such count.)
+    let m = run(vec![hog(), hog()]);
+    let counters = &m.host.policy_counters;
+    let raised = counters.get("bcs.boosted_waiting").copied().unwrap_or(0)
+        + counters.get("bcs.boosted_running").copied().unwrap_or(0);
+    assert!(counters.get("bcs.boosted_running").copied().unwrap_or(0) > 0, "{counters:?}");
+    // Each launch raised one sibling at least; a 2-vCPU VM has one sibling to raise.
+    assert_eq!(vm(&m, "con").co_launches, raised, "{counters:?}");
+}
