@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +25,35 @@ from helpers import CliResult
 Cli = Callable[..., CliResult]
 PAPERS_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "papers"
 FIGURES = [(paper_id, figure) for paper_id in catalog.PAPER_IDS for figure in catalog.load(paper_id).figures]
+
+
+def splash2_barrier_waits() -> dict[str, list[str]]:
+    """The barrier wait mode of every `bsp` VM of the scenarios that model a SPLASH-2 program
+    (their header's first paragraph names it), by file."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python < 3.11
+        import tomli as tomllib
+
+    waits: dict[str, list[str]] = {}
+    for path in sorted(PAPERS_DIR.glob("*/*.toml")):
+        text = path.read_text()
+        header = text.split("\n#\n", 1)[0]
+        if "SPLASH-2" not in header:
+            continue
+        vms = tomllib.loads(text).get("vm", [])
+        found = [vm["workload"].get("wait", "spin") for vm in vms if vm["workload"]["kind"] == "bsp"]
+        if found:
+            waits[f"{path.parent.name}/{path.name}"] = found
+    return waits
+
+
+def test_every_splash2_barrier_blocks_in_every_paper() -> None:
+    # SPLASH-2's POSIX port builds its barrier from a mutex and a condition variable; no seed
+    # paper says its threads spin, so every paper's SPLASH-2 program is modelled alike.
+    waits = splash2_barrier_waits()
+    assert {"seed003/fig7-lu.toml", "seed004/lu-solo-con.toml", "seed004/lu-dual-con.toml"} <= set(waits)
+    assert all(w == "block" for found in waits.values() for w in found), waits
 
 
 def test_the_package_embeds_every_paper_scenario_as_it_is_on_disk() -> None:
