@@ -62,11 +62,15 @@
 //! - **Who is signalled**: every pCPU where a runnable sibling is queued or running (a running
 //!   one must be kept, not replaced, when that pCPU reschedules at the same slot boundary).
 //!   Blocked siblings are skipped; a CON VM with no runnable sibling just runs (no launch).
-//! - **Slot boundaries are simultaneous.** All pCPUs tick together here (Xen's ticks are not
-//!   aligned), so dissipation and allocation are done once per boundary, before any pCPU
-//!   schedules (as if the BSP allocated after every pCPU dissipated); then pCPUs schedule in
-//!   index order. The skeleton's race (a pCPU scheduling while another's launch is in flight
-//!   is a non-participant) becomes systematic: the lowest-numbered launcher would win every
+//! - **Slot boundaries are per pCPU.** Each pCPU's slot ends at its own tick, where the
+//!   vCPU it runs pays `PE_unit`; the BSP (pCPU 0) counts slots and allocates every L of its
+//!   own, once for the host (before issue 16 the first tick at an instant did every pCPU's
+//!   dissipation, which would have charged each vCPU P times a slot had the ticks not been
+//!   aligned). With the engine's aligned ticks the pCPUs' boundaries fall at one instant and
+//!   are handled in index order, the BSP first, so its allocation comes before the other
+//!   pCPUs' dissipation of that slot; then pCPUs schedule in index order. The skeleton's race
+//!   (a pCPU scheduling while another's launch is in flight is a non-participant) becomes
+//!   systematic at aligned boundaries: the lowest-numbered launcher would win every
 //!   boundary, and a second CON VM whose pCPUs decide after it would never co-schedule. So a
 //!   pCPU that decided as a non-participant decides again when `syn_domain_id` clears (an
 //!   IPI, counted `hybrid.lock_retries`; our addition). In real time the lock is held for
@@ -195,10 +199,10 @@ struct Hybrid {
     // State.
     pcpus: Vec<PcpuState>,
     vcpus: Vec<VcpuState>,
-    /// Slot boundaries passed since the start.
+    /// Slot boundaries of the BSP (pCPU 0) passed since the start.
     slots: u64,
-    /// The boundary whose dissipation and allocation are done (ticks of all pCPUs share it).
-    boundary_done_at: Option<Time>,
+    /// The BSP's slot boundary called for an allocation, done at its next scheduling.
+    alloc_pending: bool,
     /// `syn_domain_id` (§4.3): the CON VM being co-scheduled.
     syn_domain: Option<DomId>,
     /// `syn_map` (§4.3): pCPUs that must take part and have not rescheduled yet.
@@ -284,21 +288,23 @@ impl Hybrid {
         }
     }
 
-    /// The end of a slot (§3.3 "PE dissipation"), once for all pCPUs: the vCPU running on
-    /// each pCPU now pays `PE_unit` and loses its boost (as `csched_tick` ends BOOST); every L
-    /// slots the BSP re-allocates; queues are re-sorted.
-    fn slot_boundary(&mut self, cx: &mut Cx) {
-        for p in 0..self.pcpus.len() {
-            if let Some(v) = cx.curr(p) {
-                let s = &mut self.vcpus[v];
-                s.pe -= self.pe_unit;
-                s.boosted = false;
-                s.passed_over = false;
-            }
+    /// The end of a slot on `p` (§3.3 "PE dissipation"), at `p`'s own tick: the vCPU
+    /// running there pays `PE_unit` and loses its boost (as `csched_tick` ends BOOST). Every
+    /// L slots of the BSP (pCPU 0), the BSP re-allocates (§3.3 "PE allocation"), once for the
+    /// host, before the next scheduling decision.
+    fn slot_boundary(&mut self, cx: &mut Cx, p: PcpuId) {
+        if let Some(v) = cx.curr(p) {
+            let s = &mut self.vcpus[v];
+            s.pe -= self.pe_unit;
+            s.boosted = false;
+            s.passed_over = false;
         }
-        self.slots += 1;
-        if self.slots.is_multiple_of(self.alloc_interval_slots) {
-            self.allocate(cx);
+        if p == 0 {
+            self.slots += 1;
+            // Allocated at the next scheduling on any pCPU (at once: the BSP's tick
+            // reschedules it), so that pCPUs whose slot ends at this same instant have paid
+            // for it first.
+            self.alloc_pending = self.slots.is_multiple_of(self.alloc_interval_slots);
         }
         self.sort_runqs();
     }
@@ -523,6 +529,10 @@ impl Policy for Hybrid {
 
     /// Put `prev` back, apply rules 1–3 (and §4.3), run the choice until the next slot.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        if std::mem::take(&mut self.alloc_pending) {
+            self.allocate(cx);
+            self.sort_runqs();
+        }
         self.pcpus[p].tickled = false;
         if let Some(u) = prev {
             if cx.running_on(u) == Some(p) {
@@ -540,13 +550,9 @@ impl Policy for Hybrid {
         Decision { next, slice_ns: None }
     }
 
-    /// Slot boundary: dissipation and allocation once for all pCPUs, then schedule here.
+    /// `p`'s slot boundary (dissipation here, allocation on the BSP), then schedule here.
     fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
-        let now = cx.now();
-        if self.boundary_done_at != Some(now) {
-            self.boundary_done_at = Some(now);
-            self.slot_boundary(cx);
-        }
+        self.slot_boundary(cx, p);
         cx.resched(p);
     }
 
@@ -644,7 +650,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
         pcpus: Vec::new(),
         vcpus: Vec::new(),
         slots: 0,
-        boundary_done_at: None,
+        alloc_pending: false,
         syn_domain: None,
         syn_map: Vec::new(),
         provisional: Vec::new(),
