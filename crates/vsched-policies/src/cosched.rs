@@ -12,7 +12,8 @@
 //! Time is cut into rounds of `slice_ms` (Xen's 30 ms slice). At each round boundary one
 //! global timer plans the next round:
 //! 1. Fair share: every domain has a virtual time, the CPU time it actually received divided
-//!    by its weight (`rounds::FairShare`, shared with `vds`). Units are ordered by it, lowest first,
+//!    by its weight × active vCPUs, Xen `csched_acct`'s share (`rounds::FairShare`, shared
+//!    with `vds`). Units are ordered by it, lowest first,
 //!    ties by domain order. A CON VM with a runnable vCPU is one unit needing one pCPU per
 //!    vCPU (strict: all of them, blocked ones included); each runnable vCPU of a HIT VM is a
 //!    unit of one pCPU.
@@ -40,10 +41,10 @@
 //! - The paper gives no algorithm for its Co_scheduling baseline; this is the textbook gang
 //!   scheduler with ESX 2.x's all-or-nothing start. Packing is first fit in fair-share
 //!   order, not an optimal bin packing.
-//! - Fairness is per domain (CPU received / weight, as `VmMetrics::weight_share` defines
-//!   it), not Xen Credit's per-vCPU weight. A gang can only take whole rounds on all its
-//!   vCPUs, so some weight vectors are not achievable exactly (a 4-vCPU VM on 4 pCPUs can
-//!   never run beside anyone).
+//! - Fairness follows Xen Credit's `csched_acct` (Xen 4.1.2, which seed 000 built on): a
+//!   domain's share is its weight × active vCPUs (`rounds::FairShare` says how "active" is
+//!   approximated). A gang can only take whole rounds on all its vCPUs, so some shares are
+//!   not achievable exactly (a 4-vCPU VM on 4 pCPUs can never run beside anyone).
 //! - Caps are not enforced; PLE exits are ignored (the round's plan is fixed: spinning
 //!   inside a co-scheduled gang is short by construction).
 //! - A VM type change re-plans at once and restarts the round there.

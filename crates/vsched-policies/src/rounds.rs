@@ -1,17 +1,33 @@
 //! Machinery shared by the round-based co-schedulers, `cosched` and `vds`: fair share by
-//! per-domain virtual time, and the hand-off of vCPUs between pCPUs when a round starts.
+//! per-domain virtual time weighted as Xen's Credit weights domains, and the hand-off of vCPUs between pCPUs when a round starts.
 //! Not a policy itself.
 
-use vsched_model::{Cx, DomId, PcpuId, Time, VcpuId};
+use vsched_model::{Cx, DomId, PcpuId, Time, VcpuId, NS_PER_MS};
 
 /// Fixed-point scale of virtual time (CPU ns × scale / weight): exact for power-of-two
 /// weights such as Xen's default 256, and fine-grained for any weight up to 65535.
 const VTIME_SCALE: u128 = 1 << 20;
 
-/// Per-domain virtual time: CPU time received divided by weight. Charged from the
-/// policy's own view of who runs where: whenever a pCPU reschedules and at every plan.
+/// How long a vCPU counts as active after it last ran: Xen Credit's accounting period
+/// (`CSCHED_ACCT_PERIOD`, 30 ms), after which `csched_acct` drops a vCPU that consumed
+/// nothing from its domain's active list.
+const ACTIVE_WINDOW_NS: Time = 30 * NS_PER_MS;
+
+/// Per-domain virtual time: CPU time received divided by weight × active vCPUs. Charged
+/// from the policy's own view of who runs where: whenever a pCPU reschedules and at every
+/// plan.
+///
+/// The share follows Xen's `csched_acct` (xen/common/sched_credit.c, Xen 4.1.2, the version
+/// seed 000's co-schedulers were built into), which hands each domain credits in
+/// proportion to `weight * active_vcpu_count`: a domain with more vCPUs at work gets more
+/// CPU, as under `credit`. Approximated: Xen's active list holds vCPUs that consumed credit
+/// recently and leaves a vCPU that has not for an accounting period; here a vCPU is active
+/// while it is runnable (running or waiting) and for `ACTIVE_WINDOW_NS` after it last ran,
+/// so that vCPUs which block briefly at every barrier still count, at least one per domain.
 pub(crate) struct FairShare {
     vtime: Vec<u128>,
+    /// Per vCPU: when it was last seen running (charged).
+    last_ran: Vec<Option<Time>>,
     /// Per pCPU: its current vCPU has been charged up to here.
     since: Vec<Time>,
     /// The lowest virtual time among domains runnable at the last plan (never decreases).
@@ -20,12 +36,17 @@ pub(crate) struct FairShare {
 
 impl FairShare {
     pub(crate) fn new(cx: &Cx) -> Self {
-        FairShare { vtime: vec![0; cx.domains().len()], since: vec![cx.now(); cx.n_pcpus()], vmin: 0 }
+        FairShare {
+            vtime: vec![0; cx.domains().len()],
+            last_ran: vec![None; cx.n_vcpus()],
+            since: vec![cx.now(); cx.n_pcpus()],
+            vmin: 0,
+        }
     }
 
     /// A placeholder until `init` knows the host.
     pub(crate) fn empty() -> Self {
-        FairShare { vtime: Vec::new(), since: Vec::new(), vmin: 0 }
+        FairShare { vtime: Vec::new(), last_ran: Vec::new(), since: Vec::new(), vmin: 0 }
     }
 
     pub(crate) fn vtime(&self, d: DomId) -> u128 {
@@ -37,11 +58,18 @@ impl FairShare {
     pub(crate) fn charge(&mut self, cx: &Cx, p: PcpuId) {
         let now = cx.now();
         if let Some(u) = cx.curr(p) {
+            self.last_ran[u] = Some(now);
             let d = cx.dom_of(u);
-            let w = cx.domain(d).weight.max(1) as u128;
+            let active = cx.vcpus_of(d).filter(|&v| self.is_active(cx, v, now)).count().max(1) as u128;
+            let w = cx.domain(d).weight.max(1) as u128 * active;
             self.vtime[d] += (now - self.since[p]) as u128 * VTIME_SCALE / w;
         }
         self.since[p] = now;
+    }
+
+    /// On Xen's active list, as approximated here (see the type's notes).
+    fn is_active(&self, cx: &Cx, v: VcpuId, now: Time) -> bool {
+        cx.is_runnable(v) || self.last_ran[v].is_some_and(|t| now - t < ACTIVE_WINDOW_NS)
     }
 
     pub(crate) fn charge_all(&mut self, cx: &Cx) {

@@ -6,8 +6,8 @@
 //!   vCPUs than pCPUs leaves the pCPUs beyond its width to a NULL vCPU: a fill slot.
 //! - Periods (§3.2): each scheduling period of `period_ms` gang-schedules the vCPUs of one VM
 //!   on their mapped pCPUs. The VM is the one of lowest virtual time (CPU time received,
-//!   fills included, divided by weight; ties by domain order), the rule `cosched` uses
-//!   (`rounds::FairShare`).
+//!   fills included, divided by weight × active vCPUs as Xen's `csched_acct` shares; ties
+//!   by domain order), the rule `cosched` uses (`rounds::FairShare`).
 //! - Virtual domain (Definition 3.6): VD = ⟨s, qb, qv, op⟩. `qv` holds every vCPU of the
 //!   machine in order VC00, VC01, ..., VC10, ...; idle pCPUs are filled from it in sequence
 //!   (DeQueue), and when nothing in it can fill, AddAll puts every vCPU back. Example 3.1 /

@@ -48,24 +48,21 @@ fn gangs_per_round(spans: &[Span], rounds: u64) -> Vec<BTreeSet<DomId>> {
 #[test]
 fn two_small_gangs_alternate_with_a_wide_one_by_fair_share() {
     // 4 pCPUs; A and B have 2 vCPUs, C has 4; equal weights. Virtual time = CPU ms received
-    // (equal weights), ties by domain order. Round by round:
-    //   R0  A0 B0 C0     -> A+B fit, C does not        A60  B60  C0
-    //   R1  C lowest     -> C alone                    A60  B60  C120
-    //   R2  A, B (60)    -> A+B                        A120 B120 C120
-    //   R3  tie at 120   -> A+B (domain order)         A180 B180 C120
-    //   R4  C                                          C240
-    //   R5  A+B (180)                                  A240 B240
-    //   R6  tie at 240   -> A+B                        A300 B300
-    //   R7  C (240)                                    C360
-    //   R8  A+B (300)                                  A360 B360
-    //   R9  tie at 360   -> A+B
+    // over weight × runnable vCPUs (Xen's `weight * active_vcpu_count`), here CPU ms over the
+    // domain's vCPUs: a round of any gang adds 30. Ties by domain order. Round by round:
+    //   R0  A0 B0 C0     -> A+B fit, C does not        A30  B30  C0
+    //   R1  C lowest     -> C alone                    A30  B30  C30
+    //   R2  tie at 30    -> A+B (domain order)         A60  B60  C30
+    //   R3  C lowest     -> C                          C60
+    //   ... so A+B and C alternate: 5 rounds each, and CPU goes 1 : 1 : 2 as weight × vCPUs.
+    // (Shared per domain, C's rounds would count 4 × 30 and A+B would get 7 of the 10.)
     let toml =
         free_scenario(4, "name = \"cosched\"", &[con("A", 2, ""), con("B", 2, ""), con("C", 4, "")], "horizon_s = 0.3");
     let (m, spans) = traced(&toml, 1);
     assert_whole_gangs(&spans, &[(0, 2), (1, 2), (2, 4)]);
     let ab: BTreeSet<DomId> = [0, 1].into();
     let c: BTreeSet<DomId> = [2].into();
-    let expected = vec![&ab, &c, &ab, &ab, &c, &ab, &ab, &c, &ab, &ab];
+    let expected = vec![&ab, &c, &ab, &c, &ab, &c, &ab, &c, &ab, &c];
     let got = gangs_per_round(&spans, 10);
     assert_eq!(got.iter().collect::<Vec<_>>(), expected);
     // Every round starts on the 30 ms boundary and fills the host: no idle pCPU time.
@@ -74,38 +71,41 @@ fn two_small_gangs_alternate_with_a_wide_one_by_fair_share() {
     }
     assert!(spans.iter().all(|s| s.start % (30 * MS) == 0 && s.end % (30 * MS) == 0));
     assert_eq!(m.host.frag_idle_s, 0.0);
-    // 7 A+B rounds × 2 vCPUs × 30 ms, 3 C rounds × 4 × 30 ms.
-    assert!((vm(&m, "A").cpu_s - 0.420).abs() < 1e-9);
-    assert!((vm(&m, "B").cpu_s - 0.420).abs() < 1e-9);
-    assert!((vm(&m, "C").cpu_s - 0.360).abs() < 1e-9);
-    // A gang that continues into the next round is not relaunched: A and B start in R0, R2,
-    // R5, R8 (continuing in R3, R6, R9); C in R1, R4, R7 and R10.
-    assert_eq!(vm(&m, "A").co_launches, 4);
-    assert_eq!(vm(&m, "B").co_launches, 4);
-    // The plan at t = 300 ms, the horizon itself, launches C once more (R10).
-    assert_eq!(vm(&m, "C").co_launches, 4);
-    assert_eq!(m.host.co_launches, 12);
+    // 5 A+B rounds × 2 vCPUs × 30 ms, 5 C rounds × 4 × 30 ms.
+    assert!((vm(&m, "A").cpu_s - 0.300).abs() < 1e-9);
+    assert!((vm(&m, "B").cpu_s - 0.300).abs() < 1e-9);
+    assert!((vm(&m, "C").cpu_s - 0.600).abs() < 1e-9);
+    // Every round changes gangs, so each round launches: C in R1, R3, R5, R7, R9; A and B in
+    // R0, R2, R4, R6, R8 and, at the plan at t = 300 ms (the horizon itself, all three tied
+    // at 150), R10.
+    assert_eq!(vm(&m, "A").co_launches, 6);
+    assert_eq!(vm(&m, "B").co_launches, 6);
+    assert_eq!(vm(&m, "C").co_launches, 5);
+    assert_eq!(m.host.co_launches, 17);
 }
 
 #[test]
 fn a_gang_that_cannot_fill_the_host_fragments_it() {
-    // 4 pCPUs; A has 3 vCPUs, B has 2. Only one gang fits at a time (3 + 2 > 4):
-    //   R0 A (tie, domain order) A90   R1 B  B60    R2 B  B120   R3 A  A180   R4 B  B180
-    //   R5 A (tie)               A270  R6 B  B240   R7 B  B300   R8 A  A360   R9 B  B360
+    // 4 pCPUs; A has 3 vCPUs, B has 2, equal weights. Only one gang fits at a time
+    // (3 + 2 > 4). Xen's share is weight × active vCPUs, so a round of A (3 vCPUs × 30 ms
+    // over 3 × 256) and a round of B (2 × 30 ms over 2 × 256) advance each domain's virtual
+    // time alike: the gangs alternate, A first on the tie (domain order): A B A B A B A B A B.
+    // (Shared per domain, B would take 6 rounds to A's 4, for equal CPU time.)
     // An A round leaves 1 pCPU idle while B's 2 vCPUs wait; a B round leaves 2 idle while
-    // A's 3 wait. Fragmentation = 4 A rounds × 1 × 30 ms + 6 B rounds × 2 × 30 ms = 0.48 s.
+    // A's 3 wait. Fragmentation = 5 A rounds × 1 × 30 ms + 5 B rounds × 2 × 30 ms = 0.45 s.
     let toml = free_scenario(4, "name = \"cosched\"", &[con("A", 3, ""), con("B", 2, "")], "horizon_s = 0.3");
     let (m, spans) = traced(&toml, 1);
     assert_whole_gangs(&spans, &[(0, 3), (1, 2)]);
     let a: BTreeSet<DomId> = [0].into();
     let b: BTreeSet<DomId> = [1].into();
-    let expected = vec![&a, &b, &b, &a, &b, &a, &b, &b, &a, &b];
+    let expected = vec![&a, &b, &a, &b, &a, &b, &a, &b, &a, &b];
     assert_eq!(gangs_per_round(&spans, 10).iter().collect::<Vec<_>>(), expected);
-    assert!((m.host.frag_idle_s - 0.480).abs() < 1e-9, "frag_idle_s = {}", m.host.frag_idle_s);
-    assert!((vm(&m, "A").cpu_s - 0.360).abs() < 1e-9);
-    assert!((vm(&m, "B").cpu_s - 0.360).abs() < 1e-9);
-    // (4 × 3 + 6 × 2) pCPU-rounds busy of 10 × 4.
-    assert!((m.host.utilization - 0.6).abs() < 1e-9);
+    assert!((m.host.frag_idle_s - 0.450).abs() < 1e-9, "frag_idle_s = {}", m.host.frag_idle_s);
+    // CPU in the ratio of weight × vCPUs, 3 : 2.
+    assert!((vm(&m, "A").cpu_s - 0.450).abs() < 1e-9);
+    assert!((vm(&m, "B").cpu_s - 0.300).abs() < 1e-9);
+    // (5 × 3 + 5 × 2) pCPU-rounds busy of 10 × 4.
+    assert!((m.host.utilization - 0.625).abs() < 1e-9);
 }
 
 #[test]
@@ -134,11 +134,16 @@ fn a_blocked_gang_member_keeps_its_pcpu_idle_and_hit_vcpus_never_borrow_it() {
     // R0 [0, 30): G (tie, domain order) takes both pCPUs; H waits. G1 blocks at 10 ms: its
     //   pCPU stays idle on behalf of the gang — H may not borrow it — and G1 resumes there
     //   at 20 ms. Fragmentation: 10 ms (one idle pCPU while H waits).
-    // R1 [30, 60): G received 50 ms, H 0 -> H first (1 pCPU), then G needs 2 and only 1 is
-    //   left: the free pCPU idles while G's 2 vCPUs wait (30 ms of fragmentation). G's
-    //   vCPUs never run one without the other.
-    // R2 [60, 90): H 30 < G 50 -> H again (it continues in place); G still does not fit.
-    // R3 [90, 120): G 50 < H 60 -> G on both pCPUs; H waits, nothing idles.
+    // Virtual time in ms of CPU over weight × active vCPUs (Xen's share; a vCPU that ran in
+    // the last 30 ms stays active while it blocks), charged when a pCPU reschedules and at
+    // each plan, in ms per 256:
+    // R0: G1's 10 ms as it blocks, G0's 30 ms and G1's last 10 ms at the plan, each over
+    //   G's 2 active vCPUs: 5 + 15 + 5 = 25.
+    // R1 [30, 60): G 25, H 0 -> H first (1 pCPU), then G needs 2 and only 1 is left: the
+    //   free pCPU idles while G's 2 vCPUs wait (30 ms of fragmentation). G's vCPUs never
+    //   run one without the other.
+    // R2 [60, 90): G 25 < H 30 -> G on both pCPUs; H waits (G 55).
+    // R3 [90, 120): H 30 < G 55 -> H; G does not fit and a pCPU idles 30 ms.
     let mut b = ProgramBuilder::new();
     b.push(Instr::Compute(Dur::Fixed(10 * MS)))
         .push(Instr::Io(Dur::Fixed(10 * MS)))
@@ -154,19 +159,20 @@ fn a_blocked_gang_member_keeps_its_pcpu_idle_and_hit_vcpus_never_borrow_it() {
     got.sort();
     // vCPUs: G0 = 0, G1 = 1, H0 = 2. Sticky placement: a vCPU that never ran takes the
     // first free pCPU from the cursor, which has moved to pCPU 1 by R1, so H runs on pCPU 1
-    // (and continues in place in R2); in R3 G0 and G1 go back to their last pCPUs, 0 and 1.
+    // (and goes back there in R3); in R2 G0 and G1 go back to their last pCPUs, 0 and 1.
     assert_eq!(
         got,
         vec![
             (0, 0, 0, 30), // G0, R0
-            (0, 0, 90, 120),
+            (0, 0, 60, 90),
             (1, 1, 0, 10),  // G1 runs 10 ms and blocks: pCPU 1 idles 10-20 ms
             (1, 1, 20, 30), // G1 back on its pCPU
-            (1, 1, 90, 120),
-            (1, 2, 30, 90), // H0, R1 and R2; pCPU 0 idles while G waits
+            (1, 1, 60, 90),
+            (1, 2, 30, 60), // H0, R1; pCPU 0 idles while G waits
+            (1, 2, 90, 120),
         ]
     );
-    // Fragmentation: 10 ms in R0, 30 ms in R1 and R2 each.
+    // Fragmentation: 10 ms in R0, 30 ms in R1 and R3 each.
     assert!((m.host.frag_idle_s - 0.070).abs() < 1e-9, "frag {}", m.host.frag_idle_s);
 }
 
@@ -196,14 +202,16 @@ fn a_blocked_hit_vcpu_lends_its_slot_to_another_hit_vcpu_until_it_wakes() {
 #[test]
 fn hit_vcpus_pack_beside_a_gang_but_never_stand_in_for_it() {
     // 4 pCPUs, CON VM G of 3 hogs, HIT VM H of 2 hogs (each HIT vCPU is a unit of one pCPU).
-    //   R0  tie at 0          -> G (3) + H0 (1): full           G90  H30
-    //   R1  H 30 < G 90       -> H0 + H1; G needs 3, 2 are left  H90   (2 pCPUs idle)
-    //   R2  tie at 90         -> G + H0                          G180 H120
-    //   R3  H                 -> H0 + H1                         H180  (2 idle)
-    //   ... so G and H alternate: 5 rounds each in 0.3 s.
+    // Virtual time: ms of CPU over weight × runnable vCPUs (G: 3, H: 2), in ms per 256:
+    //   R0  tie at 0          -> G (3) + H0 (1): full           G30  H15
+    //   R1  H 15 < G 30       -> H0 + H1; G needs 3, 2 are left  H45   (2 pCPUs idle)
+    //   R2  G 30 < H 45       -> G + H0                          G60  H60
+    //   R3  tie at 60         -> G + H0 (domain order)           G90  H75
+    //   R4  H                 -> H0 + H1                         H105  (2 idle)
+    //   R5, R6 G + H0; R7 H alone; R8, R9 G + H0 (the cycle of R2-R4).
     // The 2 pCPUs of an H round idle while G waits: a HIT VM packs beside a gang but cannot
-    // stand in for one. Fragmentation = 5 × 2 × 30 ms = 0.3 s; G gets 5 × 90 ms, H gets
-    // 5 × 30 + 5 × 60 ms.
+    // stand in for one. Fragmentation = 3 × 2 × 30 ms = 0.18 s; G gets 7 × 90 ms, H gets
+    // 7 × 30 + 3 × 60 ms.
     let vms = [con("G", 3, ""), vm_toml("H", 2, "", HOG)];
     let (m, spans) = traced(&free_scenario(4, "name = \"cosched\"", &vms, "horizon_s = 0.3"), 1);
     assert_whole_gangs(&spans, &[(0, 3)]);
@@ -211,15 +219,15 @@ fn hit_vcpus_pack_beside_a_gang_but_never_stand_in_for_it() {
     let h: BTreeSet<DomId> = [1].into();
     let rounds = gangs_per_round(&spans, 10);
     for (k, r) in rounds.iter().enumerate() {
-        assert_eq!(r, if k % 2 == 0 { &g_and_h } else { &h }, "round {k}");
+        assert_eq!(r, if [1, 4, 7].contains(&k) { &h } else { &g_and_h }, "round {k}");
     }
     for (from, to, running) in timeline(&spans) {
         let busy = if running.iter().any(|(d, _)| *d == 0) { 4 } else { 2 };
         assert_eq!(running.len(), busy, "[{from}, {to})");
     }
-    assert!((m.host.frag_idle_s - 0.300).abs() < 1e-9, "frag {}", m.host.frag_idle_s);
-    assert!((vm(&m, "G").cpu_s - 0.450).abs() < 1e-9);
-    assert!((vm(&m, "H").cpu_s - 0.450).abs() < 1e-9);
+    assert!((m.host.frag_idle_s - 0.180).abs() < 1e-9, "frag {}", m.host.frag_idle_s);
+    assert!((vm(&m, "G").cpu_s - 0.630).abs() < 1e-9);
+    assert!((vm(&m, "H").cpu_s - 0.390).abs() < 1e-9);
 }
 
 #[test]
