@@ -149,18 +149,21 @@ def reduced(paper_id: str, figure_id: str, reps: int, tmp_path: Path) -> FigureR
     return outcome.result
 
 
-def test_reduced_seed000_fig2_vds_is_faster_than_credit_and_co_scheduling(tmp_path: Path) -> None:
+def test_reduced_seed000_fig2_vds_is_faster_than_co_scheduling(tmp_path: Path) -> None:
     # Seed 000 §5.3: VDS improves the application's completion time over Credit and is better
     # than Co_scheduling (its text; its percentages say the opposite). Quick: 20 of 50
-    # supersteps, 12 seeds (108 runs, a few seconds). Our gaps are 25-30 % (Credit) and
-    # 25-30 % (Co_scheduling) against seed-to-seed deviations under 2 % of the means, so a 10 %
-    # margin tests the ordering without riding on noise. The paper's other ordering,
-    # Co_scheduling faster than Credit, does not hold in vsched (docs/reproductions.md: dom0
-    # costs `cosched` whole rounds), so it is not asserted here.
+    # supersteps, 12 seeds (108 runs, a few seconds). VDS is about 25-30 % faster than
+    # Co_scheduling against seed-to-seed deviations under 2 % of the means, so a 10 % margin
+    # tests that ordering without riding on noise.
+    # Not asserted: VDS faster than Credit. It held by 25-30 % while `vds` shared CPU per
+    # domain; since issue 16 it shares as Xen's csched_acct does (weight x active vCPUs),
+    # and VDS ties Credit within about 3 % either way (5.24 / 5.39 s, 17.14 / 16.96 s,
+    # 39.90 / 39.75 s): the claim rested on the fairness model, as the fidelity audit
+    # predicted. Co_scheduling faster than Credit does not hold either (dom0 costs `cosched`
+    # whole rounds; docs/reproductions.md).
     r = reduced("seed000", "fig2", 12, tmp_path)
     assert r.xs == ["2000", "3000", "4000"]
     for x in r.xs:
-        assert r.mean(x, "VDS") < 0.9 * r.mean(x, "Credit"), x
         assert r.mean(x, "VDS") < 0.9 * r.mean(x, "Co_scheduling"), x
 
 
@@ -170,9 +173,12 @@ def test_reduced_seed004_fig4_partial_and_boost_co_scheduling_beat_cs_and_cds_in
     # Seed 004 §VI-C, Fig. 4: with two concurrent domains, CS and CDS take almost twice
     # Credit's time, PCS and BCS about half of CS's and CDS's, and PCS and BCS keep the two
     # domains' times close (differences 12 % and 3 % against CS's 16 % and CDS's 39 %). Quick:
-    # the full LU runs, 4 seeds. Margins: "almost 1X" is read as at least 1.5x (we get about
-    # 1.75x; seed-to-seed deviation is a few %); "fairer" as a domain difference under 5 %
-    # for PCS and BCS (ours about 1 %) against over 10 % for CS and CDS (ours about 30 %).
+    # the full LU runs, 4 seeds. Margins: "almost 1X" is read as at least 1.5x (seed-to-seed
+    # deviation is a few %); "close" as a domain difference under 5 % for PCS and BCS.
+    # Not asserted any more: CS and CDS being the unfair ones (over 10 %). That held (about
+    # 30 %) while LU's barrier was modelled as spinning; since issue 16 it blocks, as
+    # SPLASH-2's POSIX barrier does, and on this quick run CS's difference is about 10 % and
+    # CDS's about 4 %: the paper's claim does not hold, and docs/reproductions.md says so.
     # The solo-CON ordering (every scheme faster than Credit) does not hold in vsched: a solo
     # CON domain never contends for the 4 pCPUs, so all five policies tie.
     r = reduced("seed004", "fig4", 4, tmp_path)
@@ -188,4 +194,4 @@ def test_reduced_seed004_fig4_partial_and_boost_co_scheduling_beat_cs_and_cds_in
         lu1, lu2 = r.samples["dual lu1", series], r.samples["dual lu2", series]
         return statistics.fmean(abs(a - b) / min(a, b) for a, b in zip(lu1, lu2))
 
-    assert max(difference("PCS"), difference("BCS")) < 0.05 < 0.10 < min(difference("CS"), difference("CDS"))
+    assert max(difference("PCS"), difference("BCS")) < 0.05
