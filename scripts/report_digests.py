@@ -81,7 +81,7 @@ def compare(a: Path, b: Path) -> int:
     differ = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     for key in differ:
         print(f"differs: {key}\n  before: {before.get(key)}\n  after:  {after.get(key)}")
-    same = len(before.keys() & after.keys()) - len([k for k in differ if k in before and k in after])
+    same = sum(before[k] == after[k] for k in before.keys() & after.keys())
     print(f"{same} identical, {len(differ)} different, of {len(before.keys() | after.keys())} pairs")
     return 1 if differ else 0
 
