@@ -120,9 +120,12 @@ impl CreditVariant for CoSched {
                 other => other,
             }
         };
-        if self.co_deschedule {
+        if self.co_deschedule && codesched.is_none() {
             self.co_deschedule_siblings(cx, p, prev, next);
         }
+        // A co-descheduled pCPU with nothing else to run looks again one tick later, as a
+        // pCPU left idle by the co-scheduling rules does.
+        excluded |= codesched.is_some() && next.is_none();
         commit_or_retry(base, cx, p, prev, next, excluded)
     }
 
@@ -135,12 +138,15 @@ impl CreditVariant for CoSched {
 }
 
 impl CoSched {
-    /// cds: `prev`, a vCPU of a CON VM, is preempted (still runnable, not chosen again), so
-    /// every sibling running elsewhere is descheduled too.
+    /// cds: `prev`, a vCPU of a CON VM, leaves this pCPU (preempted, yielded, blocked or
+    /// finished: anything but being chosen again), so every sibling running elsewhere is
+    /// descheduled too: seed 004 §VII, "the concurrent VCPUs need to not only be scheduled
+    /// concurrently but also be descheduled concurrently". Not called when `prev` left
+    /// because of a co-descheduling signal: that operation is already under way.
     fn co_deschedule_siblings(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>) {
         let Some(u) = prev else { return };
         let d = cx.dom_of(u);
-        if next == Some(u) || !cx.is_runnable(u) || cx.domain(d).vm_type != VmType::Con {
+        if next == Some(u) || cx.domain(d).vm_type != VmType::Con {
             return;
         }
         let mut any = false;

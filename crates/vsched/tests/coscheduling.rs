@@ -190,3 +190,37 @@ fn bcs_boosts_every_active_sibling_and_launches_only_when_it_raises_one() {
     // Each launch raised one sibling at least; a 2-vCPU VM has one sibling to raise.
     assert_eq!(vm(&m, "con").co_launches, raised, "{counters:?}");
 }
+
+/// CDS deschedules a CON VM's running siblings whenever one of its vCPUs leaves its pCPU,
+/// blocking included (seed 004 §VII: "descheduled concurrently"), not only on preemption.
+#[test]
+fn cds_deschedules_siblings_when_a_vcpu_blocks() {
+    use vsched_model::{Dur, Instr, ProgramBuilder, Simulation, Until, VmType, NS_PER_MS};
+    let run = |name: &str| {
+        // 2 pCPUs, no overheads, nothing else on the host. vCPU 0 computes 1 ms then waits
+        // 5 ms for I/O, for ever; vCPU 1 computes for ever on the other pCPU.
+        let mut b = ProgramBuilder::new();
+        b.repeat(None)
+            .push(Instr::Compute(Dur::Fixed(NS_PER_MS)))
+            .push(Instr::Io(Dur::Fixed(5 * NS_PER_MS)))
+            .end_repeat();
+        let blocker = b.build();
+        let doms = vec![domain("con", VmType::Con, vec![blocker, hog()])];
+        let mut sim = Simulation::new(free_host(2), doms, policy(name, &[]), 1);
+        sim.enable_trace(100_000);
+        let m = sim.run(100 * NS_PER_MS, Until::Horizon, &mut |_| true).unwrap();
+        let spans: Vec<Span> = sim.take_trace().unwrap().spans().iter().filter(|s| s.index == 1).cloned().collect();
+        (m, spans)
+    };
+    // cds: vCPU 0 blocks at 1 ms, so vCPU 1 is descheduled at that instant; its pCPU has
+    // nothing else to run. At 6 ms vCPU 0 wakes, its pCPU picks it and launches the VM,
+    // which signals vCPU 1's pCPU: vCPU 1 runs exactly when vCPU 0 does, [6k, 6k + 1) ms.
+    let (m, spans) = run("cds");
+    let expected: Vec<(Time, Time)> = (0..17).map(|k| (6 * k * NS_PER_MS, (6 * k + 1) * NS_PER_MS)).collect();
+    assert_eq!(spans.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>(), expected);
+    assert_eq!(m.host.policy_counters["cds.codeschedules"], 17, "{:?}", m.host.policy_counters);
+    // cs (no co-descheduling): vCPU 1 runs the whole 100 ms.
+    let (_, spans) = run("cs");
+    let ran: Time = spans.iter().map(|s| s.end - s.start).sum();
+    assert_eq!(ran, 100 * NS_PER_MS, "{spans:?}");
+}
