@@ -94,6 +94,8 @@ impl fmt::Display for ConfigError {
 pub struct Params {
     path: String,
     values: BTreeMap<&'static str, Value>,
+    /// The names the user wrote (the others hold their declared defaults).
+    given: Vec<&'static str>,
 }
 
 impl Params {
@@ -105,6 +107,7 @@ impl Params {
         given: &BTreeMap<String, Value>,
     ) -> Result<Params, ConfigError> {
         let mut values = BTreeMap::new();
+        let mut given_names = Vec::new();
         for spec in specs {
             values.insert(spec.name, spec.default.to_value());
         }
@@ -133,8 +136,9 @@ impl Params {
                 }
             };
             values.insert(spec.name, value);
+            given_names.push(spec.name);
         }
-        Ok(Params { path: path.to_string(), values })
+        Ok(Params { path: path.to_string(), values, given: given_names })
     }
 
     fn field(&self, name: &str) -> String {
@@ -143,6 +147,12 @@ impl Params {
 
     fn get(&self, name: &str) -> &Value {
         self.values.get(name).unwrap_or_else(|| panic!("parameter {name} was not declared"))
+    }
+
+    /// Whether the scenario set `name` (rather than leaving its default): for parameters
+    /// whose default depends on another one (Credit's `xen_version`).
+    pub fn is_given(&self, name: &str) -> bool {
+        self.given.contains(&name)
     }
 
     pub fn int(&self, name: &str) -> i64 {

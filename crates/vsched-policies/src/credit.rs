@@ -16,6 +16,11 @@
 //! the active list and halves its credit. Capped domains that overspend are parked until
 //! their credit turns positive again.
 //!
+//! # Xen versions
+//! This is current Xen (4.19) by default. `xen_version = "3.0" | "3.2" | "4.0" | "4.1"` selects
+//! the rules of an older release instead (tick-sampled debit, per-domain weights, the old
+//! tickle, no rate limits, no YIELD flag...): see `xen_version.rs` for each rule and its source.
+//!
 //! # Fidelity notes (what we approximate)
 //! - Credit arithmetic follows `csched_acct` step by step (integer rounding included).
 //!   `burn_credits` keeps the sub-credit residual and restarts the charge at `now`.
@@ -42,6 +47,7 @@
 //! Suits: the baseline every seed paper measures against. Known weakness: blind to guest
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
 
+use crate::xen_version::{self, Debit, Tickle, XenProfile};
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
     VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
@@ -56,9 +62,10 @@ const TICKS_PER_TSLICE: i64 = 3;
 /// Credits burnt per ms of running (`CSCHED_CREDITS_PER_MSEC`).
 const CREDITS_PER_MSEC: i64 = 10;
 /// A vCPU runs at least this long before a reschedule may replace it
-/// (`sched_ratelimit_us`, default 1000).
+/// (`sched_ratelimit_us`, default 1000 since Xen 4.2; the default is the `xen_version`'s).
 const RATELIMIT_US: i64 = 1_000;
-/// A busy pCPU looks for work to steal at most this often (`load_balance_ratelimit`, 1 ms).
+/// A busy pCPU looks for work to steal at most this often (`load_balance_ratelimit`, 1 ms
+/// since Xen 4.18; the default is the `xen_version`'s).
 const LOAD_BALANCE_RATELIMIT_US: i64 = 1_000;
 /// Never program a slice timer shorter than this (`CSCHED_MIN_TIMER`, 100 µs).
 const MIN_TIMER_US: i64 = 100;
@@ -74,6 +81,11 @@ const PRI_IDLE: i8 = -64;
 const TIMER_ACCT: u64 = 0;
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "xen_version",
+        default: ParamDefault::Str("current"),
+        doc: "Credit's rules as in Xen \"3.0\", \"3.2\", \"4.0\", \"4.1\" or \"current\" (4.19)",
+    },
     ParamSpec { name: "tslice_ms", default: ParamDefault::Int(TSLICE_MS), doc: "time slice and accounting period, ms" },
     ParamSpec {
         name: "ticks_per_tslice",
@@ -88,19 +100,19 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "ratelimit_us",
         default: ParamDefault::Int(RATELIMIT_US),
-        doc: "minimum run time before preemption, µs (0 = off)",
+        doc: "minimum run time before preemption, µs (0 = off; default: 1000 in current Xen, 0 before 4.2)",
     },
     ParamSpec {
         name: "load_balance_ratelimit_us",
         default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
-        doc: "minimum interval between work-stealing passes of a busy pCPU, µs",
+        doc: "minimum interval between work-stealing passes of a busy pCPU, µs (default: 1000 in current Xen, 0 before 4.18)",
     },
     ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), doc: "shortest slice timer, µs" },
     ParamSpec { name: "boost", default: ParamDefault::Bool(true), doc: "raise waking UNDER vCPUs to BOOST" },
     ParamSpec {
         name: "tickle_one_idle",
         default: ParamDefault::Bool(true),
-        doc: "wake one idle pCPU per tickle, not all",
+        doc: "wake one idle pCPU per tickle, not all (default: true from Xen 4.1, false before)",
     },
 ];
 
@@ -198,6 +210,8 @@ pub(crate) struct Credit {
     min_timer_ns: Time,
     boost: bool,
     tickle_one_idle: bool,
+    /// The version-dependent rules (`xen_version`).
+    profile: XenProfile,
     pub(crate) spread: Spread,
     yield_placement: YieldPlacement,
     // State.
@@ -206,7 +220,7 @@ pub(crate) struct Credit {
     doms: Vec<DomState>,
     /// Active domains, in list order (`csched_acct` reorders it).
     active_doms: Vec<DomId>,
-    /// Sum over active domains of weight × active vCPUs (`prv->weight`).
+    /// Sum over active domains of their accounting weight (`prv->weight`; see `share_weight`).
     weight_total: i64,
     credit_balance: i64,
     sort_epoch: u64,
@@ -236,10 +250,13 @@ impl Credit {
         self.vcpus[v].active = true;
         let dom = &mut self.doms[d];
         dom.active_vcpus.push(v);
-        if dom.active_vcpus.len() == 1 {
+        let first = dom.active_vcpus.len() == 1;
+        if first {
             self.active_doms.push(d);
         }
-        self.weight_total += dom.weight as i64;
+        if first || self.profile.weight_per_vcpu {
+            self.weight_total += dom.weight as i64;
+        }
     }
 
     /// `__csched_unit_acct_stop_locked`: `v` leaves the active list.
@@ -248,9 +265,24 @@ impl Credit {
         self.vcpus[v].active = false;
         let dom = &mut self.doms[d];
         dom.active_vcpus.retain(|&u| u != v);
-        self.weight_total -= dom.weight as i64;
-        if dom.active_vcpus.is_empty() {
+        let last = dom.active_vcpus.is_empty();
+        if last || self.profile.weight_per_vcpu {
+            self.weight_total -= dom.weight as i64;
+        }
+        if last {
             self.active_doms.retain(|&e| e != d);
+        }
+    }
+
+    /// A domain's weight in `csched_acct`: weight × active vCPUs from Xen 4.1 (4.1.2
+    /// `csched_acct` L1024), the weight alone before (4.0.1 L885). 0 when inactive.
+    fn share_weight(&self, d: DomId) -> i64 {
+        let dom = &self.doms[d];
+        let n_active = dom.active_vcpus.len() as i64;
+        if self.profile.weight_per_vcpu {
+            dom.weight as i64 * n_active
+        } else {
+            dom.weight as i64 * n_active.min(1)
         }
     }
 
@@ -270,6 +302,8 @@ impl Credit {
         let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
         if self.vcpus[v].yielding {
             i = match self.yield_placement {
+                // Before Xen 4.1 a yield is a plain reschedule: behind its peers only.
+                YieldPlacement::Xen if !self.profile.yield_flag => i,
                 YieldPlacement::Xen => (i + 1).min(runq.len()),
                 YieldPlacement::Tail => runq.len(),
                 YieldPlacement::Head => 0,
@@ -305,31 +339,53 @@ impl Credit {
     }
 
     /// `__runq_tickle`: after `v` was queued on its processor, send a reschedule to the
-    /// pCPU(s) that should look at it.
+    /// pCPU(s) that should look at it, by the rule of the `xen_version` (see `Tickle`).
     pub(crate) fn tickle(&mut self, cx: &mut Cx, v: VcpuId) {
         let p = self.vcpus[v].processor;
-        let new_pri = self.vcpus[v].pri;
-        let cur_pri = self.cur_pri(cx, p);
+        let outranks = self.vcpus[v].pri > self.cur_pri(cx, p);
+        let busy = cx.curr(p).is_some();
         let any_idle = self.pcpus.iter().any(|s| s.idle);
         let mut targets = Vec::new();
-        if cx.curr(p).is_none() || (!any_idle && new_pri > cur_pri) {
-            targets.push(p);
-        } else if any_idle {
-            let n = self.pcpus.len();
-            let idlers: Vec<PcpuId> =
-                (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle).collect();
-            if self.tickle_one_idle {
-                self.last_tickle = idlers[0];
-                targets.push(idlers[0]);
-            } else {
-                targets = idlers;
+        match self.profile.tickle {
+            Tickle::IdlersFirst => {
+                if !busy || (!any_idle && outranks) {
+                    targets.push(p);
+                } else if any_idle {
+                    targets = self.idlers_to_tickle();
+                }
+            }
+            Tickle::PreemptAndIdlers => {
+                if outranks {
+                    targets.push(p);
+                }
+                if busy && any_idle {
+                    targets.extend(self.idlers_to_tickle());
+                }
             }
         }
         for q in targets {
-            // Tickled pCPUs leave the idlers mask at once, so the next wake-up picks another.
-            self.pcpus[q].idle = false;
+            // Since Xen 4.3 tickled pCPUs leave the idlers mask at once, so the next wake-up
+            // picks another; before, a pCPU leaves it when it schedules a vCPU.
+            if self.profile.tickle == Tickle::IdlersFirst {
+                self.pcpus[q].idle = false;
+            }
             cx.count("credit.tickles");
             cx.resched(q);
+        }
+    }
+
+    /// The idle pCPUs a tickle wakes: one, round robin after the last one tickled, or all.
+    fn idlers_to_tickle(&mut self) -> Vec<PcpuId> {
+        let n = self.pcpus.len();
+        let idlers = (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle);
+        if self.tickle_one_idle {
+            let first = idlers.take(1).collect::<Vec<_>>();
+            if let Some(&q) = first.first() {
+                self.last_tickle = q;
+            }
+            first
+        } else {
+            idlers.collect()
         }
     }
 
@@ -373,7 +429,9 @@ impl Credit {
         ratelimit: bool,
     ) -> Option<Decision> {
         let cur = prev?;
-        self.burn_credits(cur, cx.now());
+        if self.profile.debit == Debit::TimeBurnt {
+            self.burn_credits(cur, cx.now());
+        }
         let s = &self.vcpus[cur];
         let still_running = cx.running_on(cur) == Some(p);
         let runtime = cx.now() - s.run_start;
@@ -431,9 +489,19 @@ impl Credit {
             }
             None => {
                 self.pcpus[p].idle = true;
-                Decision::idle()
+                if self.profile.idle_slice {
+                    // Xen 3.x gives the idle vCPU a slice too (3.0.4 `csched_schedule` L1204).
+                    Decision { next: None, slice_ns: Some(self.tslice_ns) }
+                } else {
+                    Decision::idle()
+                }
             }
         }
+    }
+
+    /// Credits one tick is worth (`CSCHED_CREDITS_PER_TICK`, 100 with the defaults).
+    fn credits_per_tick(&self) -> i64 {
+        self.credits_per_msec * (self.tick_ns / NS_PER_MS) as i64
     }
 
     /// Credit's tick period: how long a pCPU left idle by a co-scheduling rule waits before
@@ -594,7 +662,7 @@ impl Credit {
         }
         let active = self.vcpus.iter().filter(|s| s.active).count();
         let listed: usize = self.doms.iter().map(|d| d.active_vcpus.len()).sum();
-        let weight: i64 = self.doms.iter().map(|d| d.weight as i64 * d.active_vcpus.len() as i64).sum();
+        let weight: i64 = (0..self.doms.len()).map(|d| self.share_weight(d)).sum();
         let stray = self.doms.iter().flat_map(|d| &d.active_vcpus).any(|&u| !self.vcpus[u].active);
         if active != listed || stray || weight != self.weight_total {
             return Err(format!(
@@ -621,16 +689,14 @@ impl Credit {
         let mut credit_xtra = false;
         let doms = self.active_doms.clone();
         for &d in &doms {
-            let (weight, cap, n_active) = {
-                let dom = &self.doms[d];
-                (dom.weight as i64, dom.cap as i64, dom.active_vcpus.len() as i64)
-            };
-            weight_left -= weight * n_active;
+            let weight = self.share_weight(d);
+            let (cap, n_active) = (self.doms[d].cap as i64, self.doms[d].active_vcpus.len() as i64);
+            weight_left -= weight;
             // At most enough credit to run every active vCPU for a whole period, more only
             // when the system as a whole is in debt.
             let mut credit_peak = n_active * self.credits_per_tslice;
             if self.credit_balance < 0 {
-                credit_peak += (-self.credit_balance * weight * n_active + (weight_total - 1)) / weight_total;
+                credit_peak += (-self.credit_balance * weight + (weight_total - 1)) / weight_total;
             }
             let mut credit_cap = 0;
             if cap != 0 {
@@ -638,7 +704,7 @@ impl Credit {
                 credit_peak = credit_peak.min(credit_cap);
                 credit_cap = (credit_cap + (n_active - 1)) / n_active;
             }
-            let mut credit_fair = (credit_total * weight * n_active + (weight_total - 1)) / weight_total;
+            let mut credit_fair = (credit_total * weight + (weight_total - 1)) / weight_total;
             if credit_fair < credit_peak {
                 credit_xtra = true;
             } else {
@@ -684,9 +750,11 @@ impl Credit {
                         }
                     }
                     if self.vcpus[v].credit > self.credits_per_tslice {
-                        // Not using its share: stop earning, and keep half as a head start.
+                        // Not using its share: stop earning, and keep half as a head start
+                        // (Xen >= 4.1) or nothing (before).
                         self.acct_stop(cx, v);
-                        self.vcpus[v].credit /= 2;
+                        let s = &mut self.vcpus[v];
+                        s.credit = if self.profile.halve_surplus { s.credit / 2 } else { 0 };
                     }
                 }
                 credit_balance += self.vcpus[v].credit;
@@ -788,7 +856,11 @@ impl Policy for Credit {
             if self.vcpus[v].pri == PRI_BOOST {
                 self.vcpus[v].pri = PRI_UNDER;
             }
-            self.burn_credits(v, cx.now());
+            match self.profile.debit {
+                Debit::TimeBurnt => self.burn_credits(v, cx.now()),
+                // Xen 3.x: the vCPU found running pays for the whole tick.
+                Debit::PerTick => self.vcpus[v].credit -= self.credits_per_tick(),
+            }
             self.acct_start(cx, v);
         }
         self.runq_sort(p);
@@ -1009,14 +1081,17 @@ impl Credit {
         let tslice_ms = params.int_at_least("tslice_ms", 1)?;
         let ticks = params.int_at_least("ticks_per_tslice", 1)?;
         let credits_per_msec = params.int_at_least("credits_per_msec", 1)?;
-        let ratelimit_us = params.int_at_least("ratelimit_us", 0)?;
+        let profile = xen_version::from_params(params)?;
+        params.int_at_least("ratelimit_us", 0)?;
+        params.int_at_least("load_balance_ratelimit_us", 0)?;
+        let ratelimit_us = xen_version::int_param(params, "ratelimit_us", profile.ratelimit_us);
         if ratelimit_us > tslice_ms * 1000 {
             return Err(params.invalid(
                 "ratelimit_us",
                 format!("expected at most tslice_ms × 1000 = {}, got {ratelimit_us}", tslice_ms * 1000),
             ));
         }
-        let lb_us = params.int_at_least("load_balance_ratelimit_us", 0)?;
+        let lb_us = xen_version::int_param(params, "load_balance_ratelimit_us", profile.load_balance_ratelimit_us);
         let tslice_ns = tslice_ms as Time * NS_PER_MS;
         Ok(Credit {
             tslice_ns,
@@ -1027,7 +1102,12 @@ impl Credit {
             load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
             min_timer_ns: params.int_at_least("min_timer_us", 1)? as Time * NS_PER_US,
             boost: params.bool("boost"),
-            tickle_one_idle: params.bool("tickle_one_idle"),
+            tickle_one_idle: if params.is_given("tickle_one_idle") {
+                params.bool("tickle_one_idle")
+            } else {
+                profile.tickle_one_idle
+            },
+            profile,
             spread,
             yield_placement: YieldPlacement::Xen,
             pcpus: Vec::new(),

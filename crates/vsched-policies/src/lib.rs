@@ -20,10 +20,15 @@ pub mod pcs;
 mod rounds;
 pub mod rr;
 pub mod vds;
+/// Not a policy: Credit's rules by Xen release (`xen_version`).
+mod xen_version;
 pub mod yth;
 pub mod ytt;
 
 use vsched_model::PolicyInfo;
+
+/// The releases `xen_version` accepts (`credit` and the policies built on it).
+pub use xen_version::NAMES as XEN_VERSIONS;
 
 /// Every policy, by name.
 pub const REGISTRY: &[PolicyInfo] = &[

@@ -67,6 +67,9 @@ struct HostSection {
     spin_iteration_cycles: Option<u64>,
     dom0_vcpus: Option<u32>,
     dom0_weight: Option<u32>,
+    /// The Xen release whose Credit rules `credit` and the policies built on it follow,
+    /// unless `[scheduler]` sets its own `xen_version`.
+    xen_version: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -350,7 +353,17 @@ impl Scenario {
                 ),
             )
         })?;
-        let given = to_params("scheduler", &f.scheduler.params)?;
+        let mut given = to_params("scheduler", &f.scheduler.params)?;
+        if let Some(version) = &h.xen_version {
+            if !vsched_policies::XEN_VERSIONS.contains(&version.as_str()) {
+                let quoted: Vec<String> = vsched_policies::XEN_VERSIONS.iter().map(|v| format!("{v:?}")).collect();
+                return Err(err("host.xen_version", format!("expected one of {}, got {version:?}", quoted.join(", "))));
+            }
+            // The host's release is the default of a policy that follows Xen's versions.
+            if policy.params.iter().any(|p| p.name == "xen_version") && !given.contains_key("xen_version") {
+                given.insert("xen_version".into(), vsched_model::Value::Str(version.clone()));
+            }
+        }
         let policy_params = Params::check("scheduler", policy.params, &given)?;
         // Build once now so range errors surface at validation time.
         let built = (policy.build)(&policy_params)?;

@@ -207,6 +207,32 @@ fn a_boosted_yielder_goes_one_vcpu_back_under_credit_but_to_the_tail_under_ytt()
 }
 
 #[test]
+fn before_xen_4_1_a_boosted_yielder_stays_first_until_a_tick_demotes_it() {
+    // Scenario B under Xen 4.0.1's Credit: no YIELD flag (it ships in 4.1.0), so a yield is a
+    // plain reschedule and W, still BOOST, goes back at the head of [H1 H2 Hd] (all UNDER):
+    // it spins on, exit after exit, until the 10 ms tick demotes it to UNDER. Its first exit
+    // after that puts it behind the UNDER ones, and H1 runs. Exits come every PLE window
+    // from 5 ms: the first after 10 ms is the 2442nd (2442 × 2048 ns = 5.001216 ms).
+    const W: VcpuId = 0;
+    let doms = vec![
+        lock_vm(
+            &[Instr::Io(Dur::Fixed(5 * MS)), lock(), Instr::Unlock, compute(FOREVER)],
+            &[lock(), compute(50 * MS), Instr::Unlock, compute(FOREVER)],
+        ),
+        domain("H1", VmType::Hit, vec![program(&[compute(3 * MS), Instr::Io(Dur::Fixed(FOREVER))])]),
+        domain("H2", VmType::Hit, vec![hog()]),
+    ];
+    let mut sim =
+        Simulation::new(free_host(1), doms, policy("credit", &[("xen_version", Value::Str("4.0".into()))]), 1);
+    sim.enable_trace(100_000);
+    sim.run(20 * MS, Until::Horizon, &mut |_| true).expect("run failed");
+    let spans = sim.take_trace().unwrap().spans().to_vec();
+    let after_w = spans.iter().find(|s| s.start >= 5 * MS && s.vcpu != W).expect("someone else runs");
+    assert_eq!((after_w.vcpu, after_w.start), (H1, 5 * MS + 2442 * PLE));
+    assert!(spans.iter().filter(|s| s.start >= 5 * MS && s.end <= after_w.start).all(|s| s.vcpu == W && s.spinning));
+}
+
+#[test]
 fn a_yielder_with_nothing_else_to_run_runs_on() {
     // S0 takes the lock and blocks for 10 ms of I/O holding it; S1 spins alone on the pCPU.
     // Each pause-loop exit yields, but there is nobody to yield to (no peer to steal from

@@ -1,0 +1,165 @@
+//! `Bench`: a minimal hand-driven world behind `Cx` (no events: the test calls the
+//! callbacks and moves the clock). It runs registered policies unchanged, in situations the
+//! test sets up exactly, such as pCPUs whose ticks are not aligned or a wake-up while given
+//! pCPUs are idle.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use vsched_engine::{RngStreams, StreamRng};
+use vsched_model::{Cx, DomId, DomainInfo, PcpuId, Policy, Time, VcpuId, VcpuState, VmType, World};
+
+/// One host: `n_pcpus` pCPUs and one domain of `vcpus` vCPUs; the test sets the clock and
+/// applies decisions itself.
+pub struct Bench {
+    pub now: Time,
+    here: Option<PcpuId>,
+    domain: DomainInfo,
+    pub states: Vec<VcpuState>,
+    pub curr: Vec<Option<VcpuId>>,
+    /// Every pCPU the policy asked to reschedule, in order (the test clears it).
+    pub resched: Vec<PcpuId>,
+    pub counters: BTreeMap<&'static str, u64>,
+    rng: StreamRng,
+}
+
+impl Bench {
+    pub fn new(n_pcpus: usize, vcpus: usize) -> Self {
+        let domain = DomainInfo {
+            name: "vm".into(),
+            vcpus,
+            weight: 256,
+            cap: 0,
+            vm_type: VmType::Hit,
+            first_vcpu: 0,
+            online: true,
+            rx_packets: 0,
+        };
+        Bench {
+            now: 0,
+            here: None,
+            domain,
+            states: vec![VcpuState::Runnable; vcpus],
+            curr: vec![None; n_pcpus],
+            resched: Vec::new(),
+            counters: BTreeMap::new(),
+            rng: RngStreams::new(1).stream(0),
+        }
+    }
+
+    /// Calls `pick_next` on `p` and applies the decision.
+    pub fn schedule(&mut self, policy: &mut dyn Policy, p: PcpuId) -> Option<VcpuId> {
+        self.here = Some(p);
+        let prev = self.curr[p];
+        let next = policy.pick_next(&mut Cx::new(self), p, prev).next;
+        if let Some(u) = prev.filter(|&u| Some(u) != next) {
+            self.states[u] = VcpuState::Runnable;
+        }
+        if let Some(v) = next {
+            assert!(self.states[v] == VcpuState::Runnable || prev == Some(v), "vCPU {v} is not free");
+            self.states[v] = VcpuState::Running(p);
+        }
+        self.curr[p] = next;
+        next
+    }
+
+    pub fn tick(&mut self, policy: &mut dyn Policy, p: PcpuId, at: Time) {
+        self.now = at;
+        self.here = Some(p);
+        policy.tick(&mut Cx::new(self), p);
+    }
+
+    /// The vCPU running on `p` blocks; `p` schedules.
+    pub fn block(&mut self, policy: &mut dyn Policy, p: PcpuId) -> Option<VcpuId> {
+        let v = self.curr[p].expect("a vCPU runs there");
+        self.states[v] = VcpuState::Blocked;
+        self.here = Some(p);
+        policy.sleep(&mut Cx::new(self), v);
+        self.schedule(policy, p)
+    }
+
+    /// Blocked `v` wakes (from no pCPU in particular).
+    pub fn wake(&mut self, policy: &mut dyn Policy, v: VcpuId) {
+        self.states[v] = VcpuState::Runnable;
+        self.here = None;
+        policy.wake(&mut Cx::new(self), v);
+    }
+
+    /// The policy's timer `id` fires at `at`.
+    pub fn timer(&mut self, policy: &mut dyn Policy, id: u64, at: Time) {
+        self.now = at;
+        self.here = None;
+        policy.timer(&mut Cx::new(self), id);
+    }
+}
+
+impl World for Bench {
+    fn now(&self) -> Time {
+        self.now
+    }
+    fn n_pcpus(&self) -> usize {
+        self.curr.len()
+    }
+    fn n_vcpus(&self) -> usize {
+        self.states.len()
+    }
+    fn n_domains(&self) -> usize {
+        1
+    }
+    fn domain(&self, _d: DomId) -> &DomainInfo {
+        &self.domain
+    }
+    fn dom_of(&self, _v: VcpuId) -> DomId {
+        0
+    }
+    fn vcpu_index(&self, v: VcpuId) -> usize {
+        v
+    }
+    fn state(&self, v: VcpuId) -> VcpuState {
+        self.states[v]
+    }
+    fn last_pcpu(&self, _v: VcpuId) -> Option<PcpuId> {
+        None
+    }
+    fn curr(&self, p: PcpuId) -> Option<VcpuId> {
+        self.curr[p]
+    }
+    fn here(&self) -> Option<PcpuId> {
+        self.here
+    }
+    fn resched_pending(&self, p: PcpuId) -> bool {
+        self.resched.contains(&p)
+    }
+    fn guest_in_kernel(&self, _v: VcpuId) -> bool {
+        false
+    }
+    fn guest_spinning(&self, _v: VcpuId) -> bool {
+        false
+    }
+    fn resched(&mut self, p: PcpuId) -> bool {
+        self.resched.push(p);
+        Some(p) != self.here
+    }
+    fn co_signal(&mut self, p: PcpuId) {
+        self.resched(p);
+    }
+    fn co_launch(&mut self, _d: DomId) {}
+    fn set_timer(&mut self, _at: Time, _id: u64) {}
+    fn count(&mut self, name: &'static str) {
+        *self.counters.entry(name).or_insert(0) += 1;
+    }
+    fn rng(&mut self) -> &mut StreamRng {
+        &mut self.rng
+    }
+}
+
+/// Starts `policy` on `world`: init, every vCPU inserted, every pCPU scheduled once.
+pub fn start(world: &mut Bench, policy: &mut dyn Policy) {
+    policy.init(&mut Cx::new(world));
+    for v in 0..world.states.len() {
+        policy.vcpu_insert(&mut Cx::new(world), v);
+    }
+    for p in 0..world.curr.len() {
+        world.schedule(policy, p);
+    }
+}
