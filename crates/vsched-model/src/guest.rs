@@ -183,11 +183,14 @@ pub struct GuestSpec {
     pub lock_kind: LockKind,
     /// True when every thread eventually exits, so the VM has a completion time.
     pub finite: bool,
+    /// The last `idle_vcpus` programs are not threads of the workload but halted vCPUs
+    /// (`[[vm]] idle_vcpus`): they take part in no barrier.
+    pub idle_vcpus: usize,
 }
 
 impl GuestSpec {
     /// A guest that takes no locks (its `lock_kind` is then irrelevant).
     pub fn lockless(programs: Vec<Program>, finite: bool) -> GuestSpec {
-        GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite }
+        GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite, idle_vcpus: 0 }
     }
 }

@@ -46,6 +46,9 @@
 //!   share all the credit when dom0 idles, take turns being UNDER, so one is always queued
 //!   beside it; the host's messages stayed in its backlog, and every rank of every cluster
 //!   polled until the horizon (`tests/cvs_comm.rs`, `the_driver_domain_keeps_the_clusters_going`).
+//!   That hang needs current Xen's tickle (idlers first, the busy pCPU left alone): under Xen
+//!   3.2's, which seed 002 ran (`xen_version = "3.2"` in its scenarios), a waking BOOSTed dom0
+//!   vCPU preempts the rank on its pCPU and the literal readings finish too (issue 16 item 4).
 //!   Starving dom0 stops the whole cluster, and with it the packet counts CVS reads. So by
 //!   default (`"queue"`) Credit still decides whose turn it is, as described above: a
 //!   non-parallel vCPU waits for the vCPUs queued ahead of it, as under Credit, each of which runs

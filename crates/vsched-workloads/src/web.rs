@@ -46,7 +46,13 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         .push(Instr::RequestEnd)
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; vcpus], locks: 0, lock_kind: LockKind::Ticket, finite: requests > 0 })
+    Ok(GuestSpec {
+        programs: vec![program; vcpus],
+        locks: 0,
+        lock_kind: LockKind::Ticket,
+        finite: requests > 0,
+        idle_vcpus: 0,
+    })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

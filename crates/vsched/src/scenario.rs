@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, Params, Simulation, Time, Until,
-    Value, VmType,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestSpec, HostConfig, NetworkConfig, Params, ProgramBuilder,
+    Simulation, Time, Until, Value, VmType,
 };
 use vsched_workloads::{Ranks, WorkloadInfo};
 
@@ -128,6 +128,8 @@ struct VmSection {
     #[serde(rename = "type")]
     vm_type: Option<String>,
     pv_spinlocks: Option<bool>,
+    /// vCPUs the guest has but its workload does not use: halted for the whole run.
+    idle_vcpus: Option<u32>,
     start_s: Option<f64>,
     stop_s: Option<f64>,
     host: Option<u32>,
@@ -425,7 +427,17 @@ impl Scenario {
                     format!("expected a host index in 0..{hosts} (cluster.hosts = {hosts}), got {host}"),
                 ));
             }
-            let ranks = Ranks::alone(v.vcpus as usize);
+            let idle_vcpus = v.idle_vcpus.unwrap_or(0);
+            if idle_vcpus >= v.vcpus {
+                return Err(err(
+                    at("idle_vcpus"),
+                    format!(
+                        "expected fewer idle vCPUs than vcpus = {} (the workload needs one), got {idle_vcpus}",
+                        v.vcpus
+                    ),
+                ));
+            }
+            let ranks = Ranks::alone((v.vcpus - idle_vcpus) as usize);
             let shape = VmShape { vcpus: v.vcpus, weight: v.weight, cap: v.cap, vm_type: v.vm_type.as_deref() };
             let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks)?;
             user.push((
@@ -626,7 +638,9 @@ impl Scenario {
                 vm_type: v.vm_type,
                 workload: v.workload_name().to_string(),
                 guest: match &v.guest {
-                    Guest::Workload(w, params) => (w.build)(params, &v.ranks).expect("validated"),
+                    Guest::Workload(w, params) => {
+                        with_idle_vcpus((w.build)(params, &v.ranks).expect("validated"), v.vcpus)
+                    }
                     Guest::Driver => driver_guest(v.vcpus),
                 },
                 pv_spinlocks: v.pv_spinlocks,
@@ -706,6 +720,15 @@ fn vm_spec(
         job: None,
         ranks,
     })
+}
+
+/// `guest` with halted vCPUs added up to `vcpus` (`idle_vcpus`): each exits at its first
+/// run, so it never runs again and does not hold back the VM's completion.
+fn with_idle_vcpus(mut guest: GuestSpec, vcpus: usize) -> GuestSpec {
+    let halted = ProgramBuilder::new().build();
+    guest.idle_vcpus = vcpus - guest.programs.len();
+    guest.programs.resize(vcpus, halted);
+    guest
 }
 
 /// A positive, finite number (bandwidths).

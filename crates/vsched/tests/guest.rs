@@ -89,3 +89,27 @@ fn io_blocks_the_vcpu_and_frees_the_pcpu() {
     assert!(vm(&m, "hog").cpu_s > 0.8 * done, "hog ran while the I/O VM was blocked");
     assert!((io.cpu_s - 0.01).abs() < 0.002, "100 requests x 100 µs of CPU (+ overheads), got {}", io.cpu_s);
 }
+
+/// `idle_vcpus`: a guest with more vCPUs than its workload uses (seed 004's solo BT: one MPI
+/// process in a 2-vCPU domain). The extra vCPU halts at once, so the VM runs and finishes
+/// exactly as its workload alone would, and co-scheduling finds that vCPU never runnable.
+#[test]
+fn idle_vcpus_halt_for_the_whole_run() {
+    let bsp = "kind = \"bsp\"\nsupersteps = 50\ncompute_ms = 2\njitter = 0\nwait = \"spin\"";
+    let with = |vcpus: u32, extra: &str| {
+        let toml = free_scenario(
+            3,
+            "name = \"cs\"",
+            &[vm_toml("job", vcpus, extra, bsp)],
+            "horizon_s = 5\nuntil = \"all_done\"",
+        );
+        run(&toml, 1)
+    };
+    let alone = with(2, "type = \"CON\"");
+    let padded = with(3, "type = \"CON\"\nidle_vcpus = 1");
+    assert_eq!(vm(&padded, "job").completion_s, vm(&alone, "job").completion_s);
+    assert_eq!(vm(&padded, "job").cpu_s, vm(&alone, "job").cpu_s);
+    let toml = free_scenario(2, "name = \"cs\"", &[vm_toml("job", 2, "idle_vcpus = 2", bsp)], "horizon_s = 5");
+    let e = vsched::Scenario::parse(&toml).err().expect("refused").to_string();
+    assert!(e.starts_with("vm[0].idle_vcpus: expected fewer idle vCPUs than vcpus = 2"), "{e}");
+}

@@ -775,15 +775,14 @@ def npb_paper_values(bench: str) -> dict[tuple[str, str], float]:
 
 NPB_NOTES = {
     "bt": "BT as `npb-lu` with BT's shape: 200 steps of 13 busy-waiting exchanges, 180 s of "
-    "serial compute. Solo: one process in a 1-vCPU domain (the paper's second vCPU idles). "
-    "Dual: one 4-rank job over two 2-vCPU domains (a virtual cluster on the one host); "
-    'x "dual" is the job\'s time. The paper\'s "about 180 s" and "about 375 s" are given '
-    "for every co-scheduling scheme and for both CS and CDS. The messages between the two "
-    "domains take the intra-host path, not Domain-0's netback: with a driver domain "
-    "(`host.dom0_vcpus = 4`) and no other Domain-0 work, `pcs` never ran the driver vCPU "
-    "queued behind a spinning rank (its pCPU was re-signalled by the partner's launches, "
-    "about every 14 ms, before its own 30 ms slice ended), so the job hung until the horizon "
-    "(Domain-0 0.0 s of CPU, 1,200 s runnable, in a 1,200 s run).",
+    "serial compute. Solo: one process in a 2-vCPU domain whose second vCPU stays halted "
+    "(`idle_vcpus = 1`). Dual: one 4-rank job over two 2-vCPU domains (a virtual cluster on "
+    "the one host) whose messages pass through Domain-0 as the driver domain "
+    "(`host.dom0_vcpus = 4`); x \"dual\" is the job's time. The paper's \"about 180 s\" and "
+    "\"about 375 s\" are given for every co-scheduling scheme and for both CS and CDS. Under "
+    "Xen 4.0.1's `__runq_tickle` a waking Domain-0 vCPU, BOOSTed, preempts the spinning rank "
+    "on its pCPU; under current Xen's idlers-first tickle `pcs` never ran Domain-0 and the "
+    "job hung (`vsched sweep FILE --policy pcs --set host.xen_version=current`).",
     "cg": "CG as `npb-cg`, class B (75 iterations, na = 75,000), 45 s per rank.",
     "ep": "EP as `npb-ep`, 43 s per rank, no synchronisation but at the start and end.",
     "lu": "LU as `npb-lu`, class A (250 iterations, 64³, one plane per pipeline step), 53 s per rank.",

@@ -165,6 +165,7 @@ impl Simulation {
                 locks: (0..cfg.guest.locks).map(|_| Lock::default()).collect(),
                 barrier_waiters: Vec::new(),
                 barrier_arrived: 0,
+                barrier_parties: n - cfg.guest.idle_vcpus,
                 rng: streams.stream(1 + d as u64),
                 finite: cfg.guest.finite,
                 alive: n,

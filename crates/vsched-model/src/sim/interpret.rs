@@ -286,7 +286,7 @@ impl Core {
     fn barrier(&mut self, v: VcpuId, d: DomId, wait: BarrierWait) -> Step {
         let dom = &mut self.doms[d];
         dom.barrier_arrived += 1;
-        if dom.barrier_arrived == dom.info.vcpus {
+        if dom.barrier_arrived == dom.barrier_parties {
             dom.barrier_arrived = 0;
             for w in std::mem::take(&mut dom.barrier_waiters) {
                 self.release_waiter(w);

@@ -142,6 +142,8 @@ pub(super) struct Dom {
     pub(super) locks: Vec<Lock>,
     pub(super) barrier_waiters: Vec<VcpuId>,
     pub(super) barrier_arrived: usize,
+    /// Threads a barrier waits for: every vCPU but the halted `idle_vcpus`.
+    pub(super) barrier_parties: usize,
     pub(super) rng: StreamRng,
     pub(super) finite: bool,
     pub(super) alive: usize,
