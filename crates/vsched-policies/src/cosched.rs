@@ -32,7 +32,14 @@
 //! member that blocks leaves its pCPU idle and runs there again if it wakes within the
 //! round. A HIT slot whose vCPU blocked, or a pCPU no unit fits on, is filled by the
 //! waiting HIT vCPU of lowest virtual time (work conserving for HIT VMs, never for a CON
-//! vCPU outside its gang); a planned HIT vCPU that wakes takes its slot back.
+//! vCPU outside its gang); a planned HIT vCPU that wakes takes its slot back. A pCPU that
+//! would idle mid-round (no HIT vCPU waits) looks for a gang that was not planned: if the
+//! pCPUs idle at that moment can hold all of its vCPUs, the one of lowest virtual time starts
+//! on them at once, for the rest of the round (`start_waiting_gang`). This is Ousterhout's
+//! "alternate selection" (Scheduling Techniques for Concurrent Systems, ICDCS 1982, §4: a
+//! processor whose process in the current row cannot run takes one from another row), taken
+//! a whole gang at a time so that the all-or-none rule of seed 000 §1 still holds; a blocked
+//! HIT vCPU whose slot the gang takes waits as a filler when it wakes.
 //! A domain whose vCPUs were all blocked rejoins at no less than the lowest virtual time of
 //! the domains that were runnable at the last plan, so sleeping does not bank CPU time (as
 //! CFS clamps to min_vruntime).
@@ -40,7 +47,11 @@
 //! # Readings and approximations
 //! - The paper gives no algorithm for its Co_scheduling baseline; this is the textbook gang
 //!   scheduler with ESX 2.x's all-or-nothing start. Packing is first fit in fair-share
-//!   order, not an optimal bin packing.
+//!   order, not an optimal bin packing. Seed 000 (§1, §2) blames Co_scheduling for "CPU
+//!   fragmentation and priority inversion": what remains here is structural (gangs whose
+//!   widths do not add up to the host, and gang slots held for blocked members), not pCPUs
+//!   held for a whole round after a short HIT vCPU blocked (the reading before issue 16,
+//!   which left a freed pCPU idle until the next round even when a gang could start).
 //! - Fairness follows Xen Credit's `csched_acct` (Xen 4.1.2, which seed 000 built on): a
 //!   domain's share is its weight × active vCPUs (`rounds::FairShare` says how "active" is
 //!   approximated). A gang can only take whole rounds on all its vCPUs, so some shares are
@@ -344,6 +355,54 @@ impl Cosched {
     }
 }
 
+impl Cosched {
+    /// Ousterhout's alternate selection at gang granularity: `p` is about to idle mid-round
+    /// (its planned HIT vCPU blocked, or no unit was planned on it, and no HIT vCPU waits);
+    /// if the pCPUs idle now, `p` included, can hold a whole gang that was not planned this
+    /// round, the one of lowest virtual time starts on them at once, for the rest of the
+    /// round (strictness kept: all its vCPUs get a slot together). Returns whether one did.
+    fn start_waiting_gang(&mut self, cx: &mut Cx, p: PcpuId) -> bool {
+        let n = cx.n_pcpus();
+        let free: Vec<PcpuId> = std::iter::once(p)
+            .chain((0..n).map(|k| (self.cursor + k) % n).filter(|&q| {
+                q != p
+                    && cx.curr(q).is_none()
+                    && !self.handoff.in_transit(q)
+                    && !matches!(self.slot[q], Slot::Gang(_))
+                    && self.planned_vcpu(cx, q).is_none()
+            }))
+            .collect();
+        let gang = (0..cx.domains().len())
+            .filter(|&d| {
+                self.is_gang(cx, d)
+                    && !self.planned[d]
+                    && cx.vcpus_of(d).count() <= free.len()
+                    && cx.vcpus_of(d).any(|v| cx.is_runnable(v))
+                    && cx.vcpus_of(d).all(|v| cx.running_on(v).is_none())
+            })
+            .min_by_key(|&d| (self.fair.vtime(d), d));
+        let Some(d) = gang else { return false };
+        // Runnable members first, so that `p` runs one.
+        let mut members: Vec<VcpuId> = cx.vcpus_of(d).collect();
+        members.sort_by_key(|&v| !cx.is_runnable(v));
+        for (v, &q) in members.into_iter().zip(&free) {
+            if let Slot::Hit(h) = self.slot[q] {
+                // Its blocked HIT vCPU loses the slot: it waits as a filler when it wakes.
+                self.slot_of[h] = None;
+            }
+            self.slot[q] = Slot::Gang(v);
+            self.slot_of[v] = Some(q);
+            if q != p && cx.is_runnable(v) {
+                self.handoff.kick(cx, q, true);
+            }
+        }
+        self.planned[d] = true;
+        cx.co_launch(d);
+        cx.count("cosched.gap_gangs");
+        true
+    }
+}
+
 impl Policy for Cosched {
     /// Strict co-scheduling needs one pCPU per vCPU of every CON VM.
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
@@ -409,11 +468,14 @@ impl Policy for Cosched {
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
         self.handoff.landed(p);
         self.fair.charge(cx, p);
-        let next = match (self.planned_vcpu(cx, p), self.slot[p]) {
+        let mut next = match (self.planned_vcpu(cx, p), self.slot[p]) {
             (Some(v), _) => Some(v),
             (None, Slot::Gang(_)) => None,
             (None, _) => self.pick_filler(cx, p),
         };
+        if next.is_none() && !matches!(self.slot[p], Slot::Gang(_)) && self.start_waiting_gang(cx, p) {
+            next = self.planned_vcpu(cx, p);
+        }
         // Still running where it ran last round: start it when that pCPU lets go.
         let next = self.handoff.unless_elsewhere(cx, p, next, "cosched.awaits");
         let slot = &self.slot;

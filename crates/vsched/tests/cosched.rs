@@ -257,3 +257,29 @@ fn a_con_vm_wider_than_the_host_is_refused() {
     let err = vsched::Scenario::parse(&toml).err().expect("refused").to_string();
     assert!(err.contains("cosched cannot run") && err.contains("5 vCPUs"), "{err}");
 }
+
+/// Issue 16 item 6: pCPUs that free up mid-round take a whole waiting gang at once
+/// (Ousterhout's alternate selection, at gang granularity so that strictness holds), rather
+/// than idling until the next round.
+#[test]
+fn a_waiting_gang_starts_as_soon_as_enough_pcpus_free_up() {
+    // 2 pCPUs. HIT VM H (domain 0): one vCPU that computes 1 ms then waits for I/O for
+    // ever. CON VM G (domain 1): 2 hogs. The first plan, all virtual times 0, ties by
+    // domain order: H's vCPU gets a slot, G (2 wide) does not fit beside it, and the other
+    // pCPU has nothing to run. At 1 ms H blocks: both pCPUs are free and G starts on them
+    // then, for the rest of the round and the next ones (H never wakes). Planned only at
+    // round boundaries (the reading before issue 16), G would start at 30 ms and the host
+    // would lose 29 ms on one pCPU and 30 ms on the other.
+    let mut b = ProgramBuilder::new();
+    b.push(Instr::Compute(Dur::Fixed(MS))).push(Instr::Io(Dur::Fixed(FOREVER)));
+    let doms = vec![domain("H", VmType::Hit, vec![b.build()]), domain("G", VmType::Con, vec![hog(), hog()])];
+    let mut sim = Simulation::new(free_host(2), doms, policy("cosched", &[]), 1);
+    sim.enable_trace(1000);
+    let m = sim.run(60 * MS, Until::Horizon, &mut |_| true).unwrap();
+    let spans = sim.take_trace().unwrap().spans().to_vec();
+    let g_start: Vec<Time> = spans.iter().filter(|s| s.dom == 1).map(|s| s.start).collect();
+    assert_eq!(g_start, vec![MS, MS], "{spans:?}");
+    assert_eq!(vm(&m, "G").cpu_s, 2.0 * 0.059);
+    assert_eq!(m.host.policy_counters.get("cosched.gap_gangs"), Some(&1));
+    assert_whole_gangs(&spans, &[(1, 2)]);
+}
