@@ -94,12 +94,11 @@ def completion(row: Row) -> float | None:
 
 def skew_quantiles(row: Row) -> list[float] | None:
     """Fig. 6: the co-start skew quantiles (21 values, µs) of every CON VM that had a
-    co-start, one VM after the other (None if none had one)."""
+    co-start, one VM after the other. A run without co-starts adds no skew (an empty list,
+    not a missing value): under `bcs` on Xen 4.0.1 a boost rarely finds a sibling waiting,
+    and a few runs have none."""
     lists = [row.get(f"vm.{name}.costart_skew_us_quantiles") for name in con_vms(row)]
-    measured = [q for q in lists if q is not None]
-    if not measured:
-        return None
-    return [float(v) for q in measured for v in q]
+    return [float(v) for q in lists if q is not None for v in q]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -781,8 +780,12 @@ NPB_NOTES = {
     "(`host.dom0_vcpus = 4`); x \"dual\" is the job's time. The paper's \"about 180 s\" and "
     "\"about 375 s\" are given for every co-scheduling scheme and for both CS and CDS. Under "
     "Xen 4.0.1's `__runq_tickle` a waking Domain-0 vCPU, BOOSTed, preempts the spinning rank "
-    "on its pCPU; under current Xen's idlers-first tickle `pcs` never ran Domain-0 and the "
-    "job hung (`vsched sweep FILE --policy pcs --set host.xen_version=current`).",
+    "on its pCPU (under current Xen's idlers-first tickle `pcs` never runs Domain-0 at all). "
+    "Still, `pcs` finishes in only 4 of the 20 seeds: a Domain-0 vCPU queued on a partner "
+    "pCPU is passed over at every co-scheduling signal (Algorithm 1), and the partner's own "
+    "slice end, re-armed at each signal as Xen's `schedule()` does, always comes one IPI "
+    "latency after its launcher's next signal, because the simulated timers have no jitter. "
+    "That is a lockstep artifact (issue 17), not the paper's result (84.9 s).",
     "cg": "CG as `npb-cg`, class B (75 iterations, na = 75,000), 45 s per rank.",
     "ep": "EP as `npb-ep`, 43 s per rank, no synchronisation but at the start and end.",
     "lu": "LU as `npb-lu`, class A (250 iterations, 64³, one plane per pipeline step), 53 s per rank.",
