@@ -133,6 +133,17 @@ BAD_SCENARIOS = [
         ["host.dom0_weight"],
     ),
     (
+        "unknown Xen release",
+        with_replaced("pcpus = 2", 'pcpus = 2\nxen_version = "4.0.1"'),
+        ["host.xen_version", '"4.0"'],
+    ),
+    (
+        "unknown Xen release for the scheduler",
+        with_replaced('name = "credit"', 'name = "credit"\nxen_version = "5"'),
+        ["scheduler.xen_version", '"current"'],
+    ),
+    ("every vCPU idle", with_replaced("vcpus = 2", "vcpus = 2\nidle_vcpus = 2"), ["vm[0].idle_vcpus", "fewer"]),
+    (
         "VM named like a driver domain",
         with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1").replace('name = "hog"', 'name = "dom0"'),
         ["vm[1].name", "dom0"],
