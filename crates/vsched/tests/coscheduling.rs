@@ -236,10 +236,12 @@ fn cds_deschedules_siblings_when_a_vcpu_blocks() {
 /// whenever the partner is signalled (Algorithm 1 runs the co-scheduled VM's vCPU whatever
 /// else waits). A partner re-arms its slice at each signal, as Xen's `schedule()` does
 /// (4.0.1 `schedule.c` L875-888: `set_timer(&sd->s_timer, now + r.time)` before the
-/// `prev == next` check), so with every pCPU's timer in lockstep its own slice end always
-/// comes one IPI latency after its launcher's signal. A 1/10-size version of this run hangs
-/// that way at 84 ms (dom0 vCPU 1 BOOSTed, queued on pCPU 1, for 1.9 s). That is the
-/// lockstep artifact of issue 17 (timer phases and jitter), not a rule to change here.
+/// `prev == next` check), so its own slice end falls at the very instant of its launcher's
+/// next signal (both 30 ms after the last signal), and the engine handles the signal first.
+/// A 1/10-size version of this run hangs that way at 84 ms (dom0 vCPU 1 BOOSTed, queued on
+/// pCPU 1, for 1.9 s), as do 16 of the catalog's 20 seeds of this run. With timer jitter
+/// the partner would win the tie about half the time: the lockstep artifact of issue 17,
+/// not a rule to change here.
 #[test]
 fn pcs_with_a_driver_domain_finishes_under_xen_4_0_s_tickle() {
     let text = std::fs::read_to_string(concat!(
