@@ -193,4 +193,12 @@ impl GuestSpec {
     pub fn lockless(programs: Vec<Program>, finite: bool) -> GuestSpec {
         GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite, idle_vcpus: 0 }
     }
+
+    /// This guest on `vcpus` vCPUs, the ones beyond its programs halted (`idle_vcpus`): each
+    /// exits at its first run, so it never runs again and does not hold back completion.
+    pub fn with_idle_vcpus(mut self, vcpus: usize) -> GuestSpec {
+        self.idle_vcpus = vcpus - self.programs.len();
+        self.programs.resize(vcpus, ProgramBuilder::new().build());
+        self
+    }
 }

@@ -149,10 +149,23 @@ impl Params {
         self.values.get(name).unwrap_or_else(|| panic!("parameter {name} was not declared"))
     }
 
-    /// Whether the scenario set `name` (rather than leaving its default): for parameters
-    /// whose default depends on another one (Credit's `xen_version`).
-    pub fn is_given(&self, name: &str) -> bool {
-        self.given.contains(&name)
+    /// Integer `name` as the scenario gives it, else `default`: for a parameter whose default
+    /// depends on another one (Credit's `ratelimit_us` on `xen_version`).
+    pub fn int_or(&self, name: &str, default: i64) -> i64 {
+        if self.given.contains(&name) {
+            self.int(name)
+        } else {
+            default
+        }
+    }
+
+    /// Boolean `name` as the scenario gives it, else `default` (see [`Params::int_or`]).
+    pub fn bool_or(&self, name: &str, default: bool) -> bool {
+        if self.given.contains(&name) {
+            self.bool(name)
+        } else {
+            default
+        }
     }
 
     pub fn int(&self, name: &str) -> i64 {

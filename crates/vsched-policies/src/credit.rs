@@ -377,16 +377,15 @@ impl Credit {
     /// The idle pCPUs a tickle wakes: one, round robin after the last one tickled, or all.
     fn idlers_to_tickle(&mut self) -> Vec<PcpuId> {
         let n = self.pcpus.len();
-        let idlers = (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle);
+        let mut idlers: Vec<PcpuId> =
+            (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle).collect();
         if self.tickle_one_idle {
-            let first = idlers.take(1).collect::<Vec<_>>();
-            if let Some(&q) = first.first() {
+            idlers.truncate(1);
+            if let Some(&q) = idlers.first() {
                 self.last_tickle = q;
             }
-            first
-        } else {
-            idlers.collect()
         }
+        idlers
     }
 
     /// `csched_runq_steal` over peers, round robin from the last pCPU stolen from
@@ -1084,14 +1083,14 @@ impl Credit {
         let profile = xen_version::from_params(params)?;
         params.int_at_least("ratelimit_us", 0)?;
         params.int_at_least("load_balance_ratelimit_us", 0)?;
-        let ratelimit_us = xen_version::int_param(params, "ratelimit_us", profile.ratelimit_us);
+        let ratelimit_us = params.int_or("ratelimit_us", profile.ratelimit_us);
         if ratelimit_us > tslice_ms * 1000 {
             return Err(params.invalid(
                 "ratelimit_us",
                 format!("expected at most tslice_ms × 1000 = {}, got {ratelimit_us}", tslice_ms * 1000),
             ));
         }
-        let lb_us = xen_version::int_param(params, "load_balance_ratelimit_us", profile.load_balance_ratelimit_us);
+        let lb_us = params.int_or("load_balance_ratelimit_us", profile.load_balance_ratelimit_us);
         let tslice_ns = tslice_ms as Time * NS_PER_MS;
         Ok(Credit {
             tslice_ns,
@@ -1102,11 +1101,7 @@ impl Credit {
             load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
             min_timer_ns: params.int_at_least("min_timer_us", 1)? as Time * NS_PER_US,
             boost: params.bool("boost"),
-            tickle_one_idle: if params.is_given("tickle_one_idle") {
-                params.bool("tickle_one_idle")
-            } else {
-                profile.tickle_one_idle
-            },
+            tickle_one_idle: params.bool_or("tickle_one_idle", profile.tickle_one_idle),
             profile,
             spread,
             yield_placement: YieldPlacement::Xen,

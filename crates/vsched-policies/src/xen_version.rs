@@ -125,12 +125,3 @@ pub(crate) fn from_params(params: &Params) -> Result<XenProfile, ConfigError> {
         _ => XEN_CURRENT,
     })
 }
-
-/// `name`'s value: as the scenario gives it, else the profile's default.
-pub(crate) fn int_param(params: &Params, name: &str, profile_default: i64) -> i64 {
-    if params.is_given(name) {
-        params.int(name)
-    } else {
-        profile_default
-    }
-}

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestSpec, HostConfig, NetworkConfig, Params, ProgramBuilder,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, ParamDefault, ParamSpec, Params,
     Simulation, Time, Until, Value, VmType,
 };
 use vsched_workloads::{Ranks, WorkloadInfo};
@@ -357,13 +357,12 @@ impl Scenario {
         })?;
         let mut given = to_params("scheduler", &f.scheduler.params)?;
         if let Some(version) = &h.xen_version {
-            if !vsched_policies::XEN_VERSIONS.contains(&version.as_str()) {
-                let quoted: Vec<String> = vsched_policies::XEN_VERSIONS.iter().map(|v| format!("{v:?}")).collect();
-                return Err(err("host.xen_version", format!("expected one of {}, got {version:?}", quoted.join(", "))));
-            }
+            let host_given = [("xen_version".to_string(), Value::Str(version.clone()))].into_iter().collect();
+            Params::check("host", HOST_XEN_VERSION, &host_given)?
+                .choice("xen_version", &vsched_policies::XEN_VERSIONS)?;
             // The host's release is the default of a policy that follows Xen's versions.
             if policy.params.iter().any(|p| p.name == "xen_version") && !given.contains_key("xen_version") {
-                given.insert("xen_version".into(), vsched_model::Value::Str(version.clone()));
+                given.insert("xen_version".into(), Value::Str(version.clone()));
             }
         }
         let policy_params = Params::check("scheduler", policy.params, &given)?;
@@ -639,7 +638,7 @@ impl Scenario {
                 workload: v.workload_name().to_string(),
                 guest: match &v.guest {
                     Guest::Workload(w, params) => {
-                        with_idle_vcpus((w.build)(params, &v.ranks).expect("validated"), v.vcpus)
+                        (w.build)(params, &v.ranks).expect("validated").with_idle_vcpus(v.vcpus)
                     }
                     Guest::Driver => driver_guest(v.vcpus),
                 },
@@ -722,14 +721,12 @@ fn vm_spec(
     })
 }
 
-/// `guest` with halted vCPUs added up to `vcpus` (`idle_vcpus`): each exits at its first
-/// run, so it never runs again and does not hold back the VM's completion.
-fn with_idle_vcpus(mut guest: GuestSpec, vcpus: usize) -> GuestSpec {
-    let halted = ProgramBuilder::new().build();
-    guest.idle_vcpus = vcpus - guest.programs.len();
-    guest.programs.resize(vcpus, halted);
-    guest
-}
+/// `[host] xen_version`, checked as Credit checks its own.
+const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
+    name: "xen_version",
+    default: ParamDefault::Str("current"),
+    doc: "the Xen release whose Credit rules the host's policy follows",
+}];
 
 /// A positive, finite number (bandwidths).
 fn positive(path: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {

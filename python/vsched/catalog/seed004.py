@@ -92,7 +92,7 @@ def completion(row: Row) -> float | None:
     return float(max(values))
 
 
-def skew_quantiles(row: Row) -> list[float] | None:
+def skew_quantiles(row: Row) -> list[float]:
     """Fig. 6: the co-start skew quantiles (21 values, µs) of every CON VM that had a
     co-start, one VM after the other. A run without co-starts adds no skew (an empty list,
     not a missing value): under `bcs` on Xen 4.0.1 a boost rarely finds a sibling waiting,
