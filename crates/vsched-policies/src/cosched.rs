@@ -353,9 +353,7 @@ impl Cosched {
             })
             .min_by_key(|&v| (self.fair.vtime(cx.dom_of(v)), v))
     }
-}
 
-impl Cosched {
     /// Ousterhout's alternate selection at gang granularity: `p` is about to idle mid-round
     /// (its planned HIT vCPU blocked, or no unit was planned on it, and no HIT vCPU waits);
     /// if the pCPUs idle now, `p` included, can hold a whole gang that was not planned this
