@@ -74,8 +74,10 @@ def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
         crowded = [run["vms"][index]["completion_s"] for run in report["runs"]]
         ratios = [
             f"{c / a:.1f}x (seed {run['seed']})"
+            if c is not None
+            else f"more than {run['sim_s'] / a:.0f}x (seed {run['seed']}, unfinished)"
             for run, c, a in zip(report["runs"], crowded, alone)
-            if c is not None and a
+            if a
         ]
         if not ratios:
             continue
@@ -131,6 +133,14 @@ def conclusion(report: dict[str, Any]) -> list[RenderableType]:
         paragraphs.append(
             "Each of those preemptions left the VM's other vCPUs spinning on a lock whose holder"
             " could not run: time slices spent, nothing done."
+        )
+    waiters = [vm for vm in lock_vms if vm["lock_waiter_preemptions"] > vm["lock_holder_preemptions"]]
+    for vm in waiters:
+        paragraphs.append(
+            f"More often still ({vm['lock_waiter_preemptions']:,.0f} times), a ticket lock of"
+            f" {vm['name']} was handed to a waiter whose vCPU was not running: the lock stays"
+            " taken until that vCPU runs again, and every other waiter spins meanwhile"
+            " (lock-waiter preemption)."
         )
     else:
         paragraphs.append(

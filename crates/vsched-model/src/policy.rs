@@ -61,6 +61,23 @@ pub trait Policy {
         None
     }
 
+    /// Whether the hypervisor this policy belongs to keeps every pCPU's tick at the same
+    /// instants. Linux does by default (`tick_setup_sched_timer` starts every CPU's tick at the
+    /// same jiffy boundary unless `skew_tick=1`); Xen does not (each pCPU arms its own ticker
+    /// from `NOW()` when it comes online and re-arms it from `NOW()` at every tick), which
+    /// is the default here. Only read with independent clocks (`HostConfig::clocks`).
+    fn ticks_aligned(&self) -> bool {
+        false
+    }
+
+    /// How late the hypervisor's timer subsystem may fire a timer (slice ends, ticks, policy
+    /// timers), in ns; each firing is delayed by a uniform draw in `[0, slop)`. Xen batches
+    /// timers within `timer_slop` (50 µs, `xen/common/timer.c`); the default 0 is a
+    /// hypervisor that fires timers on time. The scenario's `host.timer_slop_us` overrides it.
+    fn timer_slop_ns(&self) -> Time {
+        0
+    }
+
     /// Whether the policy handles VMs created and destroyed during a run (`vcpu_insert`
     /// after the start, `vcpu_remove`). Scenarios with such VMs are refused otherwise.
     fn supports_vm_lifecycle(&self) -> bool {

@@ -47,6 +47,7 @@ fn free_host(pcpus: usize) -> HostConfig {
         ipi_latency_ns: 0,
         migration_penalty_ns: 0,
         sched_cost_ns: 0,
+        clocks: Clocks::Lockstep,
         ..HostConfig::default()
     }
 }

@@ -339,6 +339,12 @@ impl Policy for Cfs {
         Some(self.tick_ns)
     }
 
+    /// Linux starts every CPU's tick on the same jiffy (`tick_setup_sched_timer`,
+    /// kernel/time/tick-sched.c; `skew_tick` is off by default) and forwards it exactly.
+    fn ticks_aligned(&self) -> bool {
+        true
+    }
+
     fn supports_vm_lifecycle(&self) -> bool {
         true
     }

@@ -402,6 +402,10 @@ impl Cosched {
 }
 
 impl Policy for Cosched {
+    fn timer_slop_ns(&self) -> Time {
+        crate::XEN_TIMER_SLOP_NS
+    }
+
     /// Strict co-scheduling needs one pCPU per vCPU of every CON VM.
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
         crate::credit::admit_con_fits(pcpus, domains)

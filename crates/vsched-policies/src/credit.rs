@@ -47,7 +47,7 @@
 //! Suits: the baseline every seed paper measures against. Known weakness: blind to guest
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
 
-use crate::xen_version::{self, Debit, Tickle, XenProfile};
+use crate::xen_version::{self, Debit, Tickle, XenProfile, XEN_TIMER_SLOP_NS};
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
     VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
@@ -780,6 +780,10 @@ impl Policy for Credit {
         Some(self.tick_ns)
     }
 
+    fn timer_slop_ns(&self) -> Time {
+        XEN_TIMER_SLOP_NS
+    }
+
     fn supports_vm_lifecycle(&self) -> bool {
         true
     }
@@ -936,6 +940,9 @@ impl<V: CreditVariant> Policy for OnCredit<V> {
     }
     fn tick_period_ns(&self) -> Option<Time> {
         self.base.tick_period_ns()
+    }
+    fn timer_slop_ns(&self) -> Time {
+        self.base.timer_slop_ns()
     }
     fn supports_vm_lifecycle(&self) -> bool {
         self.base.supports_vm_lifecycle() && self.variant.supports_vm_lifecycle()

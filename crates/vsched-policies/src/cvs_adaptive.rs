@@ -177,6 +177,10 @@ impl Policy for CvsAdaptive {
         self.credit.tick_period_ns()
     }
 
+    fn timer_slop_ns(&self) -> Time {
+        self.credit.timer_slop_ns()
+    }
+
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         self.active().vcpu_insert(cx, v);
         if cx.mid_run() {

@@ -494,6 +494,21 @@ impl Policy for Hybrid {
         Some(self.slot_ns)
     }
 
+    /// Slots are common to all pCPUs: §2.2 cuts time into slots `[i, i + 1)` in which every
+    /// pCPU runs one vCPU, and §3.3 schedules "at the beginning of each slot". The paper does
+    /// not say how its Xen 3.0.4 prototype keeps the pCPUs' ticks together (3.0.4 starts every
+    /// CPU's `t_timer` at once, `schedule.c` L711-712, and lets each re-arm from `NOW()`), so
+    /// we keep them aligned as its model requires. With per-pCPU phases, a partner switched
+    /// in mid-slot by a co-scheduling IPI is charged a whole slot at its own boundary, and two
+    /// CON hogs of weights 1:2 on 2 pCPUs split the host 53:47 instead of 33:67.
+    fn ticks_aligned(&self) -> bool {
+        true
+    }
+
+    fn timer_slop_ns(&self) -> Time {
+        crate::XEN_TIMER_SLOP_NS
+    }
+
     /// §3.3 initial mapping.
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let p = self.placement(cx, v);

@@ -141,6 +141,10 @@ impl Policy for KvmDy {
         self.cfs.tick_period_ns()
     }
 
+    fn ticks_aligned(&self) -> bool {
+        self.cfs.ticks_aligned()
+    }
+
     fn supports_vm_lifecycle(&self) -> bool {
         true
     }

@@ -28,7 +28,7 @@ pub mod ytt;
 use vsched_model::PolicyInfo;
 
 /// The releases `xen_version` accepts (`credit` and the policies built on it).
-pub use xen_version::NAMES as XEN_VERSIONS;
+pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
 
 /// Every policy, by name.
 pub const REGISTRY: &[PolicyInfo] = &[

@@ -339,6 +339,10 @@ impl Vds {
 }
 
 impl Policy for Vds {
+    fn timer_slop_ns(&self) -> Time {
+        crate::XEN_TIMER_SLOP_NS
+    }
+
     /// Definition 3.3 maps vCPU j to pCPU j: a CON VM wider than the host cannot be mapped.
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
         crate::credit::admit_con_fits(pcpus, domains)

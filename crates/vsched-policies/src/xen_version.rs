@@ -18,6 +18,11 @@
 //! | YIELD flag                  | none           | none          | one lower vCPU| one lower vCPU     |
 //! | idle pCPU's slice           | 30 ms          | none          | none          | none               |
 //!
+//! One rule is the same in every release: timers are batched within `timer_slop` = 50 µs
+//! (`TIMER_SLOP` in 3.0.4 and 3.2 `xen/common/timer.c` L28, run up to 50 µs early when another
+//! timer fires; the `timer_slop` parameter from 3.4, L28 at 4.0.1 and 4.19.0, fired up to 50 µs
+//! late): [`XEN_TIMER_SLOP_NS`], which `sim/clocks.rs` turns into a uniform delay.
+//!
 //! Sources, by rule (line numbers at the tag named):
 //! - Debit: 3.0.4 (`3.0.4-branched`) `csched_vcpu_acct` subtracts `CSCHED_CREDITS_PER_TICK`
 //!   (100) from whoever runs when the 10 ms tick fires; `burn_credits` (charge for the time
@@ -48,7 +53,10 @@
 //! the per-pCPU `last_tickle_cpu` of 4.1 (one round-robin cursor here), 4.3's push of the
 //! current vCPU to an idler, and 4.18's rule that a queued yielder is not stolen.
 
-use vsched_model::{ConfigError, Params};
+use vsched_model::{ConfigError, Params, Time};
+
+/// Xen's timer slop (`xen/common/timer.c`), the same in every release the seeds used.
+pub const XEN_TIMER_SLOP_NS: Time = 50_000;
 
 /// How a running vCPU pays for CPU time.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, ParamDefault, ParamSpec, Params,
-    Simulation, Time, Until, Value, VmType,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, Params, Simulation, Time, Until,
+    Value, VmType,
 };
 use vsched_workloads::{Ranks, WorkloadInfo};
 
+use crate::host::{self, HostSection};
 use crate::overrides;
 
 /// Default VM weight (Xen's `CSCHED_DEFAULT_WEIGHT`).
@@ -48,28 +49,6 @@ struct EventSection {
     vm: String,
     #[serde(rename = "type")]
     vm_type: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HostSection {
-    pcpus: u32,
-    cpu_ghz: Option<f64>,
-    context_switch_us: Option<f64>,
-    ipi_latency_us: Option<f64>,
-    migration_penalty_us: Option<f64>,
-    sched_cost_us: Option<f64>,
-    ple_window_cycles: Option<u64>,
-    ple_gap_cycles: Option<u64>,
-    ple_grow: Option<u32>,
-    ple_window_max_cycles: Option<u64>,
-    ipi_handler_us: Option<f64>,
-    spin_iteration_cycles: Option<u64>,
-    dom0_vcpus: Option<u32>,
-    dom0_weight: Option<u32>,
-    /// The Xen release whose Credit rules `credit` and the policies built on it follow,
-    /// unless `[scheduler]` sets its own `xen_version`.
-    xen_version: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -222,7 +201,7 @@ impl VmSpec {
     }
 }
 
-fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(crate) fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::new(path, message)
 }
 
@@ -249,7 +228,7 @@ fn to_params(path: &str, raw: &BTreeMap<String, toml::Value>) -> Result<BTreeMap
 }
 
 /// A non-negative, finite number of microseconds, as nanoseconds.
-fn micros(path: &str, v: Option<f64>, default: Time) -> Result<Time, ConfigError> {
+pub(crate) fn micros(path: &str, v: Option<f64>, default: Time) -> Result<Time, ConfigError> {
     match v {
         None => Ok(default),
         Some(x) if x.is_finite() && x >= 0.0 => Ok((x * 1_000.0).round() as Time),
@@ -297,53 +276,7 @@ impl Scenario {
 
     fn validate(f: ScenarioFile) -> Result<Scenario, ConfigError> {
         let h = &f.host;
-        if h.pcpus == 0 || h.pcpus > 4096 {
-            return Err(err("host.pcpus", format!("expected an integer in 1..=4096, got {}", h.pcpus)));
-        }
-        let defaults = HostConfig::default();
-        let cpu_ghz = h.cpu_ghz.unwrap_or(defaults.cpu_ghz);
-        if !(cpu_ghz.is_finite() && cpu_ghz > 0.0) {
-            return Err(err("host.cpu_ghz", format!("expected a number > 0, got {cpu_ghz}")));
-        }
-        let host = HostConfig {
-            pcpus: h.pcpus as usize,
-            cpu_ghz,
-            context_switch_ns: micros("host.context_switch_us", h.context_switch_us, defaults.context_switch_ns)?,
-            ipi_latency_ns: micros("host.ipi_latency_us", h.ipi_latency_us, defaults.ipi_latency_ns)?,
-            migration_penalty_ns: micros(
-                "host.migration_penalty_us",
-                h.migration_penalty_us,
-                defaults.migration_penalty_ns,
-            )?,
-            sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
-            ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
-            ple_gap_cycles: h.ple_gap_cycles.unwrap_or(defaults.ple_gap_cycles),
-            ple_grow: h.ple_grow.unwrap_or(defaults.ple_grow),
-            ple_window_max_cycles: h.ple_window_max_cycles.unwrap_or(defaults.ple_window_max_cycles),
-            ipi_handler_ns: micros("host.ipi_handler_us", h.ipi_handler_us, defaults.ipi_handler_ns)?,
-            spin_iteration_cycles: h.spin_iteration_cycles.unwrap_or(defaults.spin_iteration_cycles),
-        };
-        if host.ple_grow == 0 || host.ple_grow > 64 {
-            return Err(err(
-                "host.ple_grow",
-                format!("expected an integer in 1..=64 (1 = fixed window), got {}", host.ple_grow),
-            ));
-        }
-        if host.ple_window_max_cycles < host.ple_window_cycles {
-            return Err(err(
-                "host.ple_window_max_cycles",
-                format!(
-                    "expected at least host.ple_window_cycles = {}, got {}",
-                    host.ple_window_cycles, host.ple_window_max_cycles
-                ),
-            ));
-        }
-        if host.spin_iteration_cycles == 0 || host.spin_iteration_cycles > 1_000_000 {
-            return Err(err(
-                "host.spin_iteration_cycles",
-                format!("expected an integer in 1..=1000000, got {}", host.spin_iteration_cycles),
-            ));
-        }
+        let host = host::host_config(h)?;
 
         let policy = vsched_policies::find(&f.scheduler.name).ok_or_else(|| {
             err(
@@ -358,7 +291,7 @@ impl Scenario {
         let mut given = to_params("scheduler", &f.scheduler.params)?;
         if let Some(version) = &h.xen_version {
             let host_given = [("xen_version".to_string(), Value::Str(version.clone()))].into_iter().collect();
-            Params::check("host", HOST_XEN_VERSION, &host_given)?
+            Params::check("host", host::HOST_XEN_VERSION, &host_given)?
                 .choice("xen_version", &vsched_policies::XEN_VERSIONS)?;
             // The host's release is the default of a policy that follows Xen's versions.
             if policy.params.iter().any(|p| p.name == "xen_version") && !given.contains_key("xen_version") {
@@ -720,13 +653,6 @@ fn vm_spec(
         ranks,
     })
 }
-
-/// `[host] xen_version`, checked as Credit checks its own.
-const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
-    name: "xen_version",
-    default: ParamDefault::Str("current"),
-    doc: "the Xen release whose Credit rules the host's policy follows",
-}];
 
 /// A positive, finite number (bandwidths).
 fn positive(path: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {

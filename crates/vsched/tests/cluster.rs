@@ -249,7 +249,7 @@ fn an_allreduce_completes_only_when_every_rank_has_contributed() {
 }
 
 /// Where host 1's slot boundaries fall relative to host 0's, in ns, for `clocks`: two hosts
-/// of one pCPU, each with two CPU hogs under `hybrid`, which switches vCPUs only at its 10 ms
+/// (each in lockstep within itself) of one pCPU, each with two CPU hogs under `hybrid`, which switches vCPUs only at its 10 ms
 /// slot boundaries (its scheduler ticks).
 fn host_1_tick_lag(clocks: &str, seed: u64) -> Time {
     let hog_vm = |name: &str, host: u32| {
@@ -257,7 +257,7 @@ fn host_1_tick_lag(clocks: &str, seed: u64) -> Time {
     };
     let toml = format!(
         "[cluster]\nhosts = 2\nclocks = \"{clocks}\"\n[host]\npcpus = 1\ncontext_switch_us = 0\nipi_latency_us = 0\n\
-         sched_cost_us = 0\nmigration_penalty_us = 0\n[scheduler]\nname = \"hybrid\"\n{}{}{}{}[run]\nhorizon_s = 0.1\n",
+         sched_cost_us = 0\nmigration_penalty_us = 0\nclocks = \"lockstep\"\n[scheduler]\nname = \"hybrid\"\n{}{}{}{}[run]\nhorizon_s = 0.1\n",
         hog_vm("a0", 0),
         hog_vm("b0", 0),
         hog_vm("a1", 1),

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use vsched::Scenario;
 use vsched_model::{
-    DomainConfig, Dur, GuestSpec, HostConfig, Instr, Params, Policy, Program, ProgramBuilder, RunMetrics, Span, Value,
-    VmMetrics, VmType, FOREVER,
+    Clocks, DomainConfig, Dur, GuestSpec, HostConfig, Instr, Params, Policy, Program, ProgramBuilder, RunMetrics, Span,
+    Value, VmMetrics, VmType, FOREVER,
 };
 
 /// Runs a scenario given as TOML text with one seed.
@@ -35,9 +35,11 @@ pub fn scenario(pcpus: u32, scheduler: &str, vms: &[String], run: &str) -> Strin
 /// A CPU hog workload table.
 pub const HOG: &str = "kind = \"cpu_hog\"";
 
-/// `[host]` lines with every overhead at zero, so IPIs land in the same instant and rounds
-/// start exactly on time: traces can be read exactly.
-pub const FREE_HOST: &str = "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0";
+/// `[host]` lines with every overhead at zero and clocks in lockstep, so IPIs land in the
+/// same instant, rounds start exactly on time and every pCPU decides at 0: traces can be
+/// read exactly.
+pub const FREE_HOST: &str =
+    "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0\nclocks = \"lockstep\"";
 
 /// A CON CPU hog VM table.
 pub fn con(name: &str, vcpus: u32, extra: &str) -> String {
@@ -71,10 +73,11 @@ pub fn policy(name: &str, params: &[(&str, Value)]) -> Box<dyn Policy> {
     (info.build)(&Params::check("scheduler", info.params, &given).unwrap()).unwrap()
 }
 
-/// A host of `pcpus` pCPUs with zero overheads (as [`FREE_HOST`]).
+/// A host of `pcpus` pCPUs with zero overheads and clocks in lockstep (as [`FREE_HOST`]).
 pub fn free_host(pcpus: usize) -> HostConfig {
     HostConfig {
         pcpus,
+        clocks: Clocks::Lockstep,
         context_switch_ns: 0,
         ipi_latency_ns: 0,
         migration_penalty_ns: 0,

@@ -61,5 +61,10 @@ fn parked_vcpus_leave_pcpus_idle_which_counts_as_fragmentation() {
     assert!(idle_share > 0.7, "cap 50 of 2 pCPUs leaves ~75% idle, got {idle_share}");
     assert!(capped.host.frag_idle_s > 0.5 * idle_share * 2.0 * capped.sim_s, "frag {}", capped.host.frag_idle_s);
     let full = run(&scenario(2, "name = \"credit\"", &[vm_toml("hogs", 4, "", HOG)], "horizon_s = 10"), 1);
-    assert_eq!(full.host.frag_idle_s, 0.0);
+    // Only at t = 0: a pCPU idles for the few µs its sibling takes to let the not yet started
+    // vCPUs (`sim/clocks.rs`) block in turn: at most one dispatch overhead per vCPU.
+    let start_ns = 4.0
+        * (vsched_model::HostConfig::default().sched_cost_ns + vsched_model::HostConfig::default().context_switch_ns)
+            as f64;
+    assert!(full.host.frag_idle_s <= start_ns * 1e-9, "frag {}", full.host.frag_idle_s);
 }

@@ -263,7 +263,8 @@ fn the_driver_domain_keeps_the_clusters_going() {
     // BOOST) is never scheduled again: the messages queued behind it never leave, and every
     // rank polls until the horizon. Under Xen 3.2's tickle, the paper's, a waking BOOSTed dom0
     // vCPU preempts the rank on its pCPU, and the literal reading finishes too (issue 16
-    // item 4). The default precedence finishes under both.
+    // item 4). The default precedence finishes under both. The hang also needs lockstep
+    // clocks: with the pCPUs out of step (issue 17) the literal reading finishes here too.
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scenarios/papers/seed002/fig3-is-hosts-2.toml"
@@ -271,6 +272,7 @@ fn the_driver_domain_keeps_the_clusters_going() {
     .unwrap()
     .replace("horizon_s = 600", "horizon_s = 30");
     assert!(text.contains("xen_version = \"3.2\""));
+    let text = text.replacen("[host]\n", "[host]\nclocks = \"lockstep\"\n", 1);
     let with = |precedence: &str, version: &str| {
         let scheduler = format!("name = \"cvs-comm\"\ncvs_precedence = \"{precedence}\"");
         let text = text.replace("xen_version = \"3.2\"", &format!("xen_version = \"{version}\""));
@@ -284,6 +286,9 @@ fn the_driver_domain_keeps_the_clusters_going() {
     }
     assert_eq!(done(&with("class", "3.2")), 4);
     assert_eq!(done(&with("class", "current")), 0);
+    let independent = text.replacen("clocks = \"lockstep\"\n", "", 1).replace("xen_version = \"3.2\"", "");
+    let scheduler = "name = \"cvs-comm\"\ncvs_precedence = \"class\"";
+    assert_eq!(done(&run(&independent.replace("name = \"credit\"", scheduler), 1)), 4);
 }
 
 /// The share of the time some vCPU of domain `dom` (of `n` vCPUs) runs during which all do.
@@ -337,11 +342,14 @@ fn spinning_con_vms_run_as_gangs_and_finish_far_sooner_than_under_credit() {
         // which by default comes in Credit's order. With CON VMs first within their class the
         // hog runs when they are OVER, on all pCPUs at once, and the gangs hold far longer.
         let (with, without) = (gang_share(&cvs_spans, d, 4), gang_share(&credit_spans, d, 4));
-        assert!(with > 0.07 && without < 0.005, "{name}: all vCPUs together {with:.3} of its run vs {without:.3}");
+        // The bound was 0.07 with lockstep clocks; out of step (issue 17) `a` holds its gang
+        // 0.069 of its run, still 20 times Credit's accidental overlap.
+        assert!(with > 0.05 && without < 0.005, "{name}: all vCPUs together {with:.3} of its run vs {without:.3}");
         let literal = gang_share(&class_spans, d, 4);
         assert!(literal > 0.3, "{name}: all vCPUs together {literal:.3} of its run with class precedence");
         let (done, baseline) = (vm(&cvs, name).completion_s.unwrap(), vm(&credit, name).completion_s.unwrap());
-        assert!(done < 0.3 * baseline, "{name}: done in {done} s vs {baseline} s under credit");
+        // 0.3 with lockstep clocks; out of step (issue 17) `a` takes 0.33 of Credit's time.
+        assert!(done < 0.4 * baseline, "{name}: done in {done} s vs {baseline} s under credit");
         assert!(vm(&cvs, name).co_launches > 0);
     }
     assert!(cvs.host.co_ipis > 0);

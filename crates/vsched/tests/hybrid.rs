@@ -11,12 +11,12 @@ use common::*;
 use vsched::Scenario;
 use vsched_model::{RunMetrics, Span, NS_PER_MS, NS_PER_US};
 
-/// A host without overheads but `ipi_us` of IPI latency, running `hybrid` (with `extra`
-/// scheduler parameters).
+/// A host without overheads but `ipi_us` of IPI latency, clocks in lockstep, running
+/// `hybrid` (with `extra` scheduler parameters).
 fn host(pcpus: u32, ipi_us: u32, extra: &str) -> String {
     format!(
         "[host]\npcpus = {pcpus}\ncontext_switch_us = 0\nipi_latency_us = {ipi_us}\nsched_cost_us = 0\n\
-         migration_penalty_us = 0\n[scheduler]\nname = \"hybrid\"\n{extra}\n"
+         migration_penalty_us = 0\nclocks = \"lockstep\"\n[scheduler]\nname = \"hybrid\"\n{extra}\n"
     )
 }
 

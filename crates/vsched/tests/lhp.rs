@@ -1,52 +1,63 @@
-//! Lock-holder preemption emerges from the schedule (issue: foundation).
+//! Lock-holder and lock-waiter preemption emerge from the schedule (issue: foundation, and
+//! issue 17: without any background VM to break the symmetry).
 //!
-//! A 4-vCPU ticket-spinlock VM (compute 50 µs, critical section 10 µs) alone on 4 pCPUs,
-//! then beside three 4-vCPU CPU hogs under Credit. Fair share would make it 4x slower; the
-//! lock holder being preempted (and waiters spinning through whole slices) must make it
-//! clearly worse. Both runs include a 1-vCPU Domain-0 doing light I/O, as the demo does:
-//! it is what desynchronizes the pCPUs (see scenarios/lhp-demo.toml).
+//! A 4-vCPU ticket-spinlock VM (compute 50 µs, critical section 10 µs, 20,000 iterations per
+//! thread) alone on 4 pCPUs, then beside three 4-vCPU CPU hogs under Credit, as the demo
+//! (scenarios/lhp-demo.toml). A fair share would make it 4x slower. With the pCPUs' clocks
+//! out of step (`sim/clocks.rs`) the VM's vCPUs run in different 30 ms slices, so holders are
+//! preempted and waiters spin through slices; and a ticket lock handed to a waiter that is
+//! not running stalls every other waiter until that one runs (lock-waiter preemption), which
+//! on some seeds turns into a convoy of one acquisition per slice that cannot finish in the
+//! horizon. An unfinished run counts as the horizon, a lower bound of its slowdown.
 
 mod common;
 use common::*;
 
 const SPIN: &str =
     "kind = \"spinlock\"\niterations = 20000\ncompute_us = 50\ncs_us = 10\nlock_kind = \"ticket\"\nmode = \"user\"";
-const DOM0: &str = "kind = \"web\"\nservice_us = 100\nio_us = 5000";
+const HORIZON_S: f64 = 120.0;
 
-fn lhp_run(with_hogs: bool, seed: u64) -> vsched_model::RunMetrics {
+fn lhp_run(with_hogs: bool, clocks: &str, seed: u64) -> vsched_model::RunMetrics {
     let mut vms = vec![vm_toml("spin", 4, "", SPIN)];
     if with_hogs {
         for h in ["hog1", "hog2", "hog3"] {
             vms.push(vm_toml(h, 4, "", "kind = \"cpu_hog\""));
         }
     }
-    vms.push(vm_toml("dom0", 1, "", DOM0));
-    run(&scenario(4, "name = \"credit\"", &vms, "horizon_s = 120\nuntil = \"all_done\""), seed)
+    let toml = scenario(4, "name = \"credit\"", &vms, &format!("horizon_s = {HORIZON_S}\nuntil = \"all_done\""));
+    run(&toml.replacen("pcpus = 4\n", &format!("pcpus = 4\nclocks = \"{clocks}\"\n"), 1), seed)
 }
 
 #[test]
-fn lock_holder_preemption_emerges_under_credit() {
-    for seed in [1, 2, 3] {
-        let alone = lhp_run(false, seed);
-        let crowded = lhp_run(true, seed);
+fn lock_holder_preemption_emerges_under_credit_without_a_background_vm() {
+    for seed in 1..=5 {
+        let alone = lhp_run(false, "independent", seed);
+        let crowded = lhp_run(true, "independent", seed);
         let (a, c) = (vm(&alone, "spin"), vm(&crowded, "spin"));
-        let slowdown = c.completion_s.expect("finishes beside hogs") / a.completion_s.expect("finishes alone");
+        let alone_s = a.completion_s.expect("finishes alone");
+        let slowdown = c.completion_s.unwrap_or(HORIZON_S) / alone_s;
+        let (spin_alone, spin_crowded) = (a.spin_share.unwrap(), c.spin_share.unwrap());
         println!(
-            "seed {seed}: alone {:.3} s (spin share {:.3}, LHP {}), with hogs {:.3} s (spin share {:.3}, LHP {}, LWP {}): slowdown {slowdown:.2}x",
-            a.completion_s.unwrap(),
-            a.spin_share.unwrap(),
-            a.lock_holder_preemptions,
-            c.completion_s.unwrap(),
-            c.spin_share.unwrap(),
-            c.lock_holder_preemptions,
-            c.lock_waiter_preemptions,
+            "seed {seed}: alone {alone_s:.3} s (spin share {spin_alone:.3}), with hogs {:?} s (spin share \
+             {spin_crowded:.3}, LHP {}, LWP {}): slowdown {slowdown:.2}x",
+            c.completion_s, c.lock_holder_preemptions, c.lock_waiter_preemptions,
         );
-        assert!(slowdown >= 5.0, "seed {seed}: slowdown {slowdown} should clearly exceed the fair 4x");
-        assert!(
-            c.spin_share.unwrap() > 3.0 * a.spin_share.unwrap(),
-            "seed {seed}: spinning must take a larger share of CPU"
-        );
-        assert!(c.lock_holder_preemptions > 10, "seed {seed}: lock holders are preempted");
-        assert!(c.lock_holder_preemptions > a.lock_holder_preemptions);
+        // Issue 17's target. Seeds 2-4 give 8.5x to 9.6x; seeds 1 and 5 fall into a convoy and
+        // do not finish (docs/realism.md).
+        assert!(slowdown >= 5.0, "seed {seed}: slowdown {slowdown:.2} should clearly exceed the fair 4x");
+        assert!(spin_crowded > 2.0 * spin_alone, "seed {seed}: spin share {spin_crowded} vs {spin_alone} alone");
+        assert!(c.lock_holder_preemptions + c.lock_waiter_preemptions > 10, "seed {seed}: locks are preempted");
     }
+}
+
+#[test]
+fn in_lockstep_the_same_vm_is_gang_scheduled_by_accident() {
+    // Every pCPU switches at the same instants, so the VM's four vCPUs (one per pCPU, placed
+    // by Xen's cyclic rule) always run together: the slowdown is the fair share's and hardly
+    // any spinning is added. This is the artifact the independent clocks remove.
+    let alone = vm(&lhp_run(false, "lockstep", 1), "spin").clone();
+    let crowded = vm(&lhp_run(true, "lockstep", 1), "spin").clone();
+    let slowdown = crowded.completion_s.unwrap() / alone.completion_s.unwrap();
+    assert!((3.5..4.5).contains(&slowdown), "lockstep slowdown {slowdown:.2}");
+    assert!(crowded.lock_waiter_preemptions == 0, "LWP {}", crowded.lock_waiter_preemptions);
 }

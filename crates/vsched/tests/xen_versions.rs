@@ -110,7 +110,7 @@ fn the_rate_limit_is_current_xen_s_unless_a_scenario_sets_it() {
     };
     let v41 = ("xen_version", Value::Str("4.1".into()));
     assert!(ratelimited(&[]) > 0);
-    assert_eq!(ratelimited(&[v41.clone()]), 0);
+    assert_eq!(ratelimited(std::slice::from_ref(&v41)), 0);
     assert!(ratelimited(&[v41, ("ratelimit_us", Value::Int(1000))]) > 0);
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::Rng;
 use vsched_engine::{EventQueue, RngStreams};
 
+use super::clocks;
 use super::config::{DomainConfig, HostConfig, NetworkConfig};
 use super::costart::CoStart;
 use super::events::Ev;
@@ -57,6 +58,9 @@ impl Simulation {
                 backlog: VecDeque::new(),
                 link_free_at: 0,
                 clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
+                timer_slop_ns: 0,
+                timer_rng: clocks::slop_stream(&streams, h),
+                ticks_drift: false,
                 policy_rng: streams.stream(policy_stream(h)),
                 counters: BTreeMap::new(),
                 context_switches: 0,
@@ -97,6 +101,8 @@ impl Simulation {
                 jobs.len() - 1
             });
             let online = cfg.start_at == 0;
+            let started_at =
+                if online && !cfg.driver { clocks::workload_start(&streams, &host, job) } else { cfg.start_at };
             if !online {
                 lifecycle.push((cfg.start_at, Ev::Create { d }));
             }
@@ -129,7 +135,7 @@ impl Simulation {
                     program: program.clone(),
                     pc: 0,
                     loops: Vec::new(),
-                    thread: Thread::Ready,
+                    thread: if started_at > 0 && online { Thread::Unstarted { at: started_at } } else { Thread::Ready },
                     held: Vec::new(),
                     io_done_at: None,
                     request_start: 0,
@@ -179,6 +185,7 @@ impl Simulation {
                 costart: CoStart::new(n),
                 pv_spinlocks: cfg.pv_spinlocks,
                 created_at: cfg.start_at,
+                started_at,
                 destroyed_at: None,
                 ipi_syncs: 0,
                 pv_halts: 0,
@@ -193,6 +200,7 @@ impl Simulation {
                 hosts[h].vcpus = v..v;
             }
         }
+        let tick_phase = clocks::tick_phases(&streams, &host, policies[0].tick_period_ns(), n_hosts * host.pcpus);
         let pcpus = (0..n_hosts * host.pcpus)
             .map(|p| Pcpu {
                 host: p / host.pcpus,
@@ -204,6 +212,7 @@ impl Simulation {
                 slice_timer_at: None,
                 resched_gen: 0,
                 resched_due: None,
+                tick_phase: tick_phase[p],
             })
             .collect();
         let ple_window_ns = host.ple_window_ns();

@@ -94,7 +94,7 @@ impl Core {
             vcpus: dom.info.vcpus,
             weight: dom.info.weight,
             cap: dom.info.cap,
-            completion_s: dom.finished_at.map(|t| secs(t - dom.created_at)),
+            completion_s: dom.finished_at.map(|t| secs(t - dom.started_at)),
             created_s: secs(dom.created_at),
             destroyed_s: dom.destroyed_at.map(secs),
             cpu_s: secs(cpu_ns),
@@ -165,7 +165,7 @@ impl Core {
                 let name = self.job_names[j].clone()?;
                 let members: Vec<&Dom> = self.doms.iter().filter(|d| d.job == j).collect();
                 let finished = members.iter().map(|d| d.finished_at).collect::<Option<Vec<Time>>>();
-                let started = members.iter().map(|d| d.created_at).min().unwrap_or(0);
+                let started = members.iter().map(|d| d.started_at).min().unwrap_or(0);
                 Some(ClusterMetrics {
                     name,
                     workload: members[0].workload.clone(),

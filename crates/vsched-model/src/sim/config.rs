@@ -1,7 +1,7 @@
 //! What a scenario configures: the host's hardware and hypervisor overheads, the network,
 //! and each domain. Plain data with documented defaults; `build` turns it into a simulation.
 
-use vsched_engine::{Time, NS_PER_US};
+use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 
 use crate::domain::VmType;
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
@@ -35,6 +35,26 @@ pub struct HostConfig {
     pub ipi_handler_ns: Time,
     /// One iteration of a paravirtual spinlock's wait loop (PAUSE, load, compare).
     pub spin_iteration_cycles: u64,
+    /// Whether the pCPUs' clocks are out of step (see `clocks`).
+    pub clocks: Clocks,
+    /// How late a hypervisor timer may fire; `None`: the policy's hypervisor's own
+    /// (`Policy::timer_slop_ns`). Ignored with `Clocks::Lockstep`.
+    pub timer_slop_ns: Option<Time>,
+    /// Each VM present from the start begins its workload at an offset drawn uniformly in
+    /// `[0, workload_start_spread_ns)`. Ignored with `Clocks::Lockstep`.
+    pub workload_start_spread_ns: Time,
+}
+
+/// How the pCPUs' timers relate to each other (see `sim/clocks.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clocks {
+    /// As on a real host: every pCPU ticks at its own phase, timers
+    /// fire late by up to the timer slop, and VMs start their workloads at seeded offsets.
+    Independent,
+    /// Every pCPU decides at t = 0 and ticks at the same instants, timers fire exactly and
+    /// every workload starts at 0: traces can be checked by hand, but identical CPU-bound
+    /// vCPUs stay aligned and a per-vCPU scheduler turns into an accidental gang scheduler.
+    Lockstep,
 }
 
 impl Default for HostConfig {
@@ -54,6 +74,11 @@ impl Default for HostConfig {
             ipi_handler_ns: NS_PER_US,
             // A 2010s PAUSE takes ~10 cycles, plus the load and branch of the loop.
             spin_iteration_cycles: 16,
+            clocks: Clocks::Independent,
+            timer_slop_ns: None,
+            // One Xen tick: enough to randomise the VMs' order against every scheduler's
+            // clock, small against any measured run (see docs/realism.md).
+            workload_start_spread_ns: 10 * NS_PER_MS,
         }
     }
 }

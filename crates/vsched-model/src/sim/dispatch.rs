@@ -156,7 +156,7 @@ impl Core {
         } else if let Some(t) = &mut self.trace {
             t.close(p, now);
         }
-        let deadline = d.slice_ns.map(|s| now + s.max(1));
+        let deadline = d.slice_ns.map(|s| now + s.max(1) + self.timer_late(h));
         self.pcpus[p].slice_deadline = deadline;
         if let Some(deadline) = deadline {
             if !matches!(self.pcpus[p].slice_timer_at, Some(t) if t <= deadline) {

@@ -131,8 +131,8 @@ impl Simulation {
         Ok(self.core.finish(end))
     }
 
-    /// Time 0: each host's policy is initialized and given its vCPUs, ticks are armed (at
-    /// the host's clock phase) and every pCPU schedules.
+    /// Time 0: each host's policy is initialized and given its vCPUs, then every pCPU's
+    /// first decision and tick are armed (`clocks`).
     fn start(&mut self) {
         for (h, policy) in self.policies.iter_mut().enumerate() {
             let core = &mut self.core;
@@ -143,17 +143,8 @@ impl Simulation {
                     with_cx(core, h, None, |cx| policy.vcpu_insert(cx, v - vcpus.start));
                 }
             }
-            let pcpus = core.hosts[h].pcpus.clone();
-            if let Some(period) = policy.tick_period_ns() {
-                let lag = (period as f64 * core.hosts[h].clock_phase) as Time;
-                for p in pcpus.clone() {
-                    core.post(period + lag, Ev::Tick { p });
-                }
-            }
-            for p in pcpus {
-                core.request_resched(p, 0);
-            }
         }
+        self.start_clocks();
     }
 
     /// Handles one event; false if it was stale (cancelled by a generation bump).
@@ -184,7 +175,8 @@ impl Simulation {
                 let local = p - core.hosts[h].pcpus.start;
                 with_cx(core, h, Some(p), |cx| self.policies[h].tick(cx, local));
                 if let Some(period) = self.policies[h].tick_period_ns() {
-                    let at = core.queue.now() + period;
+                    let late = if core.hosts[h].ticks_drift { core.timer_late(h) } else { 0 };
+                    let at = core.queue.now() + period + late;
                     core.post(at, Ev::Tick { p });
                 }
             }

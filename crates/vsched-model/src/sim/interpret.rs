@@ -70,7 +70,7 @@ impl Core {
         }
         let from = now.max(vc.run_from);
         let at = match vc.thread {
-            Thread::Ready => Some(from),
+            Thread::Ready | Thread::Unstarted { .. } => Some(from),
             Thread::Computing { left } => Some(from.saturating_add(left)),
             // The lock is free for us: grab it as soon as we execute.
             Thread::SpinLock { .. } if free => Some(from),
@@ -84,6 +84,7 @@ impl Core {
             | Thread::BlockedBarrier
             | Thread::BlockedRecv { .. }
             | Thread::BlockedNet
+            | Thread::BlockedStart
             | Thread::HaltedLock { .. }
             | Thread::Exited => None,
         };
@@ -101,6 +102,16 @@ impl Core {
         let vc = &mut self.vcpus[v];
         match vc.thread {
             Thread::Ready => self.to_advance.push_back(v),
+            // Not started yet: idle until the workload starts (`clocks`).
+            Thread::Unstarted { at } if at > self.queue.now() => {
+                vc.thread = Thread::BlockedStart;
+                self.post(at, Ev::Wake { v });
+                self.block(v);
+            }
+            Thread::Unstarted { .. } => {
+                vc.thread = Thread::Ready;
+                self.to_advance.push_back(v);
+            }
             Thread::Computing { left } => {
                 if left == 0 {
                     vc.thread = Thread::Ready;

@@ -18,6 +18,7 @@ impl Simulation {
         let now = core.now();
         core.doms[d].info.online = true;
         core.doms[d].created_at = now;
+        core.doms[d].started_at = now;
         let h = core.doms[d].host;
         let base = core.hosts[h].vcpus.start;
         let vcpus = core.doms[d].span.clone();

@@ -7,6 +7,7 @@
 //! | `config` | what a scenario sets: host overheads, the network, each domain |
 //! | `state` | the simulator's state: vCPUs, pCPUs, domains, hosts, and the `Core` holding them |
 //! | `build` | turning a configuration into a ready `Simulation` |
+//! | `clocks` | out-of-lockstep pCPU clocks, timer slop, workloads' start offsets |
 //! | `events` | the event kinds, their order at one instant, and the event loop |
 //! | `dispatch` | applying a policy's decision: switch, overheads, slice timers, reschedule IPIs |
 //! | `accounting` | time in each vCPU and pCPU state, and fragmentation |
@@ -37,12 +38,14 @@
 //! host runs its own instance of the policy and sees only its own pCPUs, vCPUs and domains,
 //! numbered from 0 (`world` translates), so the VMMs decide autonomously (seed 002 §3); they
 //! share nothing but the messages their guests exchange (`network`). Their clocks are not
-//! synchronized: host h > 0's scheduler ticks lag host 0's by a random fraction of the tick
-//! period (drawn once per run from its own stream; `align_host_clocks` removes the lag).
-//! Policy timers are not shifted.
+//! synchronized: every pCPU of every host draws its own tick phase (`clocks`), and where
+//! ticks are aligned within a host (Linux, or lockstep) host h > 0's lag host 0's by a random
+//! fraction of the tick period (drawn once per run from its own stream).
+//! `align_host_clocks` makes every host start as host 0 does.
 
 mod accounting;
 mod build;
+mod clocks;
 mod collect;
 mod config;
 mod costart;
@@ -59,7 +62,7 @@ mod world;
 
 use vsched_engine::Time;
 
-pub use config::{driver_guest, DomainConfig, HostConfig, NetworkConfig};
+pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 
 use crate::ids::DomId;
 use crate::policy::Policy;
@@ -92,9 +95,15 @@ impl Simulation {
     /// unsynchronized hosts do; aligned ticks let tick-driven policies make the same decision
     /// at the same instant on every host, an implicit cluster-wide co-scheduling that real
     /// clusters do not get for free.
+    /// With independent clocks, every host's pCPU k also ticks when host 0's does.
     pub fn align_host_clocks(&mut self) {
-        for host in &mut self.core.hosts {
+        let core = &mut self.core;
+        let per_host = core.hosts[0].pcpus.len();
+        for host in &mut core.hosts {
             host.clock_phase = 0.0;
+        }
+        for p in per_host..core.pcpus.len() {
+            core.pcpus[p].tick_phase = core.pcpus[p % per_host].tick_phase;
         }
     }
 

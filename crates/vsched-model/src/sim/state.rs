@@ -20,6 +20,12 @@ use crate::trace::Trace;
 /// What the vCPU's guest thread is doing.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Thread {
+    /// Its VM's workload starts at `at` (`clocks`): until then the vCPU idles, blocked.
+    Unstarted {
+        at: Time,
+    },
+    /// Idle until its workload starts.
+    BlockedStart,
     /// About to interpret its next instruction.
     Ready,
     Computing {
@@ -128,6 +134,8 @@ pub(super) struct Pcpu {
     pub(super) slice_timer_at: Option<Time>,
     pub(super) resched_gen: u32,
     pub(super) resched_due: Option<Time>,
+    /// Its first tick, where ticks drift (`clocks`).
+    pub(super) tick_phase: Time,
 }
 
 pub(super) struct Dom {
@@ -158,6 +166,8 @@ pub(super) struct Dom {
     pub(super) costart: CoStart,
     pub(super) pv_spinlocks: bool,
     pub(super) created_at: Time,
+    /// When its workload started (its creation, or a seeded offset after it: `clocks`).
+    pub(super) started_at: Time,
     pub(super) destroyed_at: Option<Time>,
     pub(super) ipi_syncs: u64,
     pub(super) pv_halts: u64,
@@ -179,6 +189,12 @@ pub(super) struct HostState {
     /// How far this host's scheduler ticks lag host 0's, as a fraction of the tick period
     /// (real hosts' timers are not synchronized; see `Simulation::align_host_clocks`).
     pub(super) clock_phase: f64,
+    /// Each timer fires late by a draw in `[0, timer_slop_ns)` from `timer_rng` (`clocks`).
+    pub(super) timer_slop_ns: Time,
+    pub(super) timer_rng: StreamRng,
+    /// Each tick is re-armed from the instant it fired (Xen), so phases drift; otherwise
+    /// ticks keep their exact period (Linux, and lockstep).
+    pub(super) ticks_drift: bool,
     pub(super) policy_rng: StreamRng,
     pub(super) counters: BTreeMap<&'static str, u64>,
     pub(super) context_switches: u64,

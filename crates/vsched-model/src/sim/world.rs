@@ -124,7 +124,7 @@ impl World for HostView<'_> {
         self.core.note_co_launch(self.dom_base + d, self.here);
     }
     fn set_timer(&mut self, at: Time, id: u64) {
-        let at = at.max(self.core.queue.now());
+        let at = at.max(self.core.queue.now()) + self.core.timer_late(self.host);
         let host = self.host as u32;
         self.core.post(at, Ev::Timer { host, id });
     }

@@ -1,0 +1,113 @@
+//! The scenario's `[host]` table: the host's hardware, its hypervisor's overheads and its
+//! clocks, checked with one-line errors naming the field.
+
+use serde::Deserialize;
+use vsched_model::{Clocks, ConfigError, HostConfig, ParamDefault, ParamSpec};
+
+use crate::scenario::{err, micros};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HostSection {
+    pub(crate) pcpus: u32,
+    pub(crate) cpu_ghz: Option<f64>,
+    pub(crate) context_switch_us: Option<f64>,
+    pub(crate) ipi_latency_us: Option<f64>,
+    pub(crate) migration_penalty_us: Option<f64>,
+    pub(crate) sched_cost_us: Option<f64>,
+    pub(crate) ple_window_cycles: Option<u64>,
+    pub(crate) ple_gap_cycles: Option<u64>,
+    pub(crate) ple_grow: Option<u32>,
+    pub(crate) ple_window_max_cycles: Option<u64>,
+    pub(crate) ipi_handler_us: Option<f64>,
+    pub(crate) spin_iteration_cycles: Option<u64>,
+    pub(crate) dom0_vcpus: Option<u32>,
+    pub(crate) dom0_weight: Option<u32>,
+    /// The Xen release whose Credit rules `credit` and the policies built on it follow,
+    /// unless `[scheduler]` sets its own `xen_version`.
+    pub(crate) xen_version: Option<String>,
+    /// "independent" (default) or "lockstep" (see `vsched_model::Clocks`).
+    pub(crate) clocks: Option<String>,
+    pub(crate) timer_slop_us: Option<f64>,
+    pub(crate) workload_start_spread_ms: Option<f64>,
+}
+
+/// `[host] xen_version`, checked as Credit checks its own.
+pub(crate) const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
+    name: "xen_version",
+    default: ParamDefault::Str("current"),
+    doc: "the Xen release whose Credit rules the host's policy follows",
+}];
+
+/// The host as the simulator takes it, from the `[host]` table.
+pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
+    if h.pcpus == 0 || h.pcpus > 4096 {
+        return Err(err("host.pcpus", format!("expected an integer in 1..=4096, got {}", h.pcpus)));
+    }
+    let defaults = HostConfig::default();
+    let cpu_ghz = h.cpu_ghz.unwrap_or(defaults.cpu_ghz);
+    if !(cpu_ghz.is_finite() && cpu_ghz > 0.0) {
+        return Err(err("host.cpu_ghz", format!("expected a number > 0, got {cpu_ghz}")));
+    }
+    let host = HostConfig {
+        pcpus: h.pcpus as usize,
+        cpu_ghz,
+        context_switch_ns: micros("host.context_switch_us", h.context_switch_us, defaults.context_switch_ns)?,
+        ipi_latency_ns: micros("host.ipi_latency_us", h.ipi_latency_us, defaults.ipi_latency_ns)?,
+        migration_penalty_ns: micros(
+            "host.migration_penalty_us",
+            h.migration_penalty_us,
+            defaults.migration_penalty_ns,
+        )?,
+        sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
+        ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
+        ple_gap_cycles: h.ple_gap_cycles.unwrap_or(defaults.ple_gap_cycles),
+        ple_grow: h.ple_grow.unwrap_or(defaults.ple_grow),
+        ple_window_max_cycles: h.ple_window_max_cycles.unwrap_or(defaults.ple_window_max_cycles),
+        ipi_handler_ns: micros("host.ipi_handler_us", h.ipi_handler_us, defaults.ipi_handler_ns)?,
+        spin_iteration_cycles: h.spin_iteration_cycles.unwrap_or(defaults.spin_iteration_cycles),
+        clocks: match h.clocks.as_deref() {
+            None | Some("independent") => Clocks::Independent,
+            Some("lockstep") => Clocks::Lockstep,
+            Some(other) => {
+                return Err(err("host.clocks", format!("expected \"independent\" or \"lockstep\", got {other:?}")))
+            }
+        },
+        timer_slop_ns: h.timer_slop_us.map(|_| micros("host.timer_slop_us", h.timer_slop_us, 0)).transpose()?,
+        workload_start_spread_ns: match h.workload_start_spread_ms {
+            None => defaults.workload_start_spread_ns,
+            Some(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => (ms * 1e6).round() as u64,
+            Some(ms) => {
+                return Err(err(
+                    "host.workload_start_spread_ms",
+                    format!("expected a number of milliseconds in 0..=3600000, got {ms}"),
+                ))
+            }
+        },
+    };
+    if matches!(host.timer_slop_ns, Some(slop) if slop > 10_000_000) {
+        return Err(err("host.timer_slop_us", "expected at most 10000 microseconds (10 ms)"));
+    }
+    if host.ple_grow == 0 || host.ple_grow > 64 {
+        return Err(err(
+            "host.ple_grow",
+            format!("expected an integer in 1..=64 (1 = fixed window), got {}", host.ple_grow),
+        ));
+    }
+    if host.ple_window_max_cycles < host.ple_window_cycles {
+        return Err(err(
+            "host.ple_window_max_cycles",
+            format!(
+                "expected at least host.ple_window_cycles = {}, got {}",
+                host.ple_window_cycles, host.ple_window_max_cycles
+            ),
+        ));
+    }
+    if host.spin_iteration_cycles == 0 || host.spin_iteration_cycles > 1_000_000 {
+        return Err(err(
+            "host.spin_iteration_cycles",
+            format!("expected an integer in 1..=1000000, got {}", host.spin_iteration_cycles),
+        ));
+    }
+    Ok(host)
+}
