@@ -105,6 +105,14 @@ BAD_SCENARIOS = [
         ["vm[0].stop_s", "pcs", "credit"],
     ),
     ("PLE growth of zero", with_replaced("pcpus = 2", "pcpus = 2\nple_grow = 0"), ["host.ple_grow"]),
+    ("unknown host clocks", with_replaced("pcpus = 2", 'pcpus = 2\nclocks = "synced"'), ["host.clocks", "lockstep"]),
+    ("negative timer slop", with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = -1"), ["host.timer_slop_us"]),
+    ("huge timer slop", with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = 1e9"), ["host.timer_slop_us"]),
+    (
+        "start spread past an hour",
+        with_replaced("pcpus = 2", "pcpus = 2\nworkload_start_spread_ms = 1e12"),
+        ["host.workload_start_spread_ms"],
+    ),
     (
         "PLE maximum below the window",
         with_replaced("pcpus = 2", "pcpus = 2\nple_window_max_cycles = 100"),
