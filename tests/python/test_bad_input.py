@@ -106,6 +106,9 @@ BAD_SCENARIOS = [
     ),
     ("PLE growth of zero", with_replaced("pcpus = 2", "pcpus = 2\nple_grow = 0"), ["host.ple_grow"]),
     ("unknown host clocks", with_replaced("pcpus = 2", 'pcpus = 2\nclocks = "synced"'), ["host.clocks", "lockstep"]),
+    ("unknown hardware era", with_replaced("pcpus = 2", 'pcpus = 2\nhardware = "pentium"'), ["host.hardware", "nehalem-2010"]),
+    ("negative exit cost", with_replaced("pcpus = 2", "pcpus = 2\nvm_exit_us = -1"), ["host.vm_exit_us"]),
+    ("posted_interrupts not a boolean", with_replaced("pcpus = 2", 'pcpus = 2\nposted_interrupts = "yes"'), ["host.posted_interrupts"]),
     ("negative timer slop", with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = -1"), ["host.timer_slop_us"]),
     ("huge timer slop", with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = 1e9"), ["host.timer_slop_us"]),
     (

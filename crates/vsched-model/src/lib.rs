@@ -23,6 +23,9 @@ pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
 pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
-pub use sim::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig, Simulation, Until, INTERRUPTED};
+pub use sim::{
+    driver_guest, hardware, Clocks, DomainConfig, Hardware, HostConfig, NetworkConfig, Simulation, Until,
+    DEFAULT_HARDWARE, HARDWARE, INTERRUPTED,
+};
 pub use trace::{Span, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

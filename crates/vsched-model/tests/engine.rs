@@ -41,15 +41,7 @@ impl Policy for Broken {
 }
 
 fn free_host(pcpus: usize) -> HostConfig {
-    HostConfig {
-        pcpus,
-        context_switch_ns: 0,
-        ipi_latency_ns: 0,
-        migration_penalty_ns: 0,
-        sched_cost_ns: 0,
-        clocks: Clocks::Lockstep,
-        ..HostConfig::default()
-    }
+    HostConfig { pcpus, clocks: Clocks::Lockstep, ..HostConfig::of(hardware("ideal").unwrap()) }
 }
 
 fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {

@@ -2,7 +2,7 @@
 //! clocks, checked with one-line errors naming the field.
 
 use serde::Deserialize;
-use vsched_model::{Clocks, ConfigError, HostConfig, ParamDefault, ParamSpec};
+use vsched_model::{hardware, Clocks, ConfigError, HostConfig, ParamDefault, ParamSpec, DEFAULT_HARDWARE, HARDWARE};
 
 use crate::scenario::{err, micros};
 
@@ -28,6 +28,13 @@ pub(crate) struct HostSection {
     pub(crate) xen_version: Option<String>,
     /// "independent" (default) or "lockstep" (see `vsched_model::Clocks`).
     pub(crate) clocks: Option<String>,
+    /// A hardware era's preset (`vsched_model::HARDWARE`); the costs above and below override it.
+    pub(crate) hardware: Option<String>,
+    pub(crate) vm_exit_us: Option<f64>,
+    pub(crate) ple_handler_us: Option<f64>,
+    pub(crate) idle_wake_us: Option<f64>,
+    pub(crate) posted_interrupts: Option<bool>,
+    pub(crate) ipi_virtualization: Option<bool>,
     pub(crate) timer_slop_us: Option<f64>,
     pub(crate) workload_start_spread_ms: Option<f64>,
 }
@@ -44,7 +51,12 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
     if h.pcpus == 0 || h.pcpus > 4096 {
         return Err(err("host.pcpus", format!("expected an integer in 1..=4096, got {}", h.pcpus)));
     }
-    let defaults = HostConfig::default();
+    let era = h.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE);
+    let Some(era) = hardware(era) else {
+        let names: Vec<&str> = HARDWARE.iter().map(|hw| hw.name).collect();
+        return Err(err("host.hardware", format!("expected one of {}, got {era:?}", names.join(", "))));
+    };
+    let defaults = HostConfig::of(era);
     let cpu_ghz = h.cpu_ghz.unwrap_or(defaults.cpu_ghz);
     if !(cpu_ghz.is_finite() && cpu_ghz > 0.0) {
         return Err(err("host.cpu_ghz", format!("expected a number > 0, got {cpu_ghz}")));
@@ -66,6 +78,11 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         ple_window_max_cycles: h.ple_window_max_cycles.unwrap_or(defaults.ple_window_max_cycles),
         ipi_handler_ns: micros("host.ipi_handler_us", h.ipi_handler_us, defaults.ipi_handler_ns)?,
         spin_iteration_cycles: h.spin_iteration_cycles.unwrap_or(defaults.spin_iteration_cycles),
+        vm_exit_ns: micros("host.vm_exit_us", h.vm_exit_us, defaults.vm_exit_ns)?,
+        ple_handler_ns: micros("host.ple_handler_us", h.ple_handler_us, defaults.ple_handler_ns)?,
+        idle_wake_ns: micros("host.idle_wake_us", h.idle_wake_us, defaults.idle_wake_ns)?,
+        posted_interrupts: h.posted_interrupts.unwrap_or(defaults.posted_interrupts),
+        ipi_virtualization: h.ipi_virtualization.unwrap_or(defaults.ipi_virtualization),
         clocks: match h.clocks.as_deref() {
             None | Some("independent") => Clocks::Independent,
             Some("lockstep") => Clocks::Lockstep,

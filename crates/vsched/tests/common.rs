@@ -35,11 +35,10 @@ pub fn scenario(pcpus: u32, scheduler: &str, vms: &[String], run: &str) -> Strin
 /// A CPU hog workload table.
 pub const HOG: &str = "kind = \"cpu_hog\"";
 
-/// `[host]` lines with every overhead at zero and clocks in lockstep, so IPIs land in the
+/// `[host]` lines with every machine cost at zero (`hardware = "ideal"`) and clocks in lockstep, so IPIs land in the
 /// same instant, rounds start exactly on time and every pCPU decides at 0: traces can be
 /// read exactly.
-pub const FREE_HOST: &str =
-    "context_switch_us = 0\nipi_latency_us = 0\nsched_cost_us = 0\nmigration_penalty_us = 0\nclocks = \"lockstep\"";
+pub const FREE_HOST: &str = "hardware = \"ideal\"\nclocks = \"lockstep\"";
 
 /// A CON CPU hog VM table.
 pub fn con(name: &str, vcpus: u32, extra: &str) -> String {
@@ -75,15 +74,7 @@ pub fn policy(name: &str, params: &[(&str, Value)]) -> Box<dyn Policy> {
 
 /// A host of `pcpus` pCPUs with zero overheads and clocks in lockstep (as [`FREE_HOST`]).
 pub fn free_host(pcpus: usize) -> HostConfig {
-    HostConfig {
-        pcpus,
-        clocks: Clocks::Lockstep,
-        context_switch_ns: 0,
-        ipi_latency_ns: 0,
-        migration_penalty_ns: 0,
-        sched_cost_ns: 0,
-        ..HostConfig::default()
-    }
+    HostConfig { pcpus, clocks: Clocks::Lockstep, ..HostConfig::of(vsched_model::hardware("ideal").unwrap()) }
 }
 
 /// A weight-256 domain running hand-written programs, one per vCPU.

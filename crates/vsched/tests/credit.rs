@@ -62,9 +62,10 @@ fn parked_vcpus_leave_pcpus_idle_which_counts_as_fragmentation() {
     assert!(capped.host.frag_idle_s > 0.5 * idle_share * 2.0 * capped.sim_s, "frag {}", capped.host.frag_idle_s);
     let full = run(&scenario(2, "name = \"credit\"", &[vm_toml("hogs", 4, "", HOG)], "horizon_s = 10"), 1);
     // Only at t = 0: a pCPU idles for the few µs its sibling takes to let the not yet started
-    // vCPUs (`sim/clocks.rs`) block in turn: at most one dispatch overhead per vCPU.
-    let start_ns = 4.0
-        * (vsched_model::HostConfig::default().sched_cost_ns + vsched_model::HostConfig::default().context_switch_ns)
-            as f64;
+    // vCPUs (`sim/clocks.rs`) block in turn (at most one dispatch overhead per vCPU); and when
+    // the workload starts, each of the 2 idle pCPUs waits for the tickle that wakes it (an IPI
+    // and the wake-up from idle) while the woken vCPUs wait.
+    let h = vsched_model::HostConfig::default();
+    let start_ns = (4 * (h.sched_cost_ns + h.context_switch_ns) + 2 * (h.ipi_latency_ns + h.idle_wake_ns)) as f64;
     assert!(full.host.frag_idle_s <= start_ns * 1e-9, "frag {}", full.host.frag_idle_s);
 }

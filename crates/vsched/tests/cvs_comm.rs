@@ -263,8 +263,12 @@ fn the_driver_domain_keeps_the_clusters_going() {
     // BOOST) is never scheduled again: the messages queued behind it never leave, and every
     // rank polls until the horizon. Under Xen 3.2's tickle, the paper's, a waking BOOSTed dom0
     // vCPU preempts the rank on its pCPU, and the literal reading finishes too (issue 16
-    // item 4). The default precedence finishes under both. The hang also needs lockstep
-    // clocks: with the pCPUs out of step (issue 17) the literal reading finishes here too.
+    // item 4). The default precedence finishes under both.
+    //
+    // That hang was a knife edge of the host before issue 17. It needed exact ties and no
+    // costs: with the era's machine costs (exits, wake-ups from idle) and a vCPU that keeps
+    // the exit it owed when the scheduler keeps it running, the literal reading finishes too,
+    // with clocks in lockstep or independent.
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scenarios/papers/seed002/fig3-is-hosts-2.toml"
@@ -272,23 +276,21 @@ fn the_driver_domain_keeps_the_clusters_going() {
     .unwrap()
     .replace("horizon_s = 600", "horizon_s = 30");
     assert!(text.contains("xen_version = \"3.2\""));
-    let text = text.replacen("[host]\n", "[host]\nclocks = \"lockstep\"\n", 1);
-    let with = |precedence: &str, version: &str| {
-        let scheduler = format!("name = \"cvs-comm\"\ncvs_precedence = \"{precedence}\"");
-        let text = text.replace("xen_version = \"3.2\"", &format!("xen_version = \"{version}\""));
-        run(&text.replace("name = \"credit\"", &scheduler), 1)
-    };
     let done = |m: &RunMetrics| m.virtual_clusters.iter().filter(|c| c.completion_s.is_some()).count();
-    for version in ["3.2", "current"] {
-        let m = with("queue", version);
-        assert_eq!(done(&m), 4, "{version}: {:?}", m.virtual_clusters);
-        assert!(m.virtual_clusters.iter().all(|c| c.completion_s.unwrap() < 10.0));
+    for clocks in ["lockstep", "independent"] {
+        let text = text.replacen("[host]\n", &format!("[host]\nclocks = \"{clocks}\"\n"), 1);
+        let with = |precedence: &str, version: &str| {
+            let scheduler = format!("name = \"cvs-comm\"\ncvs_precedence = \"{precedence}\"");
+            let text = text.replace("xen_version = \"3.2\"", &format!("xen_version = \"{version}\""));
+            run(&text.replace("name = \"credit\"", &scheduler), 1)
+        };
+        for version in ["3.2", "current"] {
+            let m = with("queue", version);
+            assert_eq!(done(&m), 4, "{clocks}, {version}: {:?}", m.virtual_clusters);
+            assert!(m.virtual_clusters.iter().all(|c| c.completion_s.unwrap() < 10.0));
+            assert_eq!(done(&with("class", version)), 4, "{clocks}, {version}, class precedence");
+        }
     }
-    assert_eq!(done(&with("class", "3.2")), 4);
-    assert_eq!(done(&with("class", "current")), 0);
-    let independent = text.replacen("clocks = \"lockstep\"\n", "", 1).replace("xen_version = \"3.2\"", "");
-    let scheduler = "name = \"cvs-comm\"\ncvs_precedence = \"class\"";
-    assert_eq!(done(&run(&independent.replace("name = \"credit\"", scheduler), 1)), 4);
 }
 
 /// The share of the time some vCPU of domain `dom` (of `n` vCPUs) runs during which all do.
@@ -342,9 +344,13 @@ fn spinning_con_vms_run_as_gangs_and_finish_far_sooner_than_under_credit() {
         // which by default comes in Credit's order. With CON VMs first within their class the
         // hog runs when they are OVER, on all pCPUs at once, and the gangs hold far longer.
         let (with, without) = (gang_share(&cvs_spans, d, 4), gang_share(&credit_spans, d, 4));
-        // The bound was 0.07 with lockstep clocks; out of step (issue 17) `a` holds its gang
-        // 0.069 of its run, still 20 times Credit's accidental overlap.
-        assert!(with > 0.05 && without < 0.005, "{name}: all vCPUs together {with:.3} of its run vs {without:.3}");
+        // The bounds were 0.07 and 0.005 with lockstep clocks and no exit or wake-up costs;
+        // with them (issue 17) `a` holds its gang about a tenth of its run, more than ten
+        // times Credit's accidental overlap (0.006).
+        assert!(
+            with > 0.05 && with > 10.0 * without,
+            "{name}: all vCPUs together {with:.3} of its run vs {without:.3}"
+        );
         let literal = gang_share(&class_spans, d, 4);
         assert!(literal > 0.3, "{name}: all vCPUs together {literal:.3} of its run with class precedence");
         let (done, baseline) = (vm(&cvs, name).completion_s.unwrap(), vm(&credit, name).completion_s.unwrap());

@@ -3,11 +3,12 @@
 
 use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 
+use super::hardware::{hardware, Hardware, DEFAULT_HARDWARE};
 use crate::domain::VmType;
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
 
-/// Host hardware and hypervisor overheads. Defaults are order-of-magnitude figures for a
-/// 2010s x86 server running Xen or KVM; every one can be set in the scenario's `[host]`.
+/// Host hardware and hypervisor overheads. Defaults come from a hardware era (`hardware`,
+/// docs/realism.md); every one can be set in the scenario's `[host]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
     pub pcpus: usize,
@@ -35,6 +36,19 @@ pub struct HostConfig {
     pub ipi_handler_ns: Time,
     /// One iteration of a paravirtual spinlock's wait loop (PAUSE, load, compare).
     pub spin_iteration_cycles: u64,
+    /// A VM exit and the VM entry that ends it (the round trip, nothing handled): paid by
+    /// the vCPU, without progress, at each pause-loop exit, and at each interrupt it
+    /// receives or sends unless the hardware delivers it without an exit (below).
+    pub vm_exit_ns: Time,
+    /// The hypervisor's work on a pause-loop exit beyond the exit itself (its yield handler).
+    pub ple_handler_ns: Time,
+    /// A running vCPU takes an interrupt without a VM exit (posted interrupts, APICv).
+    pub posted_interrupts: bool,
+    /// A vCPU sends an IPI without a VM exit (Intel IPI virtualization).
+    pub ipi_virtualization: bool,
+    /// From a wake-up IPI reaching an idle pCPU to that pCPU scheduling: the exit latency of
+    /// the idle state it sleeps in (C1E on the presets' servers).
+    pub idle_wake_ns: Time,
     /// Whether the pCPUs' clocks are out of step (see `clocks`).
     pub clocks: Clocks,
     /// How late a hypervisor timer may fire; `None`: the policy's hypervisor's own
@@ -58,22 +72,34 @@ pub enum Clocks {
 }
 
 impl Default for HostConfig {
+    /// A 4-pCPU host of the default hardware era ([`DEFAULT_HARDWARE`]).
     fn default() -> Self {
+        HostConfig::of(hardware(DEFAULT_HARDWARE).expect("the default hardware is a preset"))
+    }
+}
+
+impl HostConfig {
+    /// A 4-pCPU host with `hw`'s machine costs and the defaults for everything else.
+    pub fn of(hw: &Hardware) -> Self {
         HostConfig {
             pcpus: 4,
-            cpu_ghz: 2.0,
-            context_switch_ns: 2 * NS_PER_US,
-            ipi_latency_ns: 2 * NS_PER_US,
-            migration_penalty_ns: 20 * NS_PER_US,
-            sched_cost_ns: NS_PER_US / 2,
+            cpu_ghz: hw.cpu_ghz,
+            context_switch_ns: hw.context_switch_ns,
+            ipi_latency_ns: hw.ipi_latency_ns,
+            migration_penalty_ns: hw.migration_penalty_ns,
+            sched_cost_ns: hw.sched_cost_ns,
             ple_window_cycles: 4096,
             ple_gap_cycles: 128,
             ple_grow: 1,
             // KVM_VMX_DEFAULT_PLE_WINDOW_MAX (UINT_MAX): unbounded in practice.
             ple_window_max_cycles: u32::MAX as u64,
-            ipi_handler_ns: NS_PER_US,
-            // A 2010s PAUSE takes ~10 cycles, plus the load and branch of the loop.
-            spin_iteration_cycles: 16,
+            ipi_handler_ns: hw.ipi_handler_ns,
+            spin_iteration_cycles: hw.spin_iteration_cycles,
+            vm_exit_ns: hw.vm_exit_ns,
+            ple_handler_ns: hw.ple_handler_ns,
+            posted_interrupts: hw.posted_interrupts,
+            ipi_virtualization: hw.ipi_virtualization,
+            idle_wake_ns: hw.idle_wake_ns,
             clocks: Clocks::Independent,
             timer_slop_ns: None,
             // One Xen tick: enough to randomise the VMs' order against every scheduler's
@@ -81,9 +107,7 @@ impl Default for HostConfig {
             workload_start_spread_ns: 10 * NS_PER_MS,
         }
     }
-}
 
-impl HostConfig {
     pub fn ple_window_ns(&self) -> Option<Time> {
         (self.ple_window_cycles > 0).then(|| self.cycles_ns(self.ple_window_cycles))
     }

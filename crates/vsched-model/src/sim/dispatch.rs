@@ -141,7 +141,10 @@ impl Core {
                 self.sync(v);
             }
             let vc = &mut self.vcpus[v];
-            vc.run_from = now + overhead;
+            // A vCPU that stays keeps what it still owed (a VM exit, an interrupt handler):
+            // the scheduler ran inside that exit.
+            let owed_until = if switching { now } else { vc.run_from.max(now) };
+            vc.run_from = owed_until + overhead;
             vc.synced_to = now;
             vc.ple_from = vc.run_from;
             if let Some(t) = &mut self.trace {

@@ -228,7 +228,9 @@ impl Core {
                 Instr::Lock { choice, kernel } => self.lock(v, d, choice, kernel),
                 Instr::Unlock => {
                     let (lock, kernel) = vc.held.pop().expect("workload unlocks a lock it does not hold");
-                    self.unlock(d, lock, kernel);
+                    if self.unlock(d, lock, kernel) {
+                        self.charge_exits(v, 1); // the kick hypercall
+                    }
                     Step::Next
                 }
                 Instr::IpiSync => self.ipi_sync(v, d),

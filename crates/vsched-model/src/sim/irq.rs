@@ -8,6 +8,11 @@
 //! (virtual interrupts are injected at VM entry); a target that halts first handles it on
 //! the way (interrupts are enabled at `sti; hlt`). The acknowledgement is sent as the
 //! handler starts; the handler then costs the target `ipi_handler_ns` of no progress.
+//!
+//! Exits: without IPI virtualization every IPI the sender writes to its virtual APIC (one
+//! ICR write per target in x2APIC physical mode, `__x2apic_send_IPI_mask`) traps, costing
+//! the sender `vm_exit_ns` each; without posted interrupts the target takes an exit to
+//! have the interrupt injected, `vm_exit_ns` more before its handler.
 
 use super::events::Ev;
 use super::interpret::Step;
@@ -37,6 +42,9 @@ impl Core {
             return Step::Next;
         }
         self.doms[d].ipi_syncs += 1;
+        if !self.host.ipi_virtualization {
+            self.charge_exits(v, targets.len() as u64);
+        }
         self.vcpus[v].thread = Thread::SpinIpi { pending: targets.len() as u32 };
         self.vcpus[v].ple_from = now.max(self.vcpus[v].run_from);
         for u in targets {
@@ -45,14 +53,17 @@ impl Core {
         self.wait_running(v)
     }
 
-    /// `sender` interrupts `target` (an `ipi_sync`).
+    /// `sender` interrupts `target` (an `ipi_sync`): the IPI leaves when the sender is back
+    /// from its exits, and reaches a running target one latency later, plus the target's own
+    /// exit without posted interrupts (counted as delivery: the target's guest code is not
+    /// stopped for that exit, a sub-µs approximation).
     fn send_irq(&mut self, sender: VcpuId, target: VcpuId) {
-        let now = self.now();
-        let latency = self.host.ipi_latency_ns;
+        let sent = self.now().max(self.vcpus[sender].run_from);
+        let latency = self.host.ipi_latency_ns + self.receive_exit_ns();
         let vc = &mut self.vcpus[target];
         vc.irqs.push(sender);
         if let VcpuState::Running(_) = vc.state {
-            let (at, gen) = ((now + latency).max(vc.run_from), vc.irq_gen);
+            let (at, gen) = ((sent + latency).max(vc.run_from), vc.irq_gen);
             self.post(at, Ev::Irq { v: target, gen });
         }
     }
@@ -62,13 +73,30 @@ impl Core {
     pub(super) fn handle_irqs(&mut self, v: VcpuId) {
         self.sync(v);
         let now = self.now();
-        let handler = self.host.ipi_handler_ns;
+        let handler = self.host.ipi_handler_ns + self.receive_exit_ns();
         let vc = &mut self.vcpus[v];
         vc.run_from = vc.run_from.max(now) + handler;
         for s in std::mem::take(&mut vc.irqs) {
             self.ack(s);
         }
         self.arm(v);
+    }
+
+    /// The exit a running vCPU takes to have an interrupt injected (none if posted).
+    fn receive_exit_ns(&self) -> vsched_engine::Time {
+        if self.host.posted_interrupts {
+            0
+        } else {
+            self.host.vm_exit_ns
+        }
+    }
+
+    /// Running vCPU `v` takes `n` VM exits (and the entries back) before its code goes on.
+    pub(super) fn charge_exits(&mut self, v: VcpuId, n: u64) {
+        let now = self.now();
+        let cost = n * self.host.vm_exit_ns;
+        let vc = &mut self.vcpus[v];
+        vc.run_from = vc.run_from.max(now) + cost;
     }
 
     /// One acknowledgement reaches `sender`; the last one ends its wait.

@@ -104,15 +104,16 @@ impl Core {
         }
     }
 
-    /// Releases `lock` of domain `d` (taken in kernel mode or not) and hands it on.
-    pub(super) fn unlock(&mut self, d: DomId, lock: u32, kernel: bool) {
+    /// Releases `lock` of domain `d` (taken in kernel mode or not) and hands it on. True if
+    /// the unlock kicked a halted paravirtual waiter (`KVM_HC_KICK_CPU`, a hypercall).
+    pub(super) fn unlock(&mut self, d: DomId, lock: u32, kernel: bool) -> bool {
         let now = self.now();
         let dom = &mut self.doms[d];
         let l = &mut dom.locks[lock as usize];
         l.holder = None;
         if dom.pv_spinlocks && kernel {
             // Paravirtual: hand over only to a head spinning on a pCPU; kick a halted head.
-            let Some(&h) = l.waiters.front() else { return };
+            let Some(&h) = l.waiters.front() else { return false };
             let hc = &mut self.vcpus[h];
             match (hc.state, hc.thread) {
                 (VcpuState::Running(_), Thread::SpinLock { .. }) if hc.run_from <= now => {
@@ -127,6 +128,7 @@ impl Core {
                     self.hosts[dom.host].ipis += 1;
                     let at = now + self.host.ipi_latency_ns;
                     self.post(at, Ev::Wake { v: h });
+                    return true;
                 }
                 // Head about to execute: it takes the lock when it does (if nobody steals it).
                 (VcpuState::Running(_), _) => {
@@ -135,7 +137,7 @@ impl Core {
                 }
                 _ => {}
             }
-            return;
+            return false;
         }
         let next = match dom.lock_kind {
             // Ticket: the next ticket in line owns the lock now, running or not.
@@ -158,7 +160,7 @@ impl Core {
                 }
             }
         };
-        let Some(w) = next else { return };
+        let Some(w) = next else { return false };
         l.holder = Some(w);
         let wc = &mut self.vcpus[w];
         let kernel = matches!(wc.thread, Thread::SpinLock { kernel: true, .. });
@@ -168,5 +170,6 @@ impl Core {
         }
         // A running waiter continues through a guest event in this same instant.
         self.release_waiter(w);
+        false
     }
 }

@@ -8,6 +8,7 @@
 //! | `state` | the simulator's state: vCPUs, pCPUs, domains, hosts, and the `Core` holding them |
 //! | `build` | turning a configuration into a ready `Simulation` |
 //! | `clocks` | out-of-lockstep pCPU clocks, timer slop, workloads' start offsets |
+//! | `hardware` | machine costs by hardware era (`[host] hardware`) |
 //! | `events` | the event kinds, their order at one instant, and the event loop |
 //! | `dispatch` | applying a policy's decision: switch, overheads, slice timers, reschedule IPIs |
 //! | `accounting` | time in each vCPU and pCPU state, and fragmentation |
@@ -51,6 +52,7 @@ mod config;
 mod costart;
 mod dispatch;
 mod events;
+mod hardware;
 mod interpret;
 mod irq;
 mod lifecycle;
@@ -63,6 +65,7 @@ mod world;
 use vsched_engine::Time;
 
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
+pub use hardware::{hardware, Hardware, DEFAULT_HARDWARE, HARDWARE};
 
 use crate::ids::DomId;
 use crate::policy::Policy;

@@ -8,6 +8,10 @@
 //! window fixed; KVM grows it ×`ple_grow` at each exit (`grow_ple_window`, vmx.c) and resets
 //! it when the vCPU is scheduled in (`vmx_sched_in` → `shrink_ple_window` with the default
 //! `ple_window_shrink = 0`), which `ple_grow > 1` turns on.
+//!
+//! Each exit costs the vCPU `vm_exit_ns + ple_handler_ns` without progress (the hypervisor
+//! runs instead), and its window restarts when it is back in the guest. If the policy
+//! deschedules it at once, the next vCPU's dispatch overheads stand for that cost.
 
 use vsched_engine::Time;
 
@@ -28,9 +32,11 @@ impl Core {
         if self.ple_deadline(v).is_some_and(|at| at <= now) {
             let max = self.ple_window_max_ns;
             let grow = self.host.ple_grow as Time;
+            let cost = self.host.vm_exit_ns + self.host.ple_handler_ns;
             let vc = &mut self.vcpus[v];
             vc.ple_exits += 1;
             vc.ple_from = now;
+            vc.run_from = vc.run_from.max(now) + cost;
             if grow > 1 {
                 vc.ple_window_ns = (vc.ple_window_ns * grow).min(max); // KVM: grow_ple_window
             }

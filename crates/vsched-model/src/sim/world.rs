@@ -105,7 +105,9 @@ impl World for HostView<'_> {
             self.core.request_resched(p, now);
             false
         } else {
-            let at = now + self.core.host.ipi_latency_ns;
+            // An idle pCPU first leaves its idle state.
+            let idle_wake = if self.core.pcpus[p].curr.is_none() { self.core.host.idle_wake_ns } else { 0 };
+            let at = now + self.core.host.ipi_latency_ns + idle_wake;
             let sent = self.core.request_resched(p, at);
             if sent {
                 self.core.hosts[self.host].ipis += 1;
