@@ -781,12 +781,11 @@ NPB_NOTES = {
     "\"about 375 s\" are given for every co-scheduling scheme and for both CS and CDS. Under "
     "Xen 4.0.1's `__runq_tickle` a waking Domain-0 vCPU, BOOSTed, preempts the spinning rank "
     "on its pCPU (under current Xen's idlers-first tickle `pcs` never runs Domain-0 at all). "
-    "Still, `pcs` finishes in only 4 of the 20 seeds: a Domain-0 vCPU queued on a partner "
-    "pCPU is passed over at every co-scheduling signal (Algorithm 1), and the partner's own "
-    "slice end, re-armed at each signal as Xen's `schedule()` does, falls at the very instant "
-    "of its launcher's next signal (both 30 ms after the last one), which the engine handles "
-    "first. With any timer jitter the partner would win that tie about half the time and run "
-    "Domain-0: a lockstep artifact (issue 17), not the paper's result (84.9 s).",
+    "`pcs` finishes in every seed. With the pCPUs' clocks in lockstep it finished in only 4 of "
+    "the 20: a Domain-0 vCPU queued on a partner pCPU is passed over at every co-scheduling "
+    "signal (Algorithm 1), and the partner's own slice end, re-armed at each signal as Xen's "
+    "`schedule()` does, fell at the very instant of its launcher's next signal, which the "
+    "engine handles first; Xen's timer slop (docs/realism.md) breaks that tie.",
     "cg": "CG as `npb-cg`, class B (75 iterations, na = 75,000), 45 s per rank.",
     "ep": "EP as `npb-ep`, 43 s per rank, no synchronisation but at the start and end.",
     "lu": "LU as `npb-lu`, class A (250 iterations, 64³, one plane per pipeline step), 53 s per rank.",
