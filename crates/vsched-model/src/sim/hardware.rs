@@ -46,6 +46,24 @@ const fn exit_ns(ghz: f64) -> Time {
     (VM_EXIT_CYCLES / ghz) as Time
 }
 
+const SKYLAKE_2017: Hardware = Hardware {
+    name: "skylake-2017",
+    description: "Skylake-SP (Xeon Scalable, 1st generation): posted interrupts",
+    cpu_ghz: 2.4,
+    context_switch_ns: CONTEXT_SWITCH_NS,
+    ipi_latency_ns: IPI_LATENCY_NS,
+    migration_penalty_ns: MIGRATION_PENALTY_NS,
+    sched_cost_ns: SCHED_COST_NS,
+    ipi_handler_ns: IPI_HANDLER_NS,
+    spin_iteration_cycles: 16,
+    vm_exit_ns: exit_ns(2.4),
+    ple_handler_ns: 0,
+    posted_interrupts: true,
+    ipi_virtualization: false,
+    // C1E exit latency, `skx_cstates`.
+    idle_wake_ns: 10 * NS_PER_US,
+};
+
 /// The presets, oldest first.
 pub const HARDWARE: &[Hardware] = &[
     Hardware {
@@ -68,40 +86,15 @@ pub const HARDWARE: &[Hardware] = &[
         // C1E exit latency, `nehalem_cstates` (drivers/idle/intel_idle.c).
         idle_wake_ns: 10 * NS_PER_US,
     },
-    Hardware {
-        name: "skylake-2017",
-        description: "Skylake-SP (Xeon Scalable, 1st generation): posted interrupts",
-        cpu_ghz: 2.4,
-        context_switch_ns: CONTEXT_SWITCH_NS,
-        ipi_latency_ns: IPI_LATENCY_NS,
-        migration_penalty_ns: MIGRATION_PENALTY_NS,
-        sched_cost_ns: SCHED_COST_NS,
-        ipi_handler_ns: IPI_HANDLER_NS,
-        spin_iteration_cycles: 16,
-        vm_exit_ns: exit_ns(2.4),
-        ple_handler_ns: 0,
-        posted_interrupts: true,
-        ipi_virtualization: false,
-        // C1E exit latency, `skx_cstates`.
-        idle_wake_ns: 10 * NS_PER_US,
-    },
+    SKYLAKE_2017,
     Hardware {
         name: "sapphire-2023",
         description: "Sapphire Rapids (Xeon Scalable, 4th generation): posted interrupts and IPI virtualization",
-        cpu_ghz: 2.4,
-        context_switch_ns: CONTEXT_SWITCH_NS,
-        ipi_latency_ns: IPI_LATENCY_NS,
-        migration_penalty_ns: MIGRATION_PENALTY_NS,
-        sched_cost_ns: SCHED_COST_NS,
-        ipi_handler_ns: IPI_HANDLER_NS,
-        spin_iteration_cycles: 16,
-        vm_exit_ns: exit_ns(2.4),
-        ple_handler_ns: 0,
-        posted_interrupts: true,
         // Intel's "IPI virtualization support for VM" (kvm, 2022): the sender no longer exits.
         ipi_virtualization: true,
         // C1E exit latency, `spr_cstates`.
         idle_wake_ns: 2 * NS_PER_US,
+        ..SKYLAKE_2017
     },
     Hardware {
         name: "ideal",
