@@ -63,9 +63,8 @@ pub trait Policy {
 
     /// Whether the hypervisor this policy belongs to keeps every pCPU's tick at the same
     /// instants. Linux does by default (`tick_setup_sched_timer` starts every CPU's tick at the
-    /// same jiffy boundary unless `skew_tick=1`); Xen does not (each pCPU arms its own ticker
-    /// from `NOW()` when it comes online and re-arms it from `NOW()` at every tick), which
-    /// is the default here. Only read with independent clocks (`HostConfig::clocks`).
+    /// same jiffy boundary unless `skew_tick=1`); Xen does not (each pCPU re-arms its own
+    /// ticker from `NOW()` at every tick, so the phases drift apart), which is the default. Only read with independent clocks (`HostConfig::clocks`).
     fn ticks_aligned(&self) -> bool {
         false
     }

@@ -498,9 +498,10 @@ impl Policy for Hybrid {
     /// pCPU runs one vCPU, and §3.3 schedules "at the beginning of each slot". The paper does
     /// not say how its Xen 3.0.4 prototype keeps the pCPUs' ticks together (3.0.4 starts every
     /// CPU's `t_timer` at once, `schedule.c` L711-712, and lets each re-arm from `NOW()`), so
-    /// we keep them aligned as its model requires. With per-pCPU phases, a partner switched
-    /// in mid-slot by a co-scheduling IPI is charged a whole slot at its own boundary, and two
-    /// CON hogs of weights 1:2 on 2 pCPUs split the host 53:47 instead of 33:67.
+    /// we keep them aligned as its model requires. With per-pCPU phases (this returning false),
+    /// a partner switched in mid-slot by a co-scheduling IPI is charged a whole slot at its
+    /// own boundary: `tests/fairness.rs`'s two CON hogs of weights 1:2 on 2 pCPUs then split
+    /// the host 53:47 instead of 33:67.
     fn ticks_aligned(&self) -> bool {
         true
     }

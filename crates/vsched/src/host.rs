@@ -90,7 +90,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
                 return Err(err("host.clocks", format!("expected \"independent\" or \"lockstep\", got {other:?}")))
             }
         },
-        timer_slop_ns: h.timer_slop_us.map(|_| micros("host.timer_slop_us", h.timer_slop_us, 0)).transpose()?,
+        timer_slop_ns: h.timer_slop_us.map(|us| micros("host.timer_slop_us", Some(us), 0)).transpose()?,
         workload_start_spread_ns: match h.workload_start_spread_ms {
             None => defaults.workload_start_spread_ns,
             Some(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => (ms * 1e6).round() as u64,

@@ -60,7 +60,6 @@ impl Simulation {
                 clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
                 timer_slop_ns: 0,
                 timer_rng: clocks::slop_stream(&streams, h),
-                ticks_drift: false,
                 policy_rng: streams.stream(policy_stream(h)),
                 counters: BTreeMap::new(),
                 context_switches: 0,

@@ -7,10 +7,10 @@
 //! of one VM placed on different pCPUs run at the same time and a per-vCPU scheduler such as
 //! Credit behaves like an accidental gang scheduler (no lock-holder preemption at all). Real
 //! pCPUs are never in step:
-//! - **Xen** arms each pCPU's ticker from `NOW()` when the pCPU joins the scheduler
-//!   (`csched_pcpu_init`, 4.0.1 `sched_credit.c`) and re-arms it from `NOW()` at every tick
-//!   (`csched_tick`), and every timer fires up to `timer_slop` (50 µs, `xen/common/timer.c`)
-//!   off its expiry. So phases random-walk apart; after minutes of uptime they are spread
+//! - **Xen** arms each pCPU's ticker from `NOW()` at boot (`csched_start_tickers`, 4.0.1
+//!   `sched_credit.c`; 3.0.4 starts its `t_timer`s with `smp_call_function`) and re-arms it
+//!   from `NOW()` at every tick (`csched_tick`), and every timer fires up to `timer_slop`
+//!   (50 µs, `xen/common/timer.c`) off its expiry. So phases random-walk apart; after minutes of uptime they are spread
 //!   uniformly over the tick period, which is what we draw.
 //! - **Linux** starts every CPU's tick on the same jiffy boundary (`tick_setup_sched_timer`,
 //!   `kernel/time/tick-sched.c`, unless `skew_tick=1`) and forwards it without drift, so
@@ -26,8 +26,8 @@
 //!   Xen's slop batches timers rather than delaying each at random; a uniform delay is our
 //!   approximation of its effect here: instants that were equal drift apart.
 //! - Every VM present from the start (but the driver domain) starts its workload at an offset
-//!   uniform in `[0, host.workload_start_spread)`, the VMs of a virtual cluster together; until then its vCPUs are idle (blocked).
-//!   Its completion time counts from its own start. Every pCPU still decides at t = 0 (and
+//!   uniform in `[0, host.workload_start_spread)`, the VMs of a virtual cluster together;
+//!   until then its vCPUs are idle (blocked). Its completion time counts from its start. Every pCPU still decides at t = 0 (and
 //!   finds the vCPUs idle), so the pCPUs' first real decisions come when the workloads
 //!   start and wake them: at seeded instants.
 //!
@@ -42,6 +42,7 @@ use super::config::{Clocks, HostConfig};
 use super::events::Ev;
 use super::state::Core;
 use super::Simulation;
+use crate::policy::Policy;
 
 /// Random streams, above the policies' (`1 << 40 + h`) and the hosts' phases (`2 << 40`).
 const TICK_PHASE_STREAM: u64 = 3 << 40;
@@ -73,6 +74,12 @@ pub(super) fn slop_stream(streams: &RngStreams, h: usize) -> vsched_engine::Stre
     streams.stream(TIMER_SLOP_STREAM + h as u64)
 }
 
+/// Whether `policy`'s ticks drift apart on `host` (each re-armed from the instant it fired,
+/// as Xen's are) rather than keep their exact period.
+pub(super) fn ticks_drift(host: &HostConfig, policy: &dyn Policy) -> bool {
+    host.clocks == Clocks::Independent && !policy.ticks_aligned()
+}
+
 impl Core {
     /// How late a timer of host `h` armed now fires.
     pub(super) fn timer_late(&mut self, h: usize) -> Time {
@@ -93,13 +100,12 @@ impl Simulation {
             let lockstep = core.host.clocks == Clocks::Lockstep;
             core.hosts[h].timer_slop_ns =
                 if lockstep { 0 } else { core.host.timer_slop_ns.unwrap_or_else(|| policy.timer_slop_ns()) };
-            let aligned = lockstep || policy.ticks_aligned();
-            core.hosts[h].ticks_drift = !aligned;
+            let drift = ticks_drift(&core.host, policy.as_ref());
             let pcpus = core.hosts[h].pcpus.clone();
             if let Some(period) = policy.tick_period_ns() {
                 let lag = (period as f64 * core.hosts[h].clock_phase) as Time;
                 for p in pcpus.clone() {
-                    let first = if aligned { lag + period } else { core.pcpus[p].tick_phase };
+                    let first = if drift { core.pcpus[p].tick_phase } else { lag + period };
                     core.post(first, Ev::Tick { p });
                 }
             }

@@ -175,7 +175,8 @@ impl Simulation {
                 let local = p - core.hosts[h].pcpus.start;
                 with_cx(core, h, Some(p), |cx| self.policies[h].tick(cx, local));
                 if let Some(period) = self.policies[h].tick_period_ns() {
-                    let late = if core.hosts[h].ticks_drift { core.timer_late(h) } else { 0 };
+                    let drifts = super::clocks::ticks_drift(&core.host, self.policies[h].as_ref());
+                    let late = if drifts { core.timer_late(h) } else { 0 };
                     let at = core.queue.now() + period + late;
                     core.post(at, Ev::Tick { p });
                 }

@@ -58,6 +58,14 @@ impl Core {
         }
     }
 
+    /// Running vCPU `v`'s guest code stops for `ns` more (VM exits, an interrupt handler)
+    /// before it goes on; the caller re-arms its guest event.
+    pub(super) fn stall(&mut self, v: VcpuId, ns: Time) {
+        let now = self.now();
+        let vc = &mut self.vcpus[v];
+        vc.run_from = vc.run_from.max(now) + ns;
+    }
+
     /// (Re)schedules the single pending guest event of a running vCPU.
     pub(super) fn arm(&mut self, v: VcpuId) {
         let now = self.now();
@@ -229,7 +237,7 @@ impl Core {
                 Instr::Unlock => {
                     let (lock, kernel) = vc.held.pop().expect("workload unlocks a lock it does not hold");
                     if self.unlock(d, lock, kernel) {
-                        self.charge_exits(v, 1); // the kick hypercall
+                        self.stall(v, self.host.vm_exit_ns); // the kick hypercall
                     }
                     Step::Next
                 }

@@ -43,7 +43,7 @@ impl Core {
         }
         self.doms[d].ipi_syncs += 1;
         if !self.host.ipi_virtualization {
-            self.charge_exits(v, targets.len() as u64);
+            self.stall(v, targets.len() as u64 * self.host.vm_exit_ns);
         }
         self.vcpus[v].thread = Thread::SpinIpi { pending: targets.len() as u32 };
         self.vcpus[v].ple_from = now.max(self.vcpus[v].run_from);
@@ -72,11 +72,8 @@ impl Core {
     /// then spends `ipi_handler_ns` in the handler before its own code resumes.
     pub(super) fn handle_irqs(&mut self, v: VcpuId) {
         self.sync(v);
-        let now = self.now();
-        let handler = self.host.ipi_handler_ns + self.receive_exit_ns();
-        let vc = &mut self.vcpus[v];
-        vc.run_from = vc.run_from.max(now) + handler;
-        for s in std::mem::take(&mut vc.irqs) {
+        self.stall(v, self.host.ipi_handler_ns + self.receive_exit_ns());
+        for s in std::mem::take(&mut self.vcpus[v].irqs) {
             self.ack(s);
         }
         self.arm(v);
@@ -89,14 +86,6 @@ impl Core {
         } else {
             self.host.vm_exit_ns
         }
-    }
-
-    /// Running vCPU `v` takes `n` VM exits (and the entries back) before its code goes on.
-    pub(super) fn charge_exits(&mut self, v: VcpuId, n: u64) {
-        let now = self.now();
-        let cost = n * self.host.vm_exit_ns;
-        let vc = &mut self.vcpus[v];
-        vc.run_from = vc.run_from.max(now) + cost;
     }
 
     /// One acknowledgement reaches `sender`; the last one ends its wait.

@@ -32,11 +32,10 @@ impl Core {
         if self.ple_deadline(v).is_some_and(|at| at <= now) {
             let max = self.ple_window_max_ns;
             let grow = self.host.ple_grow as Time;
-            let cost = self.host.vm_exit_ns + self.host.ple_handler_ns;
+            self.stall(v, self.host.vm_exit_ns + self.host.ple_handler_ns);
             let vc = &mut self.vcpus[v];
             vc.ple_exits += 1;
             vc.ple_from = now;
-            vc.run_from = vc.run_from.max(now) + cost;
             if grow > 1 {
                 vc.ple_window_ns = (vc.ple_window_ns * grow).min(max); // KVM: grow_ple_window
             }

@@ -192,9 +192,6 @@ pub(super) struct HostState {
     /// Each timer fires late by a draw in `[0, timer_slop_ns)` from `timer_rng` (`clocks`).
     pub(super) timer_slop_ns: Time,
     pub(super) timer_rng: StreamRng,
-    /// Each tick is re-armed from the instant it fired (Xen), so phases drift; otherwise
-    /// ticks keep their exact period (Linux, and lockstep).
-    pub(super) ticks_drift: bool,
     pub(super) policy_rng: StreamRng,
     pub(super) counters: BTreeMap<&'static str, u64>,
     pub(super) context_switches: u64,
