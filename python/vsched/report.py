@@ -50,6 +50,7 @@ HOST_ORDER = (
     "context_switches",
     "ipis",
     "migrations",
+    "cache_refill_s",
     "sched_invocations",
     "ple_exits",
 )

@@ -116,6 +116,21 @@ BAD_SCENARIOS = [
         with_replaced("pcpus = 2", "pcpus = 2\nworkload_start_spread_ms = 1e12"),
         ["host.workload_start_spread_ms"],
     ),
+    ("sockets that do not divide pcpus", with_replaced("pcpus = 2", "pcpus = 2\nsockets = 3"), ["host.sockets"]),
+    ("zero sockets", with_replaced("pcpus = 2", "pcpus = 2\nsockets = 0"), ["host.sockets"]),
+    ("odd pcpus with SMT", with_replaced("pcpus = 2", "pcpus = 3\nthreads_per_core = 2"), ["host.sockets"]),
+    ("zero fill buffers", with_replaced("pcpus = 2", "pcpus = 2\nfill_buffers = 0"), ["host.fill_buffers"]),
+    ("negative L2", with_replaced("pcpus = 2", "pcpus = 2\nl2_kib = -1"), ["host.l2_kib"]),
+    (
+        "negative working set",
+        with_replaced('kind = "cpu_hog"', 'kind = "cpu_hog"\nworking_set_kb = -5'),
+        ["vm[1].workload.working_set_kb"],
+    ),
+    (
+        "working set not an integer",
+        with_replaced('kind = "cpu_hog"', 'kind = "cpu_hog"\nworking_set_kb = "big"'),
+        ["vm[1].workload.working_set_kb"],
+    ),
     (
         "PLE maximum below the window",
         with_replaced("pcpus = 2", "pcpus = 2\nple_window_max_cycles = 100"),

@@ -31,6 +31,10 @@ pub trait World {
     /// Current time in nanoseconds since the start of the run.
     fn now(&self) -> Time;
     fn n_pcpus(&self) -> usize;
+    /// The socket (last-level cache) of pCPU `p`.
+    fn socket_of(&self, p: PcpuId) -> usize;
+    /// The physical core of pCPU `p` (its SMT siblings share it).
+    fn core_of(&self, p: PcpuId) -> usize;
     fn n_vcpus(&self) -> usize;
     fn n_domains(&self) -> usize;
     fn domain(&self, d: DomId) -> &DomainInfo;
@@ -100,6 +104,18 @@ impl<'a> Cx<'a> {
         self.world.n_pcpus()
     }
     #[inline]
+    /// The socket of pCPU `p`: pCPUs of one socket share a last-level cache (Xen's
+    /// `cpu_core_map`, Linux's LLC domain).
+    pub fn socket_of(&self, p: PcpuId) -> usize {
+        self.world.socket_of(p)
+    }
+
+    /// The physical core of pCPU `p`: hardware threads of one core share it (Xen's
+    /// `cpu_sibling_map`). Without SMT each pCPU is its own core.
+    pub fn core_of(&self, p: PcpuId) -> usize {
+        self.world.core_of(p)
+    }
+
     pub fn n_vcpus(&self) -> usize {
         self.world.n_vcpus()
     }

@@ -24,7 +24,7 @@ pub use metrics::{ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMet
 pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
 pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
 pub use sim::{
-    driver_guest, hardware, Clocks, DomainConfig, Hardware, HostConfig, NetworkConfig, Simulation, Until,
+    driver_guest, hardware, Caches, Clocks, DomainConfig, Hardware, HostConfig, NetworkConfig, Simulation, Until,
     DEFAULT_HARDWARE, HARDWARE, INTERRUPTED,
 };
 pub use trace::{Span, Trace};

@@ -117,6 +117,8 @@ pub struct HostMetrics {
     pub context_switches: u64,
     pub ipis: u64,
     pub migrations: u64,
+    /// Time vCPUs spent refilling their caches when switched in.
+    pub cache_refill_s: f64,
     pub sched_invocations: u64,
     pub ple_exits: u64,
     pub co_launches: u64,
@@ -145,6 +147,7 @@ impl HostMetrics {
             context_switches: sum(|h| h.context_switches),
             ipis: sum(|h| h.ipis),
             migrations: sum(|h| h.migrations),
+            cache_refill_s: hosts.iter().map(|h| h.cache_refill_s).sum(),
             sched_invocations: sum(|h| h.sched_invocations),
             ple_exits: sum(|h| h.ple_exits),
             co_launches,

@@ -64,6 +64,7 @@ fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {
         host: 0,
         job: None,
         driver: false,
+        working_set_bytes: 0,
     }
 }
 

@@ -19,9 +19,10 @@
 //! - Buddies (`pick_next_entity`): the next buddy (set by `yield_to`) runs instead of the
 //!   leftmost if it is at most a wakeup granularity ahead of it; the skip buddy (a yielder)
 //!   is passed over if the second entity is at most that far behind.
-//! - Placement: a waking vCPU goes to its previous pCPU if idle, else to an idle pCPU (round
-//!   robin from the previous one), else back to the previous one (`select_idle_sibling`,
-//!   flattened); new vCPUs go to the least loaded pCPU (`find_idlest_cpu`). An idle pCPU pulls
+//! - Placement: a waking vCPU goes to its previous pCPU if idle, else to an idle pCPU of its
+//!   socket (round robin from the previous one), else back to the previous one
+//!   (`select_idle_sibling` within the LLC domain, without `wake_affine`); new vCPUs go to
+//!   the least loaded pCPU (`find_idlest_cpu`). An idle pCPU pulls
 //!   the least recently run waiting vCPU from the busiest queue (`newidle_balance`,
 //!   `detach_tasks` walks `cfs_tasks` from its cold end); at each tick a pCPU pulls one from a
 //!   queue at least 2 entities longer (`load_balance`, simplified). Moved vCPUs keep their
@@ -380,7 +381,10 @@ impl Policy for Cfs {
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
         let n = self.rqs.len();
-        let p = (0..n).map(|k| (prev + k) % n).find(|&q| self.idle(q)).unwrap_or(prev);
+        // `select_idle_cpu` scans the last-level-cache domain of the target (`sd_llc`): the
+        // previous pCPU's socket.
+        let llc = cx.socket_of(prev);
+        let p = (0..n).map(|k| (prev + k) % n).find(|&q| cx.socket_of(q) == llc && self.idle(q)).unwrap_or(prev);
         if p != prev {
             self.migrate(v, p);
         }

@@ -146,7 +146,9 @@ pub(crate) struct PcpuState {
     /// Run queue, head first, ordered by priority then arrival.
     pub(crate) runq: Vec<VcpuId>,
     /// In `idlers` (Xen's mask): ran idle at its last schedule and has not been tickled.
-    idle: bool,
+    pub(crate) idle: bool,
+    /// Where `_csched_cpu_pick` starts among this pCPU's group's idlers (`idle_bias`).
+    pub(crate) idle_bias: PcpuId,
     last_load_balance: Time,
     /// The accounting epoch this run queue was last sorted in.
     sort_epoch: u64,
@@ -169,8 +171,10 @@ pub(crate) struct VcpuState {
     /// `Head` placement: yielded in its pCPU's current round, so passed over until a vCPU
     /// that did not yield has had its turn there (see `pick_next_yield_to_head`).
     head_wait: bool,
-    parked: bool,
+    pub(crate) parked: bool,
     active: bool,
+    /// Flagged at a tick to move where `_csched_cpu_pick` prefers (`_VPF_migrating`).
+    pub(crate) migrating: bool,
 }
 
 impl VcpuState {
@@ -188,6 +192,7 @@ impl VcpuState {
             head_wait: false,
             parked: false,
             active: false,
+            migrating: false,
         }
     }
 }
@@ -208,10 +213,10 @@ pub(crate) struct Credit {
     ratelimit_ns: Time,
     load_balance_ratelimit_ns: Time,
     min_timer_ns: Time,
-    boost: bool,
+    pub(crate) boost: bool,
     tickle_one_idle: bool,
     /// The version-dependent rules (`xen_version`).
-    profile: XenProfile,
+    pub(crate) profile: XenProfile,
     pub(crate) spread: Spread,
     yield_placement: YieldPlacement,
     // State.
@@ -431,8 +436,14 @@ impl Credit {
         if self.profile.debit == Debit::TimeBurnt {
             self.burn_credits(cur, cx.now());
         }
-        let s = &self.vcpus[cur];
         let still_running = cx.running_on(cur) == Some(p);
+        if std::mem::take(&mut self.vcpus[cur].migrating) && still_running {
+            // `_VPF_migrating` makes it not runnable here: no rate limit, no requeue on `p`.
+            // (One that blocked before this reschedule simply loses the flag.)
+            self.migrate(cx, cur, p);
+            return None;
+        }
+        let s = &self.vcpus[cur];
         let runtime = cx.now() - s.run_start;
         if ratelimit
             && self.ratelimit_ns > 0
@@ -768,7 +779,14 @@ impl Policy for Credit {
     /// Contract: per-pCPU state exists, and the master accounting timer is armed.
     fn init(&mut self, cx: &mut Cx) {
         self.pcpus = (0..cx.n_pcpus())
-            .map(|_| PcpuState { runq: Vec::new(), idle: true, last_load_balance: 0, sort_epoch: 0 })
+            .map(|_| PcpuState {
+                runq: Vec::new(),
+                idle: true,
+                // Xen starts every bias at NR_CPUS - 1: the first pick takes the lowest idler.
+                idle_bias: cx.n_pcpus() - 1,
+                last_load_balance: 0,
+                sort_epoch: 0,
+            })
             .collect();
         self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
         self.vcpus = vec![VcpuState::new(); cx.n_vcpus()];
@@ -864,7 +882,11 @@ impl Policy for Credit {
                 // Xen 3.x: the vCPU found running pays for the whole tick.
                 Debit::PerTick => self.vcpus[v].credit -= self.credits_per_tick(),
             }
-            self.acct_start(cx, v);
+            if self.vcpus[v].active {
+                self.check_migrate_running(cx, v, p);
+            } else {
+                self.acct_start(cx, v);
+            }
         }
         self.runq_sort(p);
     }

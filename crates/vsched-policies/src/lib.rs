@@ -10,6 +10,7 @@ pub mod cds;
 pub mod cfs;
 pub mod cosched;
 pub mod credit;
+mod credit_pick;
 pub mod cs;
 pub mod cvs_adaptive;
 pub mod cvs_comm;

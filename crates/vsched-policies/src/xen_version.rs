@@ -17,6 +17,8 @@
 //! | load-balance rate limit     | none           | none          | none          | 1000 µs (4.18)     |
 //! | YIELD flag                  | none           | none          | one lower vCPU| one lower vCPU     |
 //! | idle pCPU's slice           | 30 ms          | none          | none          | none               |
+//! | `_csched_cpu_pick`          | to candidate   | `idle_bias`   | ×2 across sockets | runq-aware (4.8, 4.12) |
+//! | BOOST on a migration wake   | yes            | yes           | yes           | no (4.7)           |
 //!
 //! One rule is the same in every release: timers are batched within `timer_slop` = 50 µs
 //! (`TIMER_SLOP` in 3.0.4 and 3.2 `xen/common/timer.c` L28, run up to 50 µs early when another
@@ -48,8 +50,8 @@
 //! accounting, 10 credits per ms, BOOST on wake for an UNDER vCPU, lost when a tick finds it
 //! running (3.0.4 `csched_vcpu_wake` L687 and `csched_vcpu_acct` L542; the issue that asked
 //! for "no BOOST in 3.0.x" was wrong on this point), stealing only strictly higher priority.
-//! Not modelled in any profile: the tick-time migration of a running vCPU by `cpu_pick`
-//! (our topology is flat), 4.0/4.1's round-to-nearest debit (we keep the exact remainder),
+//! The tick-time migration of a running vCPU by `_csched_cpu_pick` is in `credit_pick.rs`.
+//! Not modelled in any profile: 4.0/4.1's round-to-nearest debit (we keep the exact remainder),
 //! the per-pCPU `last_tickle_cpu` of 4.1 (one round-robin cursor here), 4.3's push of the
 //! current vCPU to an idler, and 4.18's rule that a queued yielder is not stolen.
 
@@ -78,6 +80,20 @@ pub(crate) enum Tickle {
     IdlersFirst,
 }
 
+/// Which `_csched_cpu_pick` (`credit_pick.rs`), oldest first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) enum Pick {
+    /// 3.0.4 / 3.2: move to the candidate itself.
+    Xen3,
+    /// 4.0: move to the candidate group's next idler after its `idle_bias`.
+    Xen40,
+    /// 4.1: crossing sockets needs twice the idlers.
+    Xen41,
+    /// 4.8-4.19: the current pCPU is idle only with an empty run queue; a busy one is left
+    /// for an idler.
+    Current,
+}
+
 /// The version-dependent rules of Credit.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct XenProfile {
@@ -96,6 +112,10 @@ pub(crate) struct XenProfile {
     pub(crate) yield_flag: bool,
     /// An idle pCPU schedules again after one slice.
     pub(crate) idle_slice: bool,
+    pub(crate) pick: Pick,
+    /// A vCPU woken by its own migration is BOOSTed like any waker (before 4.7's
+    /// `CSCHED_FLAG_VCPU_MIGRATING`).
+    pub(crate) boost_migrating: bool,
 }
 
 /// The accepted `xen_version` values.
@@ -113,16 +133,30 @@ const XEN_3: XenProfile = XenProfile {
     load_balance_ratelimit_us: 0,
     yield_flag: false,
     idle_slice: true,
+    pick: Pick::Xen3,
+    boost_migrating: true,
 };
 
-const XEN_4_0: XenProfile = XenProfile { debit: Debit::TimeBurnt, idle_slice: false, ..XEN_3 };
+const XEN_4_0: XenProfile = XenProfile { debit: Debit::TimeBurnt, idle_slice: false, pick: Pick::Xen40, ..XEN_3 };
 
-const XEN_4_1: XenProfile =
-    XenProfile { weight_per_vcpu: true, halve_surplus: true, tickle_one_idle: true, yield_flag: true, ..XEN_4_0 };
+const XEN_4_1: XenProfile = XenProfile {
+    weight_per_vcpu: true,
+    halve_surplus: true,
+    tickle_one_idle: true,
+    yield_flag: true,
+    pick: Pick::Xen41,
+    ..XEN_4_0
+};
 
 /// Xen 4.19 (4.18's rules are the same).
-const XEN_CURRENT: XenProfile =
-    XenProfile { tickle: Tickle::IdlersFirst, ratelimit_us: 1_000, load_balance_ratelimit_us: 1_000, ..XEN_4_1 };
+const XEN_CURRENT: XenProfile = XenProfile {
+    tickle: Tickle::IdlersFirst,
+    ratelimit_us: 1_000,
+    load_balance_ratelimit_us: 1_000,
+    pick: Pick::Current,
+    boost_migrating: false,
+    ..XEN_4_1
+};
 
 /// The profile named by `xen_version` in `params`.
 pub(crate) fn from_params(params: &Params) -> Result<XenProfile, ConfigError> {

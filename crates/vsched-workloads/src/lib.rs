@@ -16,6 +16,7 @@ pub mod npb_is;
 pub mod npb_lu;
 pub mod spinlock;
 pub mod web;
+pub mod working_set;
 
 #[cfg(test)]
 mod testkit;

@@ -2,7 +2,9 @@
 //! clocks, checked with one-line errors naming the field.
 
 use serde::Deserialize;
-use vsched_model::{hardware, Clocks, ConfigError, HostConfig, ParamDefault, ParamSpec, DEFAULT_HARDWARE, HARDWARE};
+use vsched_model::{
+    hardware, Caches, Clocks, ConfigError, HostConfig, ParamDefault, ParamSpec, DEFAULT_HARDWARE, HARDWARE,
+};
 
 use crate::scenario::{err, micros};
 
@@ -13,7 +15,15 @@ pub(crate) struct HostSection {
     pub(crate) cpu_ghz: Option<f64>,
     pub(crate) context_switch_us: Option<f64>,
     pub(crate) ipi_latency_us: Option<f64>,
-    pub(crate) migration_penalty_us: Option<f64>,
+    /// Sockets and hardware threads per core (`vsched_model::HostConfig`).
+    pub(crate) sockets: Option<u32>,
+    pub(crate) threads_per_core: Option<u32>,
+    /// The era's caches, overridden one by one (`vsched_model::Caches`).
+    pub(crate) l2_kib: Option<u64>,
+    pub(crate) l3_kib_per_core: Option<u64>,
+    pub(crate) fill_buffers: Option<u32>,
+    pub(crate) l3_latency_cycles: Option<u64>,
+    pub(crate) memory_latency_ns: Option<u64>,
     pub(crate) sched_cost_us: Option<f64>,
     pub(crate) ple_window_cycles: Option<u64>,
     pub(crate) ple_gap_cycles: Option<u64>,
@@ -66,11 +76,9 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         cpu_ghz,
         context_switch_ns: micros("host.context_switch_us", h.context_switch_us, defaults.context_switch_ns)?,
         ipi_latency_ns: micros("host.ipi_latency_us", h.ipi_latency_us, defaults.ipi_latency_ns)?,
-        migration_penalty_ns: micros(
-            "host.migration_penalty_us",
-            h.migration_penalty_us,
-            defaults.migration_penalty_ns,
-        )?,
+        sockets: h.sockets.unwrap_or(1) as usize,
+        threads_per_core: h.threads_per_core.unwrap_or(1) as usize,
+        caches: caches(h, &defaults.caches)?,
         sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
         ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
         ple_gap_cycles: h.ple_gap_cycles.unwrap_or(defaults.ple_gap_cycles),
@@ -120,6 +128,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
             ),
         ));
     }
+    topology(&host)?;
     if host.spin_iteration_cycles == 0 || host.spin_iteration_cycles > 1_000_000 {
         return Err(err(
             "host.spin_iteration_cycles",
@@ -127,4 +136,49 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         ));
     }
     Ok(host)
+}
+
+/// `pcpus` splits evenly into sockets of whole cores.
+fn topology(host: &HostConfig) -> Result<(), ConfigError> {
+    if host.sockets == 0 || host.sockets > host.pcpus {
+        return Err(err(
+            "host.sockets",
+            format!("expected an integer in 1..=pcpus ({}), got {}", host.pcpus, host.sockets),
+        ));
+    }
+    if !(1..=8).contains(&host.threads_per_core) {
+        return Err(err(
+            "host.threads_per_core",
+            format!("expected an integer in 1..=8 (2 with SMT), got {}", host.threads_per_core),
+        ));
+    }
+    if host.pcpus % (host.sockets * host.threads_per_core) != 0 {
+        return Err(err(
+            "host.sockets",
+            format!(
+                "expected pcpus ({}) to be a multiple of sockets × threads_per_core ({} × {})",
+                host.pcpus, host.sockets, host.threads_per_core
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The era's caches with the `[host]` overrides, each in a range a processor could have.
+fn caches(h: &HostSection, era: &Caches) -> Result<Caches, ConfigError> {
+    let within = |field: &str, v: Option<u64>, default: u64, range: std::ops::RangeInclusive<u64>| match v {
+        None => Ok(default),
+        Some(x) if range.contains(&x) => Ok(x),
+        Some(x) => Err(err(
+            format!("host.{field}"),
+            format!("expected an integer in {}..={}, got {x}", range.start(), range.end()),
+        )),
+    };
+    Ok(Caches {
+        l2_kib: within("l2_kib", h.l2_kib, era.l2_kib, 0..=1 << 20)?,
+        l3_kib_per_core: within("l3_kib_per_core", h.l3_kib_per_core, era.l3_kib_per_core, 0..=1 << 20)?,
+        fill_buffers: within("fill_buffers", h.fill_buffers.map(u64::from), era.fill_buffers.into(), 1..=1024)? as u32,
+        l3_latency_cycles: within("l3_latency_cycles", h.l3_latency_cycles, era.l3_latency_cycles, 0..=100_000)?,
+        memory_latency_ns: within("memory_latency_ns", h.memory_latency_ns, era.memory_latency_ns, 0..=100_000)?,
+    })
 }

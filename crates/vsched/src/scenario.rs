@@ -11,7 +11,7 @@ use vsched_model::{
     driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, Params, Simulation, Time, Until,
     Value, VmType,
 };
-use vsched_workloads::{Ranks, WorkloadInfo};
+use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
 use crate::host::{self, HostSection};
 use crate::overrides;
@@ -20,6 +20,8 @@ use crate::overrides;
 pub const DEFAULT_WEIGHT: u32 = 256;
 /// Xen accepts weights in 1..=65535.
 const MAX_WEIGHT: u32 = 65_535;
+/// 1 TiB: more memory than any VM of the presets' hosts could have.
+const MAX_WORKING_SET_KB: i64 = 1 << 30;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -182,6 +184,8 @@ pub struct VmSpec {
     pub job: Option<String>,
     /// Its vCPUs' place in its job.
     pub ranks: Ranks,
+    /// What each vCPU reuses in the caches (`working_set_kb`, or the workload's default).
+    pub working_set_bytes: u64,
 }
 
 /// What a domain runs.
@@ -467,6 +471,7 @@ impl Scenario {
                     host,
                     job: None,
                     ranks: Ranks::alone(dom0_vcpus as usize),
+                    working_set_bytes: working_set::DRIVER_DOMAIN_BYTES,
                 });
                 table_of.push(None);
             }
@@ -581,6 +586,7 @@ impl Scenario {
                 host: v.host,
                 job: v.job.clone(),
                 driver: matches!(v.guest, Guest::Driver),
+                working_set_bytes: v.working_set_bytes,
             })
             .collect();
         let policies = (0..self.hosts).map(|_| (self.policy.build)(&self.policy_params).expect("validated")).collect();
@@ -635,9 +641,20 @@ fn vm_spec(
         )
     })?;
     let wpath = at("workload");
-    let given = to_params(&wpath, &workload.params)?;
+    let mut given = to_params(&wpath, &workload.params)?;
+    let working_set_kb = given.remove(working_set::KEY);
     let params = Params::check(&wpath, info.params, &given)?;
     (info.build)(&params, &ranks)?;
+    let working_set_bytes = match working_set_kb {
+        None => working_set::default_bytes(info.name, &params, &ranks),
+        Some(Value::Int(kb)) if (0..=MAX_WORKING_SET_KB).contains(&kb) => kb as u64 * 1024,
+        Some(other) => {
+            return Err(err(
+                format!("{wpath}.{}", working_set::KEY),
+                format!("expected an integer number of KiB in 0..={MAX_WORKING_SET_KB}, got {other}"),
+            ))
+        }
+    };
     Ok(VmSpec {
         name: String::new(),
         vcpus: vcpus as usize,
@@ -651,6 +668,7 @@ fn vm_spec(
         host: 0,
         job: None,
         ranks,
+        working_set_bytes,
     })
 }
 

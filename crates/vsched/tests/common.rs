@@ -92,6 +92,7 @@ pub fn domain(name: &str, vm_type: VmType, programs: Vec<Program>) -> DomainConf
         host: 0,
         job: None,
         driver: false,
+        working_set_bytes: 0,
     }
 }
 

@@ -265,10 +265,11 @@ fn the_driver_domain_keeps_the_clusters_going() {
     // vCPU preempts the rank on its pCPU, and the literal reading finishes too (issue 16
     // item 4). The default precedence finishes under both.
     //
-    // That hang was a knife edge of the host before issue 17. It needed exact ties and no
-    // costs: with the era's machine costs (exits, wake-ups from idle) and a vCPU that keeps
-    // the exit it owed when the scheduler keeps it running, the literal reading finishes too,
-    // with clocks in lockstep or independent.
+    // Under current Xen that hang comes and goes with the host: it went away with issue 17's
+    // exits and came back with cache refills and the two sockets of the paper's hosts (current
+    // Xen's `_csched_cpu_pick` also moves running ranks onto idlers), with clocks in lockstep
+    // or independent. Under Xen 3.2, the paper's, the literal reading finishes either way; the
+    // default precedence finishes under both releases.
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scenarios/papers/seed002/fig3-is-hosts-2.toml"
@@ -288,7 +289,9 @@ fn the_driver_domain_keeps_the_clusters_going() {
             let m = with("queue", version);
             assert_eq!(done(&m), 4, "{clocks}, {version}: {:?}", m.virtual_clusters);
             assert!(m.virtual_clusters.iter().all(|c| c.completion_s.unwrap() < 10.0));
-            assert_eq!(done(&with("class", version)), 4, "{clocks}, {version}, class precedence");
+            if version == "3.2" {
+                assert_eq!(done(&with("class", version)), 4, "{clocks}, {version}, class precedence");
+            }
         }
     }
 }

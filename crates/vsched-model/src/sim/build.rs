@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::Rng;
 use vsched_engine::{EventQueue, RngStreams};
 
+use super::cache::CacheFills;
 use super::clocks;
 use super::config::{DomainConfig, HostConfig, NetworkConfig};
 use super::costart::CoStart;
@@ -65,6 +66,7 @@ impl Simulation {
                 context_switches: 0,
                 ipis: 0,
                 migrations: 0,
+                cache_refill_ns: 0,
                 sched_invocations: 0,
                 ple_exits: 0,
                 co_launches: 0,
@@ -126,6 +128,7 @@ impl Simulation {
                     offline_ns: 0,
                     spin_ns: 0,
                     last_pcpu: None,
+                    warmth: None,
                     run_from: 0,
                     synced_to: 0,
                     ple_from: 0,
@@ -189,6 +192,7 @@ impl Simulation {
                 ipi_syncs: 0,
                 pv_halts: 0,
                 pv_kicks: 0,
+                working_set_bytes: cfg.working_set_bytes,
             });
         }
         // Hosts without domains still own an (empty) slice where the next host starts.
@@ -217,6 +221,7 @@ impl Simulation {
         let ple_window_ns = host.ple_window_ns();
         let ple_window_max_ns = host.cycles_ns(host.ple_window_max_cycles);
         let pv_spin_ns = host.pv_spin_ns();
+        let caches = CacheFills::new(&host, n_hosts);
         let core = Core {
             host,
             network,
@@ -230,6 +235,7 @@ impl Simulation {
             msgs: Vec::new(),
             free_msgs: Vec::new(),
             net: NetStats::default(),
+            caches,
             ple_window_ns,
             ple_window_max_ns,
             pv_spin_ns,

@@ -148,6 +148,7 @@ impl Core {
             context_switches: hs.context_switches,
             ipis: hs.ipis,
             migrations: hs.migrations,
+            cache_refill_s: hs.cache_refill_ns as f64 / 1e9,
             sched_invocations: hs.sched_invocations,
             ple_exits: hs.ple_exits,
             co_launches: hs.co_launches,

@@ -3,7 +3,7 @@
 
 use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 
-use super::hardware::{hardware, Hardware, DEFAULT_HARDWARE};
+use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
 use crate::domain::VmType;
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
 
@@ -12,14 +12,20 @@ use crate::guest::{GuestSpec, Instr, ProgramBuilder};
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
     pub pcpus: usize,
+    /// Sockets, each with its own last-level cache; `pcpus` is a multiple of
+    /// `sockets × threads_per_core`. pCPUs are numbered socket by socket, a core's hardware
+    /// threads next to each other.
+    pub sockets: usize,
+    /// Hardware threads per core (2 with SMT); a core's threads share its L2.
+    pub threads_per_core: usize,
+    /// Cache sizes and refill latencies (see `cache`).
+    pub caches: Caches,
     /// Clock used to turn PLE cycle counts into time.
     pub cpu_ghz: f64,
     /// Saving one vCPU's state and loading another's (VMCS switch, register state).
     pub context_switch_ns: Time,
     /// From sending an IPI to the target pCPU entering its scheduler.
     pub ipi_latency_ns: Time,
-    /// Cache refill a vCPU pays (no progress) after it moves to another pCPU.
-    pub migration_penalty_ns: Time,
     /// Cost of one scheduler invocation on a pCPU (charged before the chosen vCPU runs).
     pub sched_cost_ns: Time,
     /// PLE window in cycles (0 disables pause-loop exiting). Xen and KVM default: 4096.
@@ -83,10 +89,12 @@ impl HostConfig {
     pub fn of(hw: &Hardware) -> Self {
         HostConfig {
             pcpus: 4,
+            sockets: 1,
+            threads_per_core: 1,
+            caches: hw.caches,
             cpu_ghz: hw.cpu_ghz,
             context_switch_ns: hw.context_switch_ns,
             ipi_latency_ns: hw.ipi_latency_ns,
-            migration_penalty_ns: hw.migration_penalty_ns,
             sched_cost_ns: hw.sched_cost_ns,
             ple_window_cycles: 4096,
             ple_gap_cycles: 128,
@@ -199,6 +207,9 @@ pub struct DomainConfig {
     pub job: Option<String>,
     /// The host's driver domain (dom0): its guest must be [`driver_guest`].
     pub driver: bool,
+    /// The memory its workload keeps reusing: what a vCPU refills after others evicted it
+    /// or after it moved (see `cache`).
+    pub working_set_bytes: u64,
 }
 
 /// The guest of a driver domain with `vcpus` vCPUs: every vCPU serves the host's network

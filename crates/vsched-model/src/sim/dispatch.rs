@@ -119,11 +119,12 @@ impl Core {
                 self.hosts[h].context_switches += 1;
                 let vc = &self.vcpus[v];
                 if vc.last_pcpu.is_some() && vc.last_pcpu != Some(p) {
-                    overhead += self.host.migration_penalty_ns;
                     self.hosts[h].migrations += 1;
                 }
-                if let Some(w) = vc.woke_at {
-                    let dom = &mut self.doms[vc.dom];
+                let woke_at = vc.woke_at;
+                overhead += self.refill(v, p);
+                if let Some(w) = woke_at {
+                    let dom = &mut self.doms[self.vcpus[v].dom];
                     dom.wake_latency_sum += now - w;
                     dom.wakes += 1;
                 }
@@ -177,6 +178,7 @@ impl Core {
     /// Takes `v` off its pCPU: it stops making progress; a runnable vCPU starts waiting.
     pub(super) fn deschedule(&mut self, v: VcpuId) {
         self.sync(v);
+        self.leave_caches(v, self.queue.now());
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         vc.irq_gen = vc.irq_gen.wrapping_add(1);

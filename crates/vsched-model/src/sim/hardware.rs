@@ -14,7 +14,6 @@ pub struct Hardware {
     pub cpu_ghz: f64,
     pub context_switch_ns: Time,
     pub ipi_latency_ns: Time,
-    pub migration_penalty_ns: Time,
     pub sched_cost_ns: Time,
     pub ipi_handler_ns: Time,
     pub spin_iteration_cycles: u64,
@@ -23,6 +22,24 @@ pub struct Hardware {
     pub posted_interrupts: bool,
     pub ipi_virtualization: bool,
     pub idle_wake_ns: Time,
+    pub caches: Caches,
+}
+
+/// What a vCPU's cache refill costs on this era's processor (see `sim/cache.rs` for the
+/// model). A refill is latency-bound: each missing 64-byte line costs one load latency, and
+/// the core keeps at most `fill_buffers` misses in flight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Caches {
+    /// Private per-core L2.
+    pub l2_kib: u64,
+    /// Shared last-level cache per core of a socket (a socket's L3 is this × its cores).
+    pub l3_kib_per_core: u64,
+    /// L1D fill buffers: the misses a core keeps in flight.
+    pub fill_buffers: u32,
+    /// Load-to-use latency of an L3 hit.
+    pub l3_latency_cycles: u64,
+    /// Load-to-use latency of local DRAM.
+    pub memory_latency_ns: Time,
 }
 
 /// The era of the seed papers' testbeds (2008-2013), and the default.
@@ -35,8 +52,6 @@ const CONTEXT_SWITCH_NS: Time = 2 * NS_PER_US;
 const SCHED_COST_NS: Time = NS_PER_US / 2;
 const IPI_LATENCY_NS: Time = 2 * NS_PER_US;
 const IPI_HANDLER_NS: Time = NS_PER_US;
-/// The flat migration refill of the model before cache warmth (issue 17 item 3).
-const MIGRATION_PENALTY_NS: Time = 20 * NS_PER_US;
 /// One VM exit and entry, "direct cost" (the hardware world switch out and back): 2,000
 /// cycles on a Xeon X5570 under KVM (Landau et al., SplitX, §1). No bare measurement of a
 /// later generation was found, so later presets keep the cycle count.
@@ -52,7 +67,6 @@ const SKYLAKE_2017: Hardware = Hardware {
     cpu_ghz: 2.4,
     context_switch_ns: CONTEXT_SWITCH_NS,
     ipi_latency_ns: IPI_LATENCY_NS,
-    migration_penalty_ns: MIGRATION_PENALTY_NS,
     sched_cost_ns: SCHED_COST_NS,
     ipi_handler_ns: IPI_HANDLER_NS,
     spin_iteration_cycles: 16,
@@ -62,6 +76,18 @@ const SKYLAKE_2017: Hardware = Hardware {
     ipi_virtualization: false,
     // C1E exit latency, `skx_cstates`.
     idle_wake_ns: 10 * NS_PER_US,
+    caches: Caches {
+        // Intel's Xeon Scalable specifications: 1 MiB L2 and 1.375 MiB of L3 per core.
+        l2_kib: 1024,
+        l3_kib_per_core: 1408,
+        // 10 L1D fill buffers per core from Nehalem to Skylake (Intel 64 and IA-32
+        // Optimization Reference Manual; the figure behind the single-core bandwidth limit).
+        fill_buffers: 10,
+        // AnandTech's LMBench of a Xeon Platinum 8176 (2017, "Intel Skylake-EP vs AMD EPYC
+        // 7000", memory subsystem: latency): L3 54-56 cycles, DRAM 89-91 ns.
+        l3_latency_cycles: 55,
+        memory_latency_ns: 90,
+    },
 };
 
 /// The presets, oldest first.
@@ -73,7 +99,6 @@ pub const HARDWARE: &[Hardware] = &[
         cpu_ghz: 2.8,
         context_switch_ns: CONTEXT_SWITCH_NS,
         ipi_latency_ns: IPI_LATENCY_NS,
-        migration_penalty_ns: MIGRATION_PENALTY_NS,
         sched_cost_ns: SCHED_COST_NS,
         ipi_handler_ns: IPI_HANDLER_NS,
         spin_iteration_cycles: 16,
@@ -85,6 +110,18 @@ pub const HARDWARE: &[Hardware] = &[
         ipi_virtualization: false,
         // C1E exit latency, `nehalem_cstates` (drivers/idle/intel_idle.c).
         idle_wake_ns: 10 * NS_PER_US,
+        caches: Caches {
+            // Xeon 5500 / Core i5-700: 256 KiB L2 per core, an inclusive 8 MiB L3 for four
+            // cores (HP's Xeon 5500 technology brief; Intel's i5-760 specification).
+            l2_kib: 256,
+            l3_kib_per_core: 2048,
+            // 10 L1D fill buffers per core (Intel 64 and IA-32 Optimization Reference Manual).
+            fill_buffers: 10,
+            // SiSoft Sandra 2010 on a Xeon X5570 (AnandTech, "AMD's 12-core Magny-Cours
+            // Opteron 6174 vs. Intel's 6-core Xeon", 2010): L3 47 cycles, memory 81 ns.
+            l3_latency_cycles: 47,
+            memory_latency_ns: 81,
+        },
     },
     SKYLAKE_2017,
     Hardware {
@@ -94,6 +131,16 @@ pub const HARDWARE: &[Hardware] = &[
         ipi_virtualization: true,
         // C1E exit latency, `spr_cstates`.
         idle_wake_ns: 2 * NS_PER_US,
+        caches: Caches {
+            // Intel's 4th-generation Xeon Scalable specifications: 2 MiB L2 and 1.875 MiB
+            // of L3 per core.
+            l2_kib: 2048,
+            l3_kib_per_core: 1920,
+            // Golden Cove: 16 L1D fill buffers (Intel Architecture Day 2021).
+            fill_buffers: 16,
+            // No measurement found: Skylake-SP's latencies (docs/realism.md).
+            ..SKYLAKE_2017.caches
+        },
         ..SKYLAKE_2017
     },
     Hardware {
@@ -102,7 +149,6 @@ pub const HARDWARE: &[Hardware] = &[
         cpu_ghz: 2.0,
         context_switch_ns: 0,
         ipi_latency_ns: 0,
-        migration_penalty_ns: 0,
         sched_cost_ns: 0,
         ipi_handler_ns: 0,
         spin_iteration_cycles: 16,
@@ -111,6 +157,14 @@ pub const HARDWARE: &[Hardware] = &[
         posted_interrupts: true,
         ipi_virtualization: true,
         idle_wake_ns: 0,
+        // Caches of the Nehalem sizes that refill in no time.
+        caches: Caches {
+            l2_kib: 256,
+            l3_kib_per_core: 2048,
+            fill_buffers: 10,
+            l3_latency_cycles: 0,
+            memory_latency_ns: 0,
+        },
     },
 ];
 

@@ -46,6 +46,7 @@
 
 mod accounting;
 mod build;
+mod cache;
 mod clocks;
 mod collect;
 mod config;
@@ -65,7 +66,7 @@ mod world;
 use vsched_engine::Time;
 
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
-pub use hardware::{hardware, Hardware, DEFAULT_HARDWARE, HARDWARE};
+pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 
 use crate::ids::DomId;
 use crate::policy::Policy;

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use vsched_engine::{EventQueue, StreamRng, Time};
 
+use super::cache::{CacheFills, Warmth};
 use super::config::{HostConfig, NetworkConfig};
 use super::costart::CoStart;
 use super::events::Ev;
@@ -94,6 +95,8 @@ pub(super) struct Vcpu {
     pub(super) offline_ns: Time,
     pub(super) spin_ns: Time,
     pub(super) last_pcpu: Option<PcpuId>,
+    /// Where its working set is warm (`cache`).
+    pub(super) warmth: Option<Warmth>,
     /// Guest code runs from here on (after the dispatch overheads).
     pub(super) run_from: Time,
     /// Progress has been accounted up to here.
@@ -172,6 +175,8 @@ pub(super) struct Dom {
     pub(super) ipi_syncs: u64,
     pub(super) pv_halts: u64,
     pub(super) pv_kicks: u64,
+    /// Its workload's working set, for cache refills (`cache`).
+    pub(super) working_set_bytes: u64,
 }
 
 /// One host's share of the core: its slices of the global arrays, its network backlog and
@@ -197,6 +202,8 @@ pub(super) struct HostState {
     pub(super) context_switches: u64,
     pub(super) ipis: u64,
     pub(super) migrations: u64,
+    /// Time its vCPUs spent refilling caches at switch-in (`cache`).
+    pub(super) cache_refill_ns: Time,
     pub(super) sched_invocations: u64,
     pub(super) ple_exits: u64,
     pub(super) co_launches: u64,
@@ -224,6 +231,7 @@ pub(super) struct Core {
     pub(super) msgs: Vec<Msg>,
     pub(super) free_msgs: Vec<u32>,
     pub(super) net: NetStats,
+    pub(super) caches: CacheFills,
     pub(super) ple_window_ns: Option<Time>,
     pub(super) ple_window_max_ns: Time,
     pub(super) pv_spin_ns: Time,

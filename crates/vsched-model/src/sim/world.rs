@@ -53,6 +53,12 @@ impl World for HostView<'_> {
     fn n_pcpus(&self) -> usize {
         self.n_pcpus
     }
+    fn socket_of(&self, p: PcpuId) -> usize {
+        self.core.host.socket_of(p)
+    }
+    fn core_of(&self, p: PcpuId) -> usize {
+        self.core.host.core_of(p)
+    }
     fn n_vcpus(&self) -> usize {
         self.n_vcpus
     }

@@ -100,6 +100,13 @@ impl World for Bench {
     fn n_pcpus(&self) -> usize {
         self.curr.len()
     }
+    /// One socket; each pCPU its own core.
+    fn socket_of(&self, _p: PcpuId) -> usize {
+        0
+    }
+    fn core_of(&self, p: PcpuId) -> usize {
+        p
+    }
     fn n_vcpus(&self) -> usize {
         self.states.len()
     }

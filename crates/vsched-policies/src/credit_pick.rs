@@ -1,0 +1,138 @@
+//! Credit's `_csched_cpu_pick` and the tick-time migration of a running vCPU: where Credit
+//! places work on a host with sockets and hardware threads.
+//!
+//! # What Xen does
+//! At each tick, a vCPU that was already active when the tick found it running asks
+//! `_csched_cpu_pick` whether another pCPU would serve it better (`csched_vcpu_acct`, 3.0.4 to
+//! 4.0.1; `csched_unit_acct` in 4.19). If so it is flagged `_VPF_migrating` and its pCPU
+//! reschedules: the vCPU leaves, `vcpu_migrate` picks again (this time committing the
+//! per-pCPU `idle_bias`) and wakes it on the new pCPU (`csched_vcpu_wake`: queued, tickled,
+//! and BOOSTed if UNDER — until Xen 4.7 flags migrating wake-ups so they are not boosted).
+//!
+//! `_csched_cpu_pick` starts from the vCPU's pCPU and walks the idle pCPUs (`idlers`),
+//! comparing the number of idlers around the current choice with those around the next
+//! candidate: within one socket, in each one's core (`cpu_sibling_map`); across sockets, in
+//! each one's socket (`cpu_core_map`). It moves when the candidate's group has more idlers,
+//! "so that we don't run two vCPUs on co-hyperthreads while there are idle cores or sockets".
+//! The rules by release (read at the tags of `xen_version.rs`):
+//! - 3.0.4 / 3.2 `csched_cpu_pick`: the current pCPU counts as idle; move to the candidate
+//!   itself when its group has more idlers.
+//! - 4.0.1 `_csched_cpu_pick`: the same, but move to the next idler of the candidate's group
+//!   after that group's `idle_bias` (round robin), committing the bias on a real move.
+//! - 4.1.2: crossing sockets needs more than twice the idlers (`migrate_factor` = 2); the
+//!   candidates are the remaining ones of the group.
+//! - current (4.19 `_csched_cpu_pick`): the current pCPU counts as idle only if its run queue
+//!   is empty (4.8); if it does not, and some pCPU idles, start from the next idler (4.12):
+//!   a running vCPU whose pCPU has waiters moves to an idle pCPU, even on a flat host.
+//!
+//! # What we leave out
+//! Affinities, cpupools and NUMA balance steps (every vCPU may run everywhere here), and
+//! `sched_smt_power_savings` (off by default in every release).
+
+use vsched_model::{Cx, PcpuId, VcpuId};
+
+use crate::credit::{Credit, PRI_BOOST, PRI_UNDER};
+use crate::xen_version::Pick;
+
+/// `cycle_cpu(n, mask)`: the first pCPU after `n` in `mask`, wrapping around.
+fn cycle(n: PcpuId, mask: &[bool]) -> Option<PcpuId> {
+    let len = mask.len();
+    (1..=len).map(|k| (n + k) % len).find(|&q| mask[q])
+}
+
+impl Credit {
+    /// `_csched_cpu_pick` for `v`, which runs on (or belongs to) `cpu`; `commit` updates the
+    /// chosen group's `idle_bias`.
+    pub(crate) fn cpu_pick(&mut self, cx: &Cx, cpu: PcpuId, commit: bool) -> PcpuId {
+        let rule = self.profile.pick;
+        let n = self.pcpus.len();
+        let mut idlers: Vec<bool> = self.pcpus.iter().map(|s| s.idle).collect();
+        if rule != Pick::Current || self.pcpus[cpu].runq.is_empty() {
+            idlers[cpu] = true;
+        }
+        let mut cpus = idlers.clone();
+        let mut cpu = cpu;
+        if rule == Pick::Current && !cpus[cpu] {
+            if let Some(q) = cycle(cpu, &cpus) {
+                cpu = q;
+            }
+        }
+        cpus[cpu] = false;
+        // `cpu_sibling_map` when `a` and `b` share a socket, else `cpu_core_map`.
+        let group = |a: PcpuId, b: PcpuId, of: PcpuId, q: PcpuId| {
+            if cx.socket_of(a) == cx.socket_of(b) {
+                cx.core_of(q) == cx.core_of(of)
+            } else {
+                cx.socket_of(q) == cx.socket_of(of)
+            }
+        };
+        let mut moved_in: Option<PcpuId> = None;
+        // Each pass takes at least one pCPU out of `cpus`; the bound is a guard, not a rule.
+        for _ in 0..=n {
+            let Some(nxt) = cycle(cpu, &cpus) else { break };
+            let count_idlers = |of: PcpuId| (0..n).filter(|&q| idlers[q] && group(cpu, nxt, of, q)).count();
+            let (weight_cpu, weight_nxt) = (count_idlers(cpu), count_idlers(nxt));
+            let factor = if rule >= Pick::Xen41 && cx.socket_of(cpu) != cx.socket_of(nxt) { 2 } else { 1 };
+            let nxt_idlers: Vec<bool> = (0..n).map(|q| idlers[q] && group(cpu, nxt, nxt, q)).collect();
+            if weight_cpu * factor < weight_nxt {
+                if rule == Pick::Xen3 {
+                    cpu = nxt;
+                    cpus[cpu] = false;
+                    continue;
+                }
+                let candidates: Vec<bool> =
+                    if rule >= Pick::Xen41 { (0..n).map(|q| nxt_idlers[q] && cpus[q]).collect() } else { nxt_idlers };
+                let chosen = cycle(self.pcpus[nxt].idle_bias, &candidates).unwrap_or(nxt);
+                if commit && rule < Pick::Current {
+                    self.pcpus[nxt].idle_bias = chosen;
+                }
+                moved_in = Some(nxt);
+                cpu = chosen;
+                let core = cx.core_of(cpu);
+                for (q, c) in cpus.iter_mut().enumerate() {
+                    if cx.core_of(q) == core {
+                        *c = false;
+                    }
+                }
+            } else {
+                for (q, c) in cpus.iter_mut().enumerate() {
+                    if nxt_idlers[q] {
+                        *c = false;
+                    }
+                }
+            }
+        }
+        if let (true, Pick::Current, Some(nxt)) = (commit, rule, moved_in) {
+            self.pcpus[nxt].idle_bias = cpu;
+        }
+        cpu
+    }
+
+    /// The tail of `csched_vcpu_acct` for `v`, active and running on `p` at a tick: flag it
+    /// for migration when `_csched_cpu_pick` prefers another pCPU, and reschedule `p`.
+    pub(crate) fn check_migrate_running(&mut self, cx: &mut Cx, v: VcpuId, p: PcpuId) {
+        if self.cpu_pick(cx, p, false) != p {
+            self.vcpus[v].migrating = true;
+            cx.count("credit.migrate_running");
+            cx.resched(p);
+        }
+    }
+
+    /// `vcpu_migrate` for `v`, just descheduled from `p` with `_VPF_migrating`: pick again
+    /// (committing), then wake it there (`csched_vcpu_wake`: BOOST an UNDER vCPU unless the
+    /// release flags migrating wake-ups, queue, tickle).
+    pub(crate) fn migrate(&mut self, cx: &mut Cx, v: VcpuId, p: PcpuId) {
+        let mut q = self.cpu_pick(cx, p, true);
+        if self.spreads(cx, v) && self.sibling_on(cx, v, q) {
+            // Balance scheduling's rule holds for migrations too (as on wake).
+            q = self.spread_target(cx, v);
+        }
+        self.vcpus[v].processor = q;
+        if self.boost && self.profile.boost_migrating && self.vcpus[v].pri == PRI_UNDER && !self.vcpus[v].parked {
+            self.vcpus[v].pri = PRI_BOOST;
+            cx.count("credit.boosts");
+        }
+        self.runq_insert(q, v);
+        self.tickle(cx, v);
+    }
+}

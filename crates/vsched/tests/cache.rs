@@ -1,0 +1,134 @@
+//! Issue 17 item 3: cache warmth and topology. Refills computed by hand from the cache
+//! sizes, latencies and working sets (`sim/cache.rs`), on an otherwise free host in
+//! lockstep; and Credit's `_csched_cpu_pick` on a two-socket host.
+
+mod common;
+use common::*;
+use vsched_model::{
+    Caches, Cx, Decision, HostConfig, Instr, PcpuId, Policy, Simulation, Time, Until, Value, VcpuId, VmType, NS_PER_MS,
+};
+
+const KIB: u64 = 1024;
+const MS: Time = NS_PER_MS;
+
+/// 256 KiB L2 per core, 2 MiB L3 per core; 20 ns from the L3 (40 cycles at 2 GHz), 100 ns
+/// from memory, 10 misses in flight: a line costs 2 ns from the L3, 10 ns from memory.
+fn host(pcpus: usize, sockets: usize) -> HostConfig {
+    let caches =
+        Caches { l2_kib: 256, l3_kib_per_core: 2048, fill_buffers: 10, l3_latency_cycles: 40, memory_latency_ns: 100 };
+    HostConfig { sockets, caches, ..free_host(pcpus) }
+}
+
+fn hog(name: &str, working_set_kib: u64) -> vsched_model::DomainConfig {
+    let mut d =
+        domain(name, VmType::Hit, vec![program(&[Instr::Compute(vsched_model::Dur::Fixed(vsched_model::FOREVER))])]);
+    d.working_set_bytes = working_set_kib * KIB;
+    d
+}
+
+/// Total refill time of `doms` under `rr` with 1 ms slices, run for just under `slices`.
+fn refill_ns(host: HostConfig, doms: Vec<vsched_model::DomainConfig>, slices: u64) -> Time {
+    let m = Simulation::new(host, doms, policy("rr", &[("slice_us", Value::Int(1000))]), 1)
+        .run(slices * MS - 1, Until::Horizon, &mut |_| true)
+        .unwrap();
+    (m.host.cache_refill_s * 1e9).round() as Time
+}
+
+#[test]
+fn a_vcpu_alone_on_its_core_refills_once() {
+    // 1 MiB from cold: 16,384 lines from memory at 10 ns. Then nothing ran meanwhile.
+    assert_eq!(refill_ns(host(1, 1), vec![hog("a", 1024)], 4), 16_384 * 10);
+}
+
+#[test]
+fn what_ran_meanwhile_decides_how_much_is_refilled() {
+    // Two 1 MiB VMs alternate on one core (L2 256 KiB, L3 2 MiB). Cold: 16,384 lines from
+    // memory each. Back on the core, the other VM's 256 KiB evicted the whole L2 share
+    // (256 KiB - (256 - 256) KiB) but its 1 MiB left the L3 share alone (1 MiB - (2 - 1) MiB
+    // = 0): 4,096 lines from the L3 at 2 ns. Four slices: two cold, two warm switch-ins.
+    let doms = vec![hog("a", 1024), hog("b", 1024)];
+    assert_eq!(refill_ns(host(1, 1), doms, 4), 2 * 16_384 * 10 + 2 * 4_096 * 2);
+    // 1.5 MiB each: the other's 1.5 MiB also evicts 1.5 - (2 - 1.5) = 1 MiB of the L3
+    // share: 16,384 lines from memory (the L2's 4,096 among them).
+    let doms = vec![hog("a", 1536), hog("b", 1536)];
+    assert_eq!(refill_ns(host(1, 1), doms, 4), 2 * 24_576 * 10 + 2 * 16_384 * 10);
+}
+
+/// Runs vCPU 0 on pCPU 0 for 1 ms, then on pCPU `to` for good.
+struct MoveAfter1ms {
+    to: PcpuId,
+}
+
+impl Policy for MoveAfter1ms {
+    fn vcpu_insert(&mut self, cx: &mut Cx, _v: VcpuId) {
+        cx.resched(0);
+    }
+    fn wake(&mut self, cx: &mut Cx, _v: VcpuId) {
+        cx.resched(0);
+    }
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, _prev: Option<VcpuId>) -> Decision {
+        match (p == 0, cx.now() < MS) {
+            (true, true) => Decision::run(0, MS),
+            (true, false) => {
+                cx.resched(self.to);
+                Decision::idle()
+            }
+            (false, _) if cx.running_on(0).is_none() => Decision { next: Some(0), slice_ns: None },
+            _ => Decision::idle(),
+        }
+    }
+}
+
+fn moved_refill_ns(to: PcpuId) -> Time {
+    let m = Simulation::new(host(4, 2), vec![hog("a", 1024)], Box::new(MoveAfter1ms { to }), 1)
+        .run(3 * MS, Until::Horizon, &mut |_| true)
+        .unwrap();
+    (m.host.cache_refill_s * 1e9).round() as Time
+}
+
+#[test]
+fn a_move_across_sockets_refills_from_memory_and_within_one_from_the_l3() {
+    // Sockets of 2 pCPUs (4 MiB L3 each). Cold start: 16,384 lines from memory. A move to
+    // pCPU 1 (same socket) refills only the 256 KiB L2 share from the L3: 4,096 lines at
+    // 2 ns. A move to pCPU 2 (other socket) refills the 1 MiB from memory again.
+    let cold = 16_384 * 10;
+    assert_eq!(moved_refill_ns(1), cold + 4_096 * 2);
+    assert_eq!(moved_refill_ns(2), cold + 16_384 * 10);
+}
+
+#[test]
+fn ideal_hardware_refills_in_no_time() {
+    let free = free_host(1);
+    assert_eq!(refill_ns(free, vec![hog("a", 1024), hog("b", 1 << 20)], 6), 0);
+}
+
+/// Two always-busy vCPUs of one VM on a 2-socket host of 4 pCPUs (pCPUs 0-1 and 2-3), placed
+/// on pCPUs 0 and 1 by Credit's round robin; pCPUs 2 and 3 idle. The migrations Credit's
+/// tick-time `_csched_cpu_pick` makes in 100 ms, and the sockets they end on.
+fn credit_on_two_sockets(version: &str) -> (u64, bool) {
+    let d =
+        domain("vm", VmType::Hit, vec![program(&[Instr::Compute(vsched_model::Dur::Fixed(vsched_model::FOREVER))]); 2]);
+    let p = policy("credit", &[("xen_version", Value::Str(version.into()))]);
+    let mut sim = Simulation::new(HostConfig { sockets: 2, ..free_host(4) }, vec![d], p, 1);
+    sim.enable_trace(1 << 20);
+    let m = sim.run(100 * MS, Until::Horizon, &mut |_| true).unwrap();
+    let trace = sim.take_trace().unwrap();
+    let spans = trace.spans();
+    let last = |v: usize| spans.iter().filter(|s| s.vcpu == v).max_by_key(|s| s.start).unwrap().pcpu;
+    let migrations = m.host.policy_counters.get("credit.migrate_running").copied().unwrap_or(0);
+    (migrations, last(0) / 2 != last(1) / 2)
+}
+
+#[test]
+fn credit_moves_a_running_vcpu_to_the_idle_socket_until_xen_4_1() {
+    // At the second tick each vCPU is active. Its socket has 1 idler (its own pCPU, which
+    // counts as idle), the other socket 2. Xen 3.x and 4.0 move when 1 < 2, so one vCPU
+    // goes to the idle socket; from 4.1 crossing sockets needs 1 x 2 < 2: nobody moves.
+    for version in ["3.2", "4.0"] {
+        let (moves, split) = credit_on_two_sockets(version);
+        assert!(moves >= 1 && split, "{version}: {moves} migrations, split {split}");
+    }
+    for version in ["4.1", "current"] {
+        assert_eq!(credit_on_two_sockets(version), (0, false), "{version}");
+    }
+}
