@@ -152,7 +152,7 @@ fn topology(host: &HostConfig) -> Result<(), ConfigError> {
             format!("expected an integer in 1..=8 (2 with SMT), got {}", host.threads_per_core),
         ));
     }
-    if host.pcpus % (host.sockets * host.threads_per_core) != 0 {
+    if !host.pcpus.is_multiple_of(host.sockets * host.threads_per_core) {
         return Err(err(
             "host.sockets",
             format!(
