@@ -9,6 +9,7 @@ use vsched_engine::{EventQueue, RngStreams};
 use super::clocks;
 use super::config::{DomainConfig, HostConfig, NetworkConfig};
 use super::costart::CoStart;
+use super::disk::{dom0_timer_stream, IoStats};
 use super::events::Ev;
 use super::locks::Lock;
 use super::network::NetStats;
@@ -56,6 +57,8 @@ impl Simulation {
                 doms: 0..0,
                 driver: None,
                 backlog: VecDeque::new(),
+                disk_free_at: 0,
+                dom0_rng: dom0_timer_stream(&streams, h),
                 link_free_at: 0,
                 clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
                 timer_slop_ns: 0,
@@ -117,7 +120,8 @@ impl Simulation {
                     index,
                     rank,
                     mailbox: Vec::new(),
-                    net_msg: None,
+                    pass: None,
+                    dom0_timers: 0,
                     state: if online { VcpuState::Runnable } else { VcpuState::Offline },
                     state_since: 0,
                     running_ns: 0,
@@ -230,6 +234,9 @@ impl Simulation {
             msgs: Vec::new(),
             free_msgs: Vec::new(),
             net: NetStats::default(),
+            disk_reqs: Vec::new(),
+            free_disk_reqs: Vec::new(),
+            io: IoStats::default(),
             ple_window_ns,
             ple_window_max_ns,
             pv_spin_ns,
