@@ -65,9 +65,9 @@
 //! Disk and driver domain (`io`, present when a disk request was issued or a driver domain's
 //! timer fired): `disk_requests` and `disk_bytes` issued; `disk_completed`;
 //! `disk_latency_ms_mean`, from the issue to the wake-up of the issuing vCPU (its wait for a
-//! pCPU after that is not included); `disk_wait_ms_mean`, the time a request that reached the disk
-//! spent queued there behind others; `disk_busy_s`, the disks' service time of the requests they took, summed over hosts (one
-//! still in service at the end counts whole);
+//! pCPU after that is not included); `disk_wait_ms_mean`, the time a request that reached
+//! the disk spent queued there behind others; `disk_busy_s`, the disks' service time of the
+//! requests they took, summed over hosts (one still in service at the end counts whole);
 //! `dom0_timer_wakes`, the driver domains' timer wake-ups.
 
 use std::collections::BTreeMap;
