@@ -265,6 +265,13 @@ def network_table(report: dict[str, Any]) -> Table | None:
     return _metric_table(report, "network", "network", ())
 
 
+def io_table(report: dict[str, Any]) -> Table | None:
+    """Disk and driver-domain totals, if a disk request was issued or a dom0 timer fired."""
+    if not any(run.get("io") for run in report["runs"]):
+        return None
+    return _metric_table(report, "io", "disk and driver domain", ())
+
+
 def speed_line(report: dict[str, Any]) -> str:
     runs: list[dict[str, Any]] = report["runs"]
     events = sum(run["events"] for run in runs)
@@ -281,7 +288,7 @@ def report_tables(report: dict[str, Any], width: int) -> Group:
         parts.extend(vm_tables(report, width))
     else:
         parts.append(f"{len(vms)} VMs: per-VM results are in the JSON report (--json, --out)")
-    for table in (cluster_table(report), network_table(report)):
+    for table in (cluster_table(report), network_table(report), io_table(report)):
         if table is not None:
             parts.extend(["", table])
     title = "host" if report.get("hosts", 1) == 1 else f"all {report['hosts']} hosts"

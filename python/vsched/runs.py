@@ -121,7 +121,7 @@ def _flatten(prefix: str, value: Any, row: Row) -> None:
 def flatten(run: dict[str, Any]) -> Row:
     """One run of a report (`report["runs"][i]`) as a flat row: `host.<metric>` (policy
     counters as `host.policy_counters.<counter>`), `vm.<name>.<metric>`, and in clusters
-    `vc.<cluster>.<metric>`, `hosts.<index>.<metric>` and `network.<metric>`."""
+    `vc.<cluster>.<metric>`, `hosts.<index>.<metric>`, `network.<metric>` and `io.<metric>`."""
     row: Row = {}
     renamed = {"vms": "vm", "virtual_clusters": "vc"}
     for key, value in run.items():

@@ -158,6 +158,24 @@ BAD_SCENARIOS = [
         with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1\ndom0_weight = 0"),
         ["host.dom0_weight"],
     ),
+    ("negative disk seek", with_replaced("pcpus = 2", "pcpus = 2\ndisk_seek_ms = -1"), ["host.disk_seek_ms"]),
+    ("zero disk bandwidth", with_replaced("pcpus = 2", "pcpus = 2\ndisk_mb_per_s = 0"), ["host.disk_mb_per_s"]),
+    (
+        "negative blkback cost",
+        with_replaced("pcpus = 2", "pcpus = 2\nblkback_request_us = -5"),
+        ["host.blkback_request_us"],
+    ),
+    (
+        "negative dom0 wake rate",
+        with_replaced("pcpus = 2", "pcpus = 2\ndom0_idle_wakes_per_s = -1"),
+        ["host.dom0_idle_wakes_per_s"],
+    ),
+    ("dom0 wake not a number", with_replaced("pcpus = 2", 'pcpus = 2\ndom0_wake_us = "short"'), ["host.dom0_wake_us"]),
+    (
+        "disk request of negative size",
+        with_replaced('kind = "cpu_hog"', 'kind = "disk"\nrequest_kb = -4'),
+        ["vm[1].workload.request_kb"],
+    ),
     (
         "unknown Xen release",
         with_replaced("pcpus = 2", 'pcpus = 2\nxen_version = "4.0.1"'),

@@ -110,11 +110,17 @@ pub enum Instr {
         from: u32,
         wait: BarrierWait,
     },
-    /// Driver domain (dom0) only: forward the packet this thread was processing, then take
-    /// the next one from the host's backlog and process it, or block until one arrives.
+    /// Driver domain (dom0) only: forward the pass (a message, a disk request) this thread
+    /// was processing, then take the next one from the host's backlog and process it, or
+    /// block until one arrives.
     NetServe,
     /// Block for a duration (I/O, sleep), then wake.
     Io(Dur),
+    /// Read or write `bytes` on the VM's virtual disk and block until the request completes:
+    /// through the host's driver domain (blkback) and its disk (`sim/disk.rs`).
+    Disk {
+        bytes: u64,
+    },
     /// Start of a loop body run `times` times (None = forever). `end` is the index of the
     /// matching [`Instr::EndRepeat`].
     Repeat {

@@ -20,12 +20,12 @@ pub use cx::{Cx, World};
 pub use domain::{DomainInfo, VcpuState, VmType};
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
 pub use ids::{DomId, PcpuId, VcpuId};
-pub use metrics::{ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
 pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
 pub use sim::{
-    driver_guest, hardware, Caches, Clocks, DomainConfig, Hardware, HostConfig, NetworkConfig, Simulation, Until,
-    DEFAULT_HARDWARE, HARDWARE, INTERRUPTED,
+    driver_guest, hardware, Caches, Clocks, DomainConfig, Hardware, HostConfig, IoConfig, NetworkConfig, Simulation,
+    Until, DEFAULT_HARDWARE, HARDWARE, INTERRUPTED,
 };
 pub use trace::{Span, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

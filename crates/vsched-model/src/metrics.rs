@@ -61,6 +61,14 @@
 //! Network (`network`, present when any message was sent): `messages`, `bytes`, `packets`
 //! (delivered between VMs), `driver_passes` (message passes through a driver domain) and
 //! `message_latency_us_mean` (from the send to the delivery into the receiver's mailbox).
+//!
+//! Disk and driver domain (`io`, present when a disk request was issued or a driver domain's
+//! timer fired): `disk_requests` and `disk_bytes` issued; `disk_completed`;
+//! `disk_latency_ms_mean`, from the issue to the wake-up of the issuing vCPU (its wait for a
+//! pCPU after that is not included); `disk_wait_ms_mean`, the time a request that reached
+//! the disk spent queued there behind others; `disk_busy_s`, the disks' service time of the
+//! requests they took, summed over hosts (one still in service at the end counts whole);
+//! `dom0_timer_wakes`, the driver domains' timer wake-ups.
 
 use std::collections::BTreeMap;
 
@@ -178,6 +186,17 @@ pub struct NetworkMetrics {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct IoMetrics {
+    pub disk_requests: u64,
+    pub disk_bytes: u64,
+    pub disk_completed: u64,
+    pub disk_latency_ms_mean: Option<f64>,
+    pub disk_wait_ms_mean: Option<f64>,
+    pub disk_busy_s: f64,
+    pub dom0_timer_wakes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct RunMetrics {
     pub sim_s: f64,
     pub events: u64,
@@ -188,6 +207,8 @@ pub struct RunMetrics {
     pub hosts: Vec<HostMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMetrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoMetrics>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub virtual_clusters: Vec<ClusterMetrics>,
 }

@@ -7,6 +7,7 @@
 
 pub mod bsp;
 pub mod cpu_hog;
+pub mod disk;
 pub mod idle;
 pub mod kernbench;
 pub mod mpi;
@@ -59,6 +60,7 @@ pub const REGISTRY: &[WorkloadInfo] = &[
     bsp::INFO,
     web::INFO,
     kernbench::INFO,
+    disk::INFO,
     npb_ep::INFO,
     npb_is::INFO,
     npb_lu::INFO,

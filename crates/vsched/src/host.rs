@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 use vsched_model::{
-    hardware, Caches, Clocks, ConfigError, HostConfig, ParamDefault, ParamSpec, DEFAULT_HARDWARE, HARDWARE,
+    hardware, Caches, Clocks, ConfigError, HostConfig, IoConfig, ParamDefault, ParamSpec, DEFAULT_HARDWARE, HARDWARE,
 };
 
 use crate::scenario::{err, micros};
@@ -47,6 +47,12 @@ pub(crate) struct HostSection {
     pub(crate) ipi_virtualization: Option<bool>,
     pub(crate) timer_slop_us: Option<f64>,
     pub(crate) workload_start_spread_ms: Option<f64>,
+    /// The disk, blkback and the driver domain's timer wake-ups (`vsched_model::IoConfig`).
+    pub(crate) disk_seek_ms: Option<f64>,
+    pub(crate) disk_mb_per_s: Option<f64>,
+    pub(crate) blkback_request_us: Option<f64>,
+    pub(crate) dom0_idle_wakes_per_s: Option<f64>,
+    pub(crate) dom0_wake_us: Option<f64>,
 }
 
 /// `[host] xen_version`, checked as Credit checks its own.
@@ -109,6 +115,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
                 ))
             }
         },
+        io: io_config(h)?,
     };
     if matches!(host.timer_slop_ns, Some(slop) if slop > 10_000_000) {
         return Err(err("host.timer_slop_us", "expected at most 10000 microseconds (10 ms)"));
@@ -180,5 +187,39 @@ fn caches(h: &HostSection, era: &Caches) -> Result<Caches, ConfigError> {
         fill_buffers: within("fill_buffers", h.fill_buffers.map(u64::from), era.fill_buffers.into(), 1..=1024)? as u32,
         l3_latency_cycles: within("l3_latency_cycles", h.l3_latency_cycles, era.l3_latency_cycles, 0..=100_000)?,
         memory_latency_ns: within("memory_latency_ns", h.memory_latency_ns, era.memory_latency_ns, 0..=100_000)?,
+    })
+}
+
+/// The disk, blkback and dom0 timer keys of `[host]`, each checked with its own path.
+fn io_config(h: &HostSection) -> Result<IoConfig, ConfigError> {
+    let d = IoConfig::default();
+    let disk_seek_ns = match h.disk_seek_ms {
+        None => d.disk_seek_ns,
+        Some(ms) if ms.is_finite() && (0.0..=10_000.0).contains(&ms) => (ms * 1e6).round() as u64,
+        Some(ms) => {
+            return Err(err("host.disk_seek_ms", format!("expected a number of milliseconds in 0..=10000, got {ms}")))
+        }
+    };
+    let disk_mb_per_s = match h.disk_mb_per_s {
+        None => d.disk_mb_per_s,
+        Some(x) if x.is_finite() && x > 0.0 => x,
+        Some(x) => return Err(err("host.disk_mb_per_s", format!("expected a finite number > 0, got {x}"))),
+    };
+    let dom0_idle_wakes_per_s = match h.dom0_idle_wakes_per_s {
+        None => d.dom0_idle_wakes_per_s,
+        Some(x) if x.is_finite() && (0.0..=1e6).contains(&x) => x,
+        Some(x) => {
+            return Err(err(
+                "host.dom0_idle_wakes_per_s",
+                format!("expected a number in 0..=1000000 (0 = none), got {x}"),
+            ))
+        }
+    };
+    Ok(IoConfig {
+        disk_seek_ns,
+        disk_mb_per_s,
+        blkback_request_ns: micros("host.blkback_request_us", h.blkback_request_us, d.blkback_request_ns)?,
+        dom0_idle_wakes_per_s,
+        dom0_wake_ns: micros("host.dom0_wake_us", h.dom0_wake_us, d.dom0_wake_ns)?,
     })
 }

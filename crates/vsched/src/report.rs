@@ -107,6 +107,16 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
         put_stats(&mut net, "message_latency_us", &ncol(&|n| n.message_latency_us_mean));
         doc["network"] = Json::Object(net);
     }
+    if runs.iter().any(|r| r.metrics.io.is_some()) {
+        let icol = |f: &dyn Fn(&vsched_model::IoMetrics) -> Option<f64>| -> Vec<f64> {
+            runs.iter().filter_map(|r| r.metrics.io.as_ref().and_then(f)).collect()
+        };
+        let mut io = serde_json::Map::new();
+        put_stats(&mut io, "disk_requests", &icol(&|i| Some(i.disk_requests as f64)));
+        put_stats(&mut io, "disk_latency_ms", &icol(&|i| i.disk_latency_ms_mean));
+        put_stats(&mut io, "dom0_timer_wakes", &icol(&|i| Some(i.dom0_timer_wakes as f64)));
+        doc["io"] = Json::Object(io);
+    }
     doc
 }
 

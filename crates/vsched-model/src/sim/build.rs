@@ -10,6 +10,7 @@ use super::cache::CacheFills;
 use super::clocks;
 use super::config::{DomainConfig, HostConfig, NetworkConfig};
 use super::costart::CoStart;
+use super::disk::{dom0_timer_stream, IoStats};
 use super::events::Ev;
 use super::locks::Lock;
 use super::network::NetStats;
@@ -57,6 +58,8 @@ impl Simulation {
                 doms: 0..0,
                 driver: None,
                 backlog: VecDeque::new(),
+                disk_free_at: 0,
+                dom0_rng: dom0_timer_stream(&streams, h),
                 link_free_at: 0,
                 clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
                 timer_slop_ns: 0,
@@ -119,7 +122,8 @@ impl Simulation {
                     index,
                     rank,
                     mailbox: Vec::new(),
-                    net_msg: None,
+                    pass: None,
+                    dom0_timers: 0,
                     state: if online { VcpuState::Runnable } else { VcpuState::Offline },
                     state_since: 0,
                     running_ns: 0,
@@ -236,6 +240,9 @@ impl Simulation {
             free_msgs: Vec::new(),
             net: NetStats::default(),
             caches,
+            disk_reqs: Vec::new(),
+            free_disk_reqs: Vec::new(),
+            io: IoStats::default(),
             ple_window_ns,
             ple_window_max_ns,
             pv_spin_ns,

@@ -35,6 +35,7 @@ impl Core {
             host,
             hosts: if hosts.len() > 1 { hosts } else { Vec::new() },
             network: self.network_metrics(),
+            io: self.io_metrics(),
             virtual_clusters: self.cluster_metrics(),
         }
     }

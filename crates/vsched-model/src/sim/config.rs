@@ -3,6 +3,7 @@
 
 use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 
+use super::disk::IoConfig;
 use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
 use crate::domain::VmType;
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
@@ -63,6 +64,8 @@ pub struct HostConfig {
     /// Each VM present from the start begins its workload at an offset drawn uniformly in
     /// `[0, workload_start_spread_ns)`. Ignored with `Clocks::Lockstep`.
     pub workload_start_spread_ns: Time,
+    /// The disk, the block backend and the driver domain's timer wake-ups (`disk`).
+    pub io: IoConfig,
 }
 
 /// How the pCPUs' timers relate to each other (see `sim/clocks.rs`).
@@ -113,6 +116,7 @@ impl HostConfig {
             // One Xen tick: enough to randomise the VMs' order against every scheduler's
             // clock, small against any measured run (see docs/realism.md).
             workload_start_spread_ns: 10 * NS_PER_MS,
+            io: IoConfig::default(),
         }
     }
 

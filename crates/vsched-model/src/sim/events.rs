@@ -57,6 +57,14 @@ pub(super) enum Ev {
     Net {
         m: u32,
     },
+    /// The disk finished request `r` (`disk`).
+    Disk {
+        r: u32,
+    },
+    /// Driver-domain vCPU `v`'s timer wake-up (`disk`).
+    Dom0Timer {
+        v: VcpuId,
+    },
 }
 
 impl Ev {
@@ -65,7 +73,7 @@ impl Ev {
     fn priority(&self) -> u8 {
         match self {
             Ev::Guest { .. } | Ev::Irq { .. } => 0,
-            Ev::Wake { .. } | Ev::Net { .. } => 1,
+            Ev::Wake { .. } | Ev::Net { .. } | Ev::Disk { .. } | Ev::Dom0Timer { .. } => 1,
             Ev::Timer { .. } | Ev::SetType { .. } | Ev::Create { .. } | Ev::Destroy { .. } => 2,
             Ev::Tick { .. } => 3,
             Ev::SliceEnd { .. } => 4,
@@ -145,6 +153,7 @@ impl Simulation {
             }
         }
         self.start_clocks();
+        self.start_dom0_timers();
     }
 
     /// Handles one event; false if it was stale (cancelled by a generation bump).
@@ -198,6 +207,8 @@ impl Simulation {
             Ev::Create { d } => self.create(d),
             Ev::Destroy { d } => self.destroy(d),
             Ev::Net { m } => core.net_stage_done(m),
+            Ev::Disk { r } => core.disk_done(r),
+            Ev::Dom0Timer { v } => core.dom0_timer(v),
         }
         true
     }

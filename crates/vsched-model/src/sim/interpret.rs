@@ -9,7 +9,7 @@
 //! (a stale event is dropped when it surfaces and is not counted).
 //!
 //! Instructions that wait on others live with what they wait on: locks in `locks`,
-//! `ipi_sync` in `irq`, `send`/`recv` and the driver domain's `NetServe` in `network`.
+//! `ipi_sync` in `irq`, `send`/`recv` and the driver domain's `NetServe` in `network`, `disk` in `disk`.
 
 use vsched_engine::Time;
 
@@ -283,6 +283,7 @@ impl Core {
                 }
                 Instr::Recv { from, wait } => self.recv(v, d, from, wait),
                 Instr::NetServe => self.net_serve(v, d),
+                Instr::Disk { bytes } => self.disk_io(v, bytes),
                 Instr::Exit => self.exit(v, d),
             };
             if step == Step::Wait {

@@ -18,6 +18,7 @@
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
 //! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
+//! | `disk` | disk requests through the driver domain's blkback, and dom0's timer wake-ups |
 //! | `costart` | the co-start skew metric |
 //! | `collect` | closing the books and building the report |
 //! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
@@ -51,6 +52,7 @@ mod clocks;
 mod collect;
 mod config;
 mod costart;
+mod disk;
 mod dispatch;
 mod events;
 mod hardware;
@@ -66,6 +68,7 @@ mod world;
 use vsched_engine::Time;
 
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
+pub use disk::IoConfig;
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 
 use crate::ids::DomId;

@@ -16,11 +16,16 @@
 //! serialize (no incast contention).
 //!
 //! # The driver domain (dom0)
-//! Xen's network I/O goes through dom0's netback, which the hypervisor schedules like any
-//! VM. A host's driver domain is a VM whose vCPUs run `NetServe`: take the next message pass
-//! from the host's backlog, spend `dom0_packet_ns` per packet on it (no progress elsewhere
-//! while it waits for a pCPU), forward it, repeat; with an empty backlog a vCPU blocks, and
-//! a new pass wakes one blocked vCPU one IPI latency later (an event-channel notification).
+//! Xen's network I/O goes through dom0's netback, and its block I/O through dom0's blkback
+//! (`disk`); the hypervisor schedules dom0 like any VM. A host's driver domain is a VM whose
+//! vCPUs run `NetServe`: take the next pass from the host's backlog (a message, or a disk
+//! request), spend its CPU time on it (`dom0_packet_ns` per packet of a message; no progress
+//! elsewhere while it waits for a pCPU), forward it, repeat; with an empty backlog a vCPU
+//! blocks, and a new pass wakes one blocked vCPU at once (an event-channel notification,
+//! which goes through the policy's `wake`: Credit boosts the vCPU, and the pCPU it tickles
+//! hears of it one IPI latency later). Whichever
+//! dom0 vCPU is free takes the next pass, as any dom0 vCPU can run netback's and blkback's
+//! work. Before a pass a vCPU serves the timer wake-ups it owes (`disk`).
 
 use vsched_engine::Time;
 
@@ -31,6 +36,14 @@ use super::state::{Core, Thread};
 use crate::domain::VcpuState;
 use crate::guest::BarrierWait;
 use crate::ids::{DomId, VcpuId};
+
+/// One unit of driver-domain work: a message pass, or a disk request's submission or
+/// completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pass {
+    Net(u32),
+    Disk(u32),
+}
 
 /// Where a message is on its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,29 +113,36 @@ impl Core {
             self.post(at, Ev::Net { m });
         } else if from_host == to_host {
             if self.hosts[from_host].driver.is_some() {
-                self.queue_for_driver(m, Stage::Bridge, from_host);
+                self.queue_msg(m, Stage::Bridge, from_host);
             } else {
                 self.over_bridge(m);
             }
         } else if self.hosts[from_host].driver.is_some() {
-            self.queue_for_driver(m, Stage::Transmit, from_host);
+            self.queue_msg(m, Stage::Transmit, from_host);
         } else {
             self.onto_wire(m);
         }
     }
 
-    /// Queues message `m` for host `h`'s driver domain and wakes one of its idle vCPUs.
-    fn queue_for_driver(&mut self, m: u32, stage: Stage, h: usize) {
+    /// Queues message `m` for host `h`'s driver domain, at `stage`.
+    fn queue_msg(&mut self, m: u32, stage: Stage, h: usize) {
         self.msgs[m as usize].stage = stage;
-        self.hosts[h].backlog.push_back(m);
+        self.queue_pass(Pass::Net(m), h);
+    }
+
+    /// Queues a pass for host `h`'s driver domain and wakes one of its idle vCPUs.
+    pub(super) fn queue_pass(&mut self, pass: Pass, h: usize) {
+        self.hosts[h].backlog.push_back(pass);
         let driver = self.hosts[h].driver.expect("a host with a backlog has a driver");
         let idle = self.doms[driver].span.clone().find(|&u| self.vcpus[u].thread == Thread::BlockedNet);
         if let Some(u) = idle {
-            // An event-channel notification: the vCPU wakes one IPI latency later.
+            // An event-channel notification: Xen marks the event pending and wakes the blocked
+            // vCPU at once, on the notifier's pCPU (`evtchn_set_pending` -> `vcpu_unblock`,
+            // xen/common/event_channel.c, 4.0); the policy's wake then tickles a pCPU, and
+            // that reschedule IPI is the notification's only latency.
             self.vcpus[u].thread = Thread::Ready;
-            self.hosts[h].ipis += 1;
-            let at = self.now() + self.host.ipi_latency_ns;
-            self.post(at, Ev::Wake { v: u });
+            let now = self.now();
+            self.post(now, Ev::Wake { v: u });
         }
     }
 
@@ -164,7 +184,7 @@ impl Core {
             Stage::Wire => {
                 let h = self.vcpus[self.msgs[m as usize].dst].host;
                 if self.hosts[h].driver.is_some() {
-                    self.queue_for_driver(m, Stage::Receive, h);
+                    self.queue_msg(m, Stage::Receive, h);
                 } else {
                     self.deliver(m);
                 }
@@ -232,9 +252,9 @@ impl Core {
         }
     }
 
-    /// `NetServe` (a driver-domain vCPU): forward the pass it finished, take the next one
-    /// from the host's backlog and spend `dom0_packet_ns` per packet on it; block when the
-    /// backlog is empty.
+    /// `NetServe` (a driver-domain vCPU): forward the pass it finished, serve a timer wake it
+    /// owes if any, else take the next pass from the host's backlog and spend its CPU time on
+    /// it; block when there is nothing to do.
     pub(super) fn net_serve(&mut self, v: VcpuId, d: DomId) -> Step {
         let h = self.vcpus[v].host;
         if self.hosts[h].driver != Some(d) {
@@ -242,18 +262,28 @@ impl Core {
             self.error.get_or_insert(format!("guest error: VM {name:?} is not its host's driver domain"));
             return Step::Wait;
         }
-        if let Some(m) = self.vcpus[v].net_msg.take() {
-            self.forward(m);
+        match self.vcpus[v].pass.take() {
+            Some(Pass::Net(m)) => self.forward(m),
+            Some(Pass::Disk(r)) => self.forward_disk(r),
+            None => {}
         }
-        let Some(m) = self.hosts[h].backlog.pop_front() else {
+        if let Some(step) = self.serve_dom0_timer(v) {
+            return step;
+        }
+        let Some(pass) = self.hosts[h].backlog.pop_front() else {
             self.vcpus[v].thread = Thread::BlockedNet;
             self.block(v);
             return Step::Wait;
         };
-        self.net.driver_passes += 1;
-        let work = self.msgs[m as usize].packets * self.network.dom0_packet_ns;
+        let work = match pass {
+            Pass::Net(m) => {
+                self.net.driver_passes += 1;
+                self.msgs[m as usize].packets * self.network.dom0_packet_ns
+            }
+            Pass::Disk(r) => self.disk_pass_ns(r),
+        };
         let vc = &mut self.vcpus[v];
-        vc.net_msg = Some(m);
+        vc.pass = Some(pass);
         if work == 0 {
             return Step::Next;
         }

@@ -10,9 +10,10 @@ use vsched_engine::{EventQueue, StreamRng, Time};
 use super::cache::{CacheFills, Warmth};
 use super::config::{HostConfig, NetworkConfig};
 use super::costart::CoStart;
+use super::disk::{DiskReq, IoStats};
 use super::events::Ev;
 use super::locks::Lock;
-use super::network::{Msg, NetStats};
+use super::network::{Msg, NetStats, Pass};
 use crate::domain::{DomainInfo, VcpuState};
 use crate::guest::{LockKind, Program};
 use crate::ids::{DomId, PcpuId, VcpuId};
@@ -62,7 +63,7 @@ pub(super) enum Thread {
     BlockedRecv {
         from: u32,
     },
-    /// A driver-domain vCPU with an empty backlog.
+    /// A driver-domain vCPU with an empty backlog and no timer wake owed.
     BlockedNet,
     Exited,
 }
@@ -84,8 +85,10 @@ pub(super) struct Vcpu {
     pub(super) rank: u32,
     /// Messages arrived and not yet received, per source rank (sized on first use).
     pub(super) mailbox: Vec<u32>,
-    /// Driver domain: the message pass this vCPU is processing.
-    pub(super) net_msg: Option<u32>,
+    /// Driver domain: the pass this vCPU is processing.
+    pub(super) pass: Option<Pass>,
+    /// Driver domain: timer wake-ups fired and not yet served (`disk`).
+    pub(super) dom0_timers: u32,
     pub(super) state: VcpuState,
     pub(super) state_since: Time,
     pub(super) running_ns: Time,
@@ -187,8 +190,12 @@ pub(super) struct HostState {
     pub(super) doms: std::ops::Range<DomId>,
     /// Its driver domain, if it has one.
     pub(super) driver: Option<DomId>,
-    /// Message passes waiting for the driver domain.
-    pub(super) backlog: VecDeque<u32>,
+    /// Passes (messages, disk requests) waiting for the driver domain.
+    pub(super) backlog: VecDeque<Pass>,
+    /// When the disk is free (`disk`).
+    pub(super) disk_free_at: Time,
+    /// The driver domain's timers: their phases and slop (`disk`).
+    pub(super) dom0_rng: StreamRng,
     /// When the outgoing link is free.
     pub(super) link_free_at: Time,
     /// How far this host's scheduler ticks lag host 0's, as a fraction of the tick period
@@ -232,6 +239,9 @@ pub(super) struct Core {
     pub(super) free_msgs: Vec<u32>,
     pub(super) net: NetStats,
     pub(super) caches: CacheFills,
+    pub(super) disk_reqs: Vec<DiskReq>,
+    pub(super) free_disk_reqs: Vec<u32>,
+    pub(super) io: IoStats,
     pub(super) ple_window_ns: Option<Time>,
     pub(super) ple_window_max_ns: Time,
     pub(super) pv_spin_ns: Time,

@@ -1,0 +1,298 @@
+//! Disk I/O through the driver domain's block backend, and the driver domain's own timer
+//! wake-ups.
+//!
+//! # A disk request (`Instr::Disk`)
+//! Xen's paravirtual block I/O is a split driver: the guest's blkfront puts the request on
+//! a ring shared with dom0 and notifies dom0 through an event channel; dom0's blkback maps
+//! the guest's pages, builds a bio and submits it to the real disk; the disk's interrupt
+//! reaches dom0 (a physical IRQ bound to an event channel), whose blkback completes the
+//! request, writes the response on the ring and notifies the guest through its event
+//! channel, which wakes the blocked vCPU (through the policy's `wake`: Credit boosts it).
+//! So a request here goes:
+//! 1. the guest vCPU blocks (`BlockedIo`); the request joins the host's driver backlog, and
+//!    an event-channel notification wakes an idle dom0 vCPU (as for a network pass: at once,
+//!    the policy's wake then tickling a pCPU, one IPI latency away);
+//! 2. a dom0 vCPU — any of them, the first to take it — spends `blkback_request_ns` of CPU
+//!    on it, then submits it to the host's disk;
+//! 3. the disk serves requests one at a time in arrival order (FIFO): a request starts when
+//!    the disk is free and takes `disk_seek_ns + bytes / disk_mb_per_s` (positioning, then
+//!    the transfer);
+//! 4. the completion joins the driver backlog again: a dom0 vCPU must run to complete it
+//!    (no CPU time is charged for it: the per-request cost is charged once, at step 2);
+//! 5. the guest vCPU is woken by its event channel (at once; the tickle costs the IPI).
+//!
+//! Without a driver domain (`dom0_vcpus = 0`, e.g. a KVM host, where the host kernel runs
+//! the block driver), steps 2 and 4 vanish: the request goes straight to the disk and its
+//! completion wakes the vCPU at once (the host kernel's interrupt handler).
+//!
+//! Not modelled: the disk's cache, request merging and reordering (elevator, NCQ), and
+//! sequential streams: every request pays the average positioning time, which makes this
+//! a disk under random I/O.
+//!
+//! # Dom0's timer wake-ups
+//! An idle dom0 vCPU is not silent: its tickless guest kernel still wakes for timers
+//! (workqueues, daemons such as xenstored) `dom0_idle_wakes_per_s` times a second, each wake
+//! running `dom0_wake_ns` before it blocks again. Every dom0 vCPU has such a timer, periodic
+//! with a phase of its own (drawn from the run's seed; 0 in lockstep) and late by the
+//! hypervisor's timer slop like every Xen timer. A wake that finds the vCPU busy is served
+//! after the pass at hand. Each wake goes through the policy's `wake` (BOOST under Credit).
+//! Sources of every default: docs/realism.md, "The driver domain and the disk".
+
+use rand::Rng;
+use vsched_engine::{RngStreams, StreamRng, Time, NS_PER_US};
+
+use super::events::Ev;
+use super::interpret::Step;
+use super::network::Pass;
+use super::state::{Core, Thread};
+use super::Simulation;
+use crate::domain::VcpuState;
+use crate::ids::VcpuId;
+use crate::metrics::IoMetrics;
+
+/// The disk, the block backend and the driver domain's background activity of a host.
+/// Defaults: a 7200 rpm SATA disk and an idle Linux dom0 of the seed papers' era (2007–2013);
+/// every value is sourced in docs/realism.md.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IoConfig {
+    /// Average positioning time of a request: average seek plus average rotational latency.
+    pub disk_seek_ns: Time,
+    /// Sustained transfer rate, in 10^6 bytes per second (datasheet megabytes).
+    pub disk_mb_per_s: f64,
+    /// Driver-domain CPU time per block request (blkback: grant mapping, bio, response).
+    pub blkback_request_ns: Time,
+    /// Timer wake-ups per second of each idle driver-domain vCPU (0: none).
+    pub dom0_idle_wakes_per_s: f64,
+    /// CPU time of one such wake-up.
+    pub dom0_wake_ns: Time,
+}
+
+impl Default for IoConfig {
+    fn default() -> Self {
+        IoConfig {
+            // Hitachi Deskstar 7K1000 (7200 rpm SATA, 2007): average seek 8.7 ms plus average
+            // rotational latency 4.17 ms (half a turn at 7200 rpm).
+            disk_seek_ns: 12_870 * NS_PER_US,
+            // Seagate Barracuda XT (7200 rpm SATA, 2009) datasheet: sustained data rate
+            // 138 MB/s at the outer diameter.
+            disk_mb_per_s: 138.0,
+            // No measurement found: 10 µs, an order of magnitude (two grant hypercalls,
+            // a bio submission and a response); see docs/realism.md.
+            blkback_request_ns: 10 * NS_PER_US,
+            // linux-pm, 2009 (timer migration patch, Linux 2.6.29-era tickless idle server):
+            // 2,472 local timer interrupts in 30 s over 8 CPUs = 10.3 per CPU per second.
+            dom0_idle_wakes_per_s: 10.3,
+            // Our measurement (docs/realism.md, `scripts/hiccup.c`): median interruption of a
+            // busy loop by an interrupt on this repository's build VM, 3.4 µs.
+            dom0_wake_ns: 3_400,
+        }
+    }
+}
+
+impl IoConfig {
+    /// How long the disk works on a request of `bytes`: positioning, then the transfer.
+    pub fn disk_service_ns(&self, bytes: u64) -> Time {
+        self.disk_seek_ns + (bytes as f64 * 1_000.0 / self.disk_mb_per_s).round() as Time
+    }
+
+    /// The period of each dom0 vCPU's timer wake-ups, if it has any.
+    pub fn dom0_wake_period_ns(&self) -> Option<Time> {
+        (self.dom0_idle_wakes_per_s > 0.0).then(|| ((1e9 / self.dom0_idle_wakes_per_s).round() as Time).max(1))
+    }
+}
+
+/// Where a disk request is on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DiskStage {
+    /// Waiting for, or in, blkback's submission.
+    Submit,
+    /// Queued at, or served by, the disk.
+    OnDisk,
+    /// Waiting for, or in, blkback's completion.
+    Complete,
+}
+
+pub(super) struct DiskReq {
+    pub(super) v: VcpuId,
+    pub(super) bytes: u64,
+    pub(super) issued_at: Time,
+    pub(super) stage: DiskStage,
+}
+
+/// Run-wide tallies of disk I/O and of the driver domains' timer wake-ups.
+#[derive(Default)]
+pub(super) struct IoStats {
+    pub(super) requests: u64,
+    pub(super) bytes: u64,
+    pub(super) completed: u64,
+    /// From issue to the wake-up of the issuing vCPU, summed over completed requests.
+    pub(super) latency_sum_ns: Time,
+    /// Requests the disk took (served, or queued to be).
+    pub(super) on_disk: u64,
+    /// Time those requests waited for the disk to be free, summed.
+    pub(super) disk_wait_sum_ns: Time,
+    pub(super) disk_busy_ns: Time,
+    pub(super) dom0_timer_wakes: u64,
+}
+
+/// Random streams of the driver domains' timers (`DOM0_TIMER_STREAM + h`), above those of
+/// `clocks` (3–5 << 40).
+const DOM0_TIMER_STREAM: u64 = 6 << 40;
+
+/// Host `h`'s dom0 timer stream.
+pub(super) fn dom0_timer_stream(streams: &RngStreams, h: usize) -> StreamRng {
+    streams.stream(DOM0_TIMER_STREAM + h as u64)
+}
+
+impl Core {
+    /// `disk(bytes)`: vCPU `v` issues a request and blocks until it completes.
+    pub(super) fn disk_io(&mut self, v: VcpuId, bytes: u64) -> Step {
+        let now = self.now();
+        self.io.requests += 1;
+        self.io.bytes += bytes;
+        let req = DiskReq { v, bytes, issued_at: now, stage: DiskStage::Submit };
+        let r = match self.free_disk_reqs.pop() {
+            Some(r) => {
+                self.disk_reqs[r as usize] = req;
+                r
+            }
+            None => {
+                self.disk_reqs.push(req);
+                (self.disk_reqs.len() - 1) as u32
+            }
+        };
+        self.vcpus[v].thread = Thread::BlockedIo;
+        let h = self.vcpus[v].host;
+        if self.hosts[h].driver.is_some() {
+            self.queue_pass(Pass::Disk(r), h);
+        } else {
+            self.onto_disk(r);
+        }
+        self.block(v);
+        Step::Wait
+    }
+
+    /// The driver-domain CPU time of a pass over disk request `r`.
+    pub(super) fn disk_pass_ns(&self, r: u32) -> Time {
+        match self.disk_reqs[r as usize].stage {
+            DiskStage::Submit => self.host.io.blkback_request_ns,
+            _ => 0,
+        }
+    }
+
+    /// A driver domain finished its pass over disk request `r`.
+    pub(super) fn forward_disk(&mut self, r: u32) {
+        match self.disk_reqs[r as usize].stage {
+            DiskStage::Submit => self.onto_disk(r),
+            // The event-channel notification to the guest: its vCPU wakes at once, as a
+            // driver-domain vCPU does (`queue_pass`).
+            DiskStage::Complete => self.notify_guest(r, self.now()),
+            DiskStage::OnDisk => unreachable!("a driver domain holds disk requests before and after the disk"),
+        }
+    }
+
+    /// Onto the host's disk: FIFO behind what it is already serving.
+    fn onto_disk(&mut self, r: u32) {
+        let now = self.now();
+        let req = &mut self.disk_reqs[r as usize];
+        req.stage = DiskStage::OnDisk;
+        let h = self.vcpus[req.v].host;
+        let start = self.hosts[h].disk_free_at.max(now);
+        let service = self.host.io.disk_service_ns(req.bytes);
+        self.hosts[h].disk_free_at = start + service;
+        self.io.on_disk += 1;
+        self.io.disk_wait_sum_ns += start - now;
+        self.io.disk_busy_ns += service;
+        self.post(start + service, Ev::Disk { r });
+    }
+
+    /// The disk finished request `r`: its interrupt goes to the driver domain, or without
+    /// one completes the request at once.
+    pub(super) fn disk_done(&mut self, r: u32) {
+        let h = self.vcpus[self.disk_reqs[r as usize].v].host;
+        if self.hosts[h].driver.is_some() {
+            self.disk_reqs[r as usize].stage = DiskStage::Complete;
+            self.queue_pass(Pass::Disk(r), h);
+        } else {
+            self.notify_guest(r, self.now());
+        }
+    }
+
+    /// Request `r` is complete: its vCPU wakes at `at`.
+    fn notify_guest(&mut self, r: u32, at: Time) {
+        let req = &self.disk_reqs[r as usize];
+        let v = req.v;
+        self.io.completed += 1;
+        self.io.latency_sum_ns += at - req.issued_at;
+        self.free_disk_reqs.push(r);
+        self.post(at, Ev::Wake { v });
+    }
+
+    /// Driver-domain vCPU `v`'s timer fired: it owes one wake's work, and wakes if idle.
+    pub(super) fn dom0_timer(&mut self, v: VcpuId) {
+        let now = self.now();
+        let h = self.vcpus[v].host;
+        let Some(period) = self.host.io.dom0_wake_period_ns() else { return };
+        self.io.dom0_timer_wakes += 1;
+        let vc = &mut self.vcpus[v];
+        vc.dom0_timers += 1;
+        if vc.thread == Thread::BlockedNet && vc.state == VcpuState::Blocked {
+            // Xen's timer softirq wakes the vCPU itself (`vcpu_singleshot_timer_fn`): no IPI.
+            vc.thread = Thread::Ready;
+            self.post(now, Ev::Wake { v });
+        }
+        let slop = self.hosts[h].timer_slop_ns;
+        let late = if slop == 0 { 0 } else { self.hosts[h].dom0_rng.gen_range(0..slop) };
+        self.post(now + period + late, Ev::Dom0Timer { v });
+    }
+
+    /// Before its next pass, a driver-domain vCPU serves the timer wakes it owes: one at a
+    /// time, `dom0_wake_ns` each. `None` if it owes none.
+    pub(super) fn serve_dom0_timer(&mut self, v: VcpuId) -> Option<Step> {
+        let vc = &mut self.vcpus[v];
+        if vc.dom0_timers == 0 {
+            return None;
+        }
+        vc.dom0_timers -= 1;
+        let work = self.host.io.dom0_wake_ns;
+        if work == 0 {
+            return Some(Step::Next);
+        }
+        vc.thread = Thread::Computing { left: work };
+        Some(self.wait_running(v))
+    }
+}
+
+impl Core {
+    /// The disk and driver-domain tallies, if there was any such activity.
+    pub(super) fn io_metrics(&self) -> Option<IoMetrics> {
+        let io = &self.io;
+        let per_request_ms = |sum: Time, n: u64| (n > 0).then(|| sum as f64 / n as f64 / 1e6);
+        (io.requests > 0 || io.dom0_timer_wakes > 0).then(|| IoMetrics {
+            disk_requests: io.requests,
+            disk_bytes: io.bytes,
+            disk_completed: io.completed,
+            disk_latency_ms_mean: per_request_ms(io.latency_sum_ns, io.completed),
+            disk_wait_ms_mean: per_request_ms(io.disk_wait_sum_ns, io.on_disk),
+            disk_busy_s: io.disk_busy_ns as f64 / 1e9,
+            dom0_timer_wakes: io.dom0_timer_wakes,
+        })
+    }
+}
+
+impl Simulation {
+    /// Arms every driver-domain vCPU's timer: its first wake falls at a phase drawn in
+    /// `[0, period)` from its host's dom0 stream, or at one period in lockstep.
+    pub(super) fn start_dom0_timers(&mut self) {
+        let core = &mut self.core;
+        let Some(period) = core.host.io.dom0_wake_period_ns() else { return };
+        let lockstep = core.host.clocks == super::config::Clocks::Lockstep;
+        for h in 0..core.hosts.len() {
+            let Some(d) = core.hosts[h].driver else { continue };
+            for v in core.doms[d].span.clone() {
+                let first = if lockstep { period } else { core.hosts[h].dom0_rng.gen_range(0..period) };
+                core.post(first, Ev::Dom0Timer { v });
+            }
+        }
+    }
+}
