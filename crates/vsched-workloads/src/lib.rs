@@ -14,6 +14,7 @@ pub mod npb_cg;
 pub mod npb_ep;
 pub mod npb_is;
 pub mod npb_lu;
+pub mod runtime;
 pub mod spinlock;
 pub mod web;
 
