@@ -27,7 +27,8 @@
 //!   `__kmp_wait_template`, kmp_wait_release.h: `hibernate_goal = KMP_NOW() + ...`).
 //!   The deadline is wall-clock time, so time spent descheduled counts
 //!   (`BarrierWait::SpinForThenBlock`). With more threads than processors the runtime
-//!   forces an immediate suspend (`__kmp_zero_bt`, `KMP_ADJUST_BLOCKTIME`, same function).
+//!   forces an immediate suspend (`__kmp_zero_bt`, `KMP_ADJUST_BLOCKTIME`, in the
+//!   monitor-thread builds of the same function).
 //! - `openmpi` (Open MPI): busy-polls for ever. `opal_progress()` (opal/runtime/
 //!   opal_progress.c) calls `sched_yield()` between polls only when `mpi_yield_when_idle`
 //!   is set, which `mpirun` does only when a node is oversubscribed (ompi/runtime/
