@@ -22,19 +22,22 @@
 //!   program has more threads than the guest has CPUs (`gomp_managed_threads >
 //!   gomp_available_cpus`). The simulator turns the count into running time with its host's
 //!   `spin_iteration_cycles` (`BarrierWait::SpinIterationsThenBlock`).
-//! - `iomp` (Intel OpenMP, LLVM's libomp): spins until `KMP_BLOCKTIME` = 200 ms has passed
-//!   on the timestamp counter, then suspends (`KMP_DEFAULT_BLOCKTIME`, kmp.h;
-//!   `__kmp_wait_template`, kmp_wait_release.h: `hibernate_goal = KMP_NOW() + ...`).
-//!   The deadline is wall-clock time, so time spent descheduled counts
-//!   (`BarrierWait::SpinForThenBlock`). With more threads than processors the runtime
-//!   forces an immediate suspend (`__kmp_zero_bt`, `KMP_ADJUST_BLOCKTIME`, in the
-//!   monitor-thread builds of the same function).
+//! - `iomp` (Intel OpenMP, open-sourced as LLVM's libomp, openmp/runtime/src): spins until
+//!   `KMP_BLOCKTIME` = 200 ms has passed on the timestamp counter, then suspends
+//!   (`KMP_DEFAULT_BLOCKTIME`, kmp.h: 200 ms in every revision we read, LLVM 2016 (review
+//!   D25102) to today, written 200000 µs since review D157646; `__kmp_wait_template`,
+//!   kmp_wait_release.h: `hibernate_goal = KMP_NOW() + ...`). The deadline is wall-clock
+//!   time, so time spent descheduled counts (`BarrierWait::SpinForThenBlock`). With more
+//!   threads than processors the runtime forces an immediate suspend (`__kmp_zero_bt`,
+//!   `KMP_ADJUST_BLOCKTIME`, in the monitor-thread builds of the same function).
 //! - `openmpi` (Open MPI): busy-polls for ever. `opal_progress()` (opal/runtime/
 //!   opal_progress.c) calls `sched_yield()` between polls only when `mpi_yield_when_idle`
 //!   is set, which `mpirun` does only when a node is oversubscribed (ompi/runtime/
-//!   ompi_mpi_params.c: "will default to 1 when oversubscribing nodes"); no receive blocks.
+//!   ompi_mpi_params.c: "will default to 1 when oversubscribing nodes"; the same test in the
+//!   1.x and 4.x `opal_progress`); no receive blocks.
 //! - `mpich2` (MPICH2's nemesis channel): polls for ever. `MPID_nem_mpich2_blocking_recv`
-//!   (mpid_nem_inline.h, MPICH2 1.x) loops on the shared-memory queues and calls
+//!   (nemesis's mpid_nem_inline.h, MPICH2 1.x; MPICH 3 renamed the `mpich2` functions)
+//!   loops on the shared-memory queues and calls
 //!   `sched_yield()` every `MPID_NEM_POLLS_BEFORE_YIELD` = 1000 polls.
 //!
 //! A `sched_yield()` in a guest whose other threads all have vCPUs of their own returns at
