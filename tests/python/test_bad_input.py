@@ -210,6 +210,32 @@ BAD_SCENARIOS = [
         + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-is"\niterations = 0\n',
         ["virtual_cluster[0].workload.iterations"],
     ),
+    (
+        "unknown runtime",
+        with_replaced('kind = "cpu_hog"', 'kind = "bsp"\nruntime = "x"'),
+        ["vm[1].workload.runtime", '"pthreads", "libgomp", "iomp", "openmpi", "mpich2"', '"x"'],
+    ),
+    (
+        "runtime not a string",
+        with_replaced('kind = "cpu_hog"', 'kind = "bsp"\nruntime = 3'),
+        ["vm[1].workload.runtime", "a string"],
+    ),
+    (
+        "MPI program on a threads runtime",
+        TINY_SCENARIO
+        + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-cg"\nruntime = "libgomp"\n',
+        ["virtual_cluster[0].workload.runtime", '"openmpi", "mpich2"'],
+    ),
+    (
+        "unknown wait override",
+        with_replaced('kind = "cpu_hog"', 'kind = "bsp"\nruntime = "libgomp"\nwait = "yield"'),
+        ["vm[1].workload.wait", '"spin-then-block"'],
+    ),
+    (
+        "spin limit without spin-then-block",
+        with_replaced('kind = "cpu_hog"', 'kind = "npb-ep"\nspin_limit_us = 100'),
+        ["vm[1].workload.spin_limit_us", "spin-then-block"],
+    ),
 ]
 
 

@@ -27,33 +27,46 @@ PAPERS_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "papers"
 FIGURES = [(paper_id, figure) for paper_id in catalog.PAPER_IDS for figure in catalog.load(paper_id).figures]
 
 
-def splash2_barrier_waits() -> dict[str, list[str]]:
-    """The barrier wait mode of every `bsp` VM of the scenarios that model a SPLASH-2 program
-    (their header's first paragraph names it), by file."""
+def workloads_by_file() -> dict[str, list[dict[str, object]]]:
+    """Every workload table (VMs and virtual clusters) of every paper scenario, by file, with
+    the scenario's header (its first paragraph) under "header"."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python < 3.11
         import tomli as tomllib
 
-    waits: dict[str, list[str]] = {}
+    found: dict[str, list[dict[str, object]]] = {}
     for path in sorted(PAPERS_DIR.glob("*/*.toml")):
         text = path.read_text()
-        header = text.split("\n#\n", 1)[0]
-        if "SPLASH-2" not in header:
-            continue
-        vms = tomllib.loads(text).get("vm", [])
-        found = [vm["workload"].get("wait", "spin") for vm in vms if vm["workload"]["kind"] == "bsp"]
-        if found:
-            waits[f"{path.parent.name}/{path.name}"] = found
-    return waits
+        doc = tomllib.loads(text)
+        tables = [vm["workload"] for vm in doc.get("vm", []) + doc.get("virtual_cluster", [])]
+        found[f"{path.parent.name}/{path.name}"] = [{**t, "header": text.split("\n#\n", 1)[0]} for t in tables]
+    return found
 
 
-def test_every_splash2_barrier_blocks_in_every_paper() -> None:
+def test_every_splash2_program_runs_on_pthreads_in_every_paper() -> None:
     # SPLASH-2's POSIX port builds its barrier from a mutex and a condition variable; no seed
     # paper says its threads spin, so every paper's SPLASH-2 program is modelled alike.
-    waits = splash2_barrier_waits()
-    assert {"seed003/fig7-lu.toml", "seed004/lu-solo-con.toml", "seed004/lu-dual-con.toml"} <= set(waits)
-    assert all(w == "block" for found in waits.values() for w in found), waits
+    splash2 = {
+        name: [t for t in tables if t["kind"] == "bsp"]
+        for name, tables in workloads_by_file().items()
+        if tables and "SPLASH-2" in str(tables[0]["header"])
+    }
+    assert {"seed003/fig7-lu.toml", "seed004/lu-solo-con.toml", "seed004/lu-dual-con.toml"} <= set(splash2)
+    assert all(t.get("runtime") == "pthreads" and "wait" not in t for ts in splash2.values() for t in ts), splash2
+
+
+def test_every_parallel_workload_names_its_runtime_and_none_overrides_it() -> None:
+    # No seed paper states how its threads wait, so no scenario keeps a `wait` override; every
+    # parallel program names the runtime its paper used (or our choice where it is silent).
+    parallel = {"bsp", "npb-ep", "npb-is", "npb-lu", "npb-cg"}
+    for name, tables in workloads_by_file().items():
+        for t in tables:
+            assert "wait" not in t and "spin_limit_us" not in t, name
+            if t["kind"] in parallel:
+                assert t.get("runtime") in {"pthreads", "libgomp", "iomp", "openmpi", "mpich2"}, name
+            if str(t["kind"]).startswith("npb-"):
+                assert t["runtime"] == "openmpi", name
 
 
 def test_the_package_embeds_every_paper_scenario_as_it_is_on_disk() -> None:

@@ -69,13 +69,24 @@ pub enum LockChoice {
     Uniform,
 }
 
-/// How a thread waits at a barrier or for a message.
+/// How a thread waits at a barrier or for a message. Workloads derive it from the guest's
+/// parallel runtime (`vsched-workloads/src/runtime.rs`), which says which runtime waits how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierWait {
     Spin,
     Block,
     /// Spin for at most this much running time, then block.
     SpinThenBlock(Time),
+    /// Spin for at most this many iterations of a check-and-`PAUSE` loop, then block (a spin
+    /// COUNT, libgomp's `GOMP_SPINCOUNT`). Iterations only advance while the vCPU runs, so
+    /// the simulator turns the count into running time with its host's
+    /// `spin_iteration_cycles` and `cpu_ghz`, which the workload does not know.
+    SpinIterationsThenBlock(u64),
+    /// Spin until this much guest time has passed since the wait began, whether the vCPU ran
+    /// or not, then block (a deadline read from the timestamp counter, which keeps counting
+    /// while the vCPU is descheduled: Intel OpenMP's `KMP_BLOCKTIME`). A waiter whose
+    /// deadline passed while it was descheduled blocks as soon as it runs again.
+    SpinForThenBlock(Time),
 }
 
 /// One instruction of a guest program.

@@ -149,6 +149,11 @@ impl Params {
         self.values.get(name).unwrap_or_else(|| panic!("parameter {name} was not declared"))
     }
 
+    /// Whether the scenario gave `name` (else it holds its declared default).
+    pub fn is_given(&self, name: &str) -> bool {
+        self.given.contains(&name)
+    }
+
     /// Integer `name` as the scenario gives it, else `default`: for a parameter whose default
     /// depends on another one (Credit's `ratelimit_us` on `xen_version`).
     pub fn int_or(&self, name: &str, default: i64) -> i64 {

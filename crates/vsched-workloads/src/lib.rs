@@ -15,6 +15,7 @@ pub mod npb_cg;
 pub mod npb_ep;
 pub mod npb_is;
 pub mod npb_lu;
+pub mod runtime;
 pub mod spinlock;
 pub mod web;
 pub mod working_set;

@@ -13,11 +13,9 @@
 //! MPI library uses for small payloads, not an exact account of every library's algorithm.
 //! Ranks are `usize` as in [`crate::Ranks`]; a group (communicator) of `P = 1` sends nothing.
 
-use vsched_model::{
-    BarrierWait, ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder, Time, NS_PER_S,
-};
+use vsched_model::{BarrierWait, ConfigError, Dur, GuestSpec, Instr, Params, ProgramBuilder, Time, NS_PER_S};
 
-use crate::{us, Ranks};
+use crate::Ranks;
 
 /// Payload of a barrier message: MPI barriers send empty messages.
 pub const BARRIER_BYTES: u64 = 0;
@@ -160,27 +158,14 @@ pub(crate) fn job_guest(ranks: &Ranks, mut rank_program: impl FnMut(&mut Program
 
 // Parameters shared by the NPB models.
 
-pub(crate) const WAIT_PARAM: ParamSpec = ParamSpec {
-    name: "wait",
-    default: ParamDefault::Str("spin"),
-    doc: "how receives wait: \"spin\" (Open MPI's busy-poll), \"block\" or \"spin-then-block\"",
-};
-pub(crate) const SPIN_LIMIT_PARAM: ParamSpec = ParamSpec {
-    name: "spin_limit_us",
-    default: ParamDefault::Float(200.0),
-    doc: "spinning before blocking (spin-then-block), µs",
-};
+pub(crate) use crate::runtime::{MPI_RUNTIME_PARAM, SPIN_LIMIT_PARAM, WAIT_PARAM};
 pub(crate) const JITTER_DOC: &str = "coefficient of variation of each compute block";
 pub(crate) const SERIAL_DOC: &str = "CPU time of the whole job on one rank, s (each rank computes serial_s / P)";
 
-/// The `wait` and `spin_limit_us` parameters as a receive's waiting mode.
-pub(crate) fn wait_param(params: &Params) -> Result<BarrierWait, ConfigError> {
-    let spin_limit = us(params.float_in("spin_limit_us", 0.0, 1e9)?);
-    Ok(match params.choice("wait", &["spin", "block", "spin-then-block"])?.as_str() {
-        "spin" => BarrierWait::Spin,
-        "block" => BarrierWait::Block,
-        _ => BarrierWait::SpinThenBlock(spin_limit),
-    })
+/// How the VM's ranks wait in a receive: `wait` if given, else the MPI `runtime`'s polling.
+/// A VM runs one rank per vCPU, never more.
+pub(crate) fn wait_param(params: &Params, ranks: &Ranks) -> Result<BarrierWait, ConfigError> {
+    crate::runtime::wait_of(params, crate::runtime::MPI_RUNTIMES, ranks.vcpus, ranks.vcpus)
 }
 
 /// The `serial_s` parameter, checked.

@@ -33,7 +33,7 @@
 
 use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
-use crate::mpi::{self, Group, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
+use crate::mpi::{self, Group, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
@@ -41,6 +41,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "na", default: ParamDefault::Int(14_000), doc: "matrix order: 14000 class A, 75000 B, 150000 C" },
     ParamSpec { name: "serial_s", default: ParamDefault::Float(16.0), doc: SERIAL_DOC },
     ParamSpec { name: "jitter", default: ParamDefault::Float(0.05), doc: JITTER_DOC },
+    MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
 ];
@@ -63,7 +64,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let na = params.int_at_least("na", 1)? as u64;
     let serial_s = mpi::serial_param(params)?;
     let jitter = mpi::jitter_param(params)?;
-    let wait = mpi::wait_param(params)?;
+    let wait = mpi::wait_param(params, ranks)?;
     let world = ranks.world;
     if na < world as u64 {
         return Err(params.invalid("na", format!("expected >= {world} (a row per rank), got {na}")));

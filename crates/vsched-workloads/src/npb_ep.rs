@@ -17,12 +17,13 @@
 
 use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
 
-use crate::mpi::{self, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
+use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "serial_s", default: ParamDefault::Float(16.0), doc: SERIAL_DOC },
     ParamSpec { name: "jitter", default: ParamDefault::Float(0.01), doc: JITTER_DOC },
+    MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
 ];
@@ -33,7 +34,7 @@ const REDUCE_BYTES: u64 = 12 * 8;
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let serial_s = mpi::serial_param(params)?;
     let jitter = mpi::jitter_param(params)?;
-    let wait = mpi::wait_param(params)?;
+    let wait = mpi::wait_param(params, ranks)?;
     let world = ranks.world;
     Ok(mpi::job_guest(ranks, |b, rank| {
         mpi::barrier(b, rank, world, wait);
@@ -82,6 +83,11 @@ mod tests {
         let job = Job::build(&INFO, &given, 5, 2).unwrap();
         assert_eq!(run(&job).unwrap().waits, [BarrierWait::SpinThenBlock(50_000)]);
         assert_eq!(run(&Job::build(&INFO, &[], 5, 2).unwrap()).unwrap().waits, [BarrierWait::Spin]);
+        // MPICH2's nemesis polls as Open MPI does; `wait` wins over either.
+        let job = Job::build(&INFO, &[("runtime", Value::Str("mpich2".into()))], 5, 2).unwrap();
+        assert_eq!(run(&job).unwrap().waits, [BarrierWait::Spin]);
+        let given = [("runtime", Value::Str("mpich2".into())), ("wait", Value::Str("block".into()))];
+        assert_eq!(run(&Job::build(&INFO, &given, 5, 2).unwrap()).unwrap().waits, [BarrierWait::Block]);
     }
 
     #[test]
@@ -90,5 +96,6 @@ mod tests {
         assert_rejects(&INFO, "jitter", &[("jitter", Value::Float(-0.5))]);
         assert_rejects(&INFO, "wait", &[("wait", Value::Str("yield".into()))]);
         assert_rejects(&INFO, "spin_limit_us", &[("spin_limit_us", Value::Float(-1.0))]);
+        assert_rejects(&INFO, "runtime", &[("runtime", Value::Str("pthreads".into()))]);
     }
 }

@@ -21,7 +21,7 @@
 
 use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
 
-use crate::mpi::{self, JITTER_DOC, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
+use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
@@ -33,6 +33,7 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec { name: "serial_s", default: ParamDefault::Float(8.0), doc: SERIAL_DOC },
     ParamSpec { name: "jitter", default: ParamDefault::Float(0.05), doc: JITTER_DOC },
+    MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
 ];
@@ -52,7 +53,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     }
     let serial_s = mpi::serial_param(params)?;
     let jitter = mpi::jitter_param(params)?;
-    let wait = mpi::wait_param(params)?;
+    let wait = mpi::wait_param(params, ranks)?;
     let world = ranks.world;
     let per_pair = (KEY_BYTES << keys_log2).div_ceil((world * world) as u64);
     let per_iteration = serial_s / world as f64 / iterations as f64;

@@ -22,8 +22,9 @@
 //!
 //! The sweeps take `SWEEP_SHARE` of an iteration's compute, spread evenly over the planes.
 //! The residual norm (a 40-byte allreduce) follows every `norm_every`-th iteration and the
-//! last (NPB: inorm = itmax, so only the last). Every receive busy-waits: LU's pipeline sync
-//! is pure spinning. Each rank computes `serial_s / P` in all (strong scaling).
+//! last (NPB: inorm = itmax, so only the last). Receives wait as the MPI `runtime` does:
+//! both Open MPI and MPICH2 busy-poll (`runtime.rs`), so LU's pipeline sync is pure
+//! spinning, as workloads.md says. Each rank computes `serial_s / P` in all (strong scaling).
 //!
 //! Scaling: 50 iterations instead of class A's 250, each 0.32 s of serial compute by default
 //! (my estimate of a class-A iteration on hardware of seed 002's time), so a plane keeps
@@ -36,7 +37,7 @@
 
 use vsched_model::{BarrierWait, ConfigError, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
-use crate::mpi::{self, JITTER_DOC, SERIAL_DOC};
+use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
@@ -58,6 +59,9 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec { name: "serial_s", default: ParamDefault::Float(16.0), doc: SERIAL_DOC },
     ParamSpec { name: "jitter", default: ParamDefault::Float(0.05), doc: JITTER_DOC },
+    MPI_RUNTIME_PARAM,
+    WAIT_PARAM,
+    SPIN_LIMIT_PARAM,
 ];
 
 /// Share of an iteration's compute in the two sweeps (jacld + blts, jacu + buts); the rest
@@ -67,8 +71,6 @@ const SWEEP_SHARE: f64 = 0.7;
 const POINT_BYTES: u64 = 5 * 8;
 /// The residual norm: 5 doubles.
 const NORM_BYTES: u64 = 5 * 8;
-/// LU's pipeline receives always busy-wait.
-const WAIT: BarrierWait = BarrierWait::Spin;
 
 /// The share of `n` points of part `i` of `parts` (the first `n mod parts` get one more).
 fn share(n: usize, parts: usize, i: usize) -> u64 {
@@ -101,9 +103,9 @@ impl Place {
     }
 }
 
-fn recv(b: &mut ProgramBuilder, from: Option<usize>) {
+fn recv(b: &mut ProgramBuilder, from: Option<usize>, wait: BarrierWait) {
     if let Some(from) = from {
-        b.push(Instr::Recv { from: from as u32, wait: WAIT });
+        b.push(Instr::Recv { from: from as u32, wait });
     }
 }
 
@@ -121,6 +123,7 @@ struct Shape {
     plane_s: f64,
     rhs_s: f64,
     jitter: f64,
+    wait: BarrierWait,
 }
 
 impl Shape {
@@ -129,8 +132,8 @@ impl Shape {
         let (ew, ns) = (p.ew_points * POINT_BYTES * planes as u64, p.ns_points * POINT_BYTES * planes as u64);
         let (from_x, from_y, to_x, to_y) =
             if upper { (p.east, p.south, p.west, p.north) } else { (p.west, p.north, p.east, p.south) };
-        recv(b, from_x);
-        recv(b, from_y);
+        recv(b, from_x, self.wait);
+        recv(b, from_y, self.wait);
         b.push(mpi::compute(self.plane_s * planes as f64, self.jitter));
         send(b, to_x, ew);
         send(b, to_y, ns);
@@ -151,7 +154,7 @@ impl Shape {
         send(b, p.south, ns);
         send(b, p.north, ns);
         for from in [p.west, p.east, p.north, p.south] {
-            recv(b, from);
+            recv(b, from, self.wait);
         }
         b.push(mpi::compute(self.rhs_s, self.jitter));
     }
@@ -164,6 +167,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let norm_every = params.int_at_least("norm_every", 0)? as u64;
     let serial_s = mpi::serial_param(params)?;
     let jitter = mpi::jitter_param(params)?;
+    let wait = mpi::wait_param(params, ranks)?;
     let world = ranks.world;
     let (px, py) = mpi::grid2d(world);
     if grid > 10_000 {
@@ -190,19 +194,20 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         plane_s: per_iteration * SWEEP_SHARE / (2 * planes) as f64,
         rhs_s: per_iteration * (1.0 - SWEEP_SHARE),
         jitter,
+        wait,
     };
     // Iterations in runs of `norm_every`, each followed by the norm; then the remainder.
     let run = if norm_every == 0 { iterations } else { norm_every.min(iterations) };
     Ok(mpi::job_guest(ranks, |b, rank| {
         let place = Place::of(rank, world, grid);
-        mpi::barrier(b, rank, world, WAIT);
+        mpi::barrier(b, rank, world, wait);
         for (count, len) in [(iterations / run, run), (1, iterations % run)] {
             if len == 0 {
                 continue;
             }
             mpi::times(b, count, |b| {
                 mpi::times(b, len, |b| shape.iteration(b, &place));
-                mpi::allreduce(b, rank, world, NORM_BYTES, WAIT);
+                mpi::allreduce(b, rank, world, NORM_BYTES, wait);
             });
         }
     }))
@@ -210,7 +215,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
 
 pub const INFO: WorkloadInfo = WorkloadInfo {
     name: "npb-lu",
-    description: "NPB LU over MPI: SSOR wavefront pipelines on a 2-D grid of ranks, busy-waiting receives",
+    description: "NPB LU over MPI: SSOR wavefront pipelines on a 2-D grid of ranks, small pipelined messages",
     models: "NPB LU (seed 002, Figs. 3(a), 4(a))",
     params: PARAMS,
     build,
@@ -330,8 +335,23 @@ mod tests {
         assert_rejects(&INFO, "norm_every", &[("norm_every", Value::Int(-1))]);
         assert_rejects(&INFO, "serial_s", &[("serial_s", Value::Float(0.0))]);
         assert_rejects(&INFO, "jitter", &[("jitter", Value::Float(-0.1))]);
-        // LU always spins: no wait parameter.
-        assert!(crate::testkit::build_error(&INFO, &[("wait", Value::Str("block".into()))])
-            .starts_with("w.wait: unknown key"));
+        // An MPI program runs on an MPI library only.
+        assert_eq!(
+            crate::testkit::build_error(&INFO, &[("runtime", Value::Str("libgomp".into()))]),
+            "w.runtime: expected one of \"openmpi\", \"mpich2\", got \"libgomp\""
+        );
+        assert_rejects(&INFO, "wait", &[("wait", Value::Str("yield".into()))]);
+        assert_rejects(&INFO, "spin_limit_us", &[("spin_limit_us", Value::Float(5.0))]);
+    }
+
+    #[test]
+    fn receives_poll_under_both_mpi_libraries_unless_overridden() {
+        for runtime in ["openmpi", "mpich2"] {
+            let job =
+                Job::build(&INFO, &[("runtime", Value::Str(runtime.into())), ("iterations", Value::Int(1))], 4, 2);
+            assert_eq!(run(&job.unwrap()).unwrap().waits, [BarrierWait::Spin], "{runtime}");
+        }
+        let given = [("wait", Value::Str("block".into())), ("iterations", Value::Int(1))];
+        assert_eq!(run(&Job::build(&INFO, &given, 4, 2).unwrap()).unwrap().waits, [BarrierWait::Block]);
     }
 }

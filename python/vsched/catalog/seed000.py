@@ -8,8 +8,9 @@ application's completion time.
 Testbed (§5.1): two quad-core Xeons at 2.4 GHz (8 pCPUs), Xen 4.1.2, Ubuntu 12.04 guests with
 2 GB each. We model it as one 8-pCPU host with a Domain-0 of 8 vCPUs serving light I/O; the
 BSP application as the `bsp` workload (50 supersteps of block multiplication ended by a
-busy-polled barrier, work growing as n³ with the matrix size, strong scaling over the VM's
-vCPUs); the loop threads as `cpu_hog`, one per vCPU. Every guest VM is CON, since both
+barrier, work growing as n³ with the matrix size, strong scaling over the VM's vCPUs; the
+paper does not say how BSPCloud's threads wait, so they block as the guest's thread library
+does, `runtime = "pthreads"`); the loop threads as `cpu_hog`, one per vCPU. Every guest VM is CON, since both
 Co_scheduling and VDS co-schedule every VM. Each scenario file's header gives the details.
 
 The paper gives no completion times, only each policy's percent decline against Credit at

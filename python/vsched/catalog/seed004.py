@@ -10,13 +10,14 @@ over both domains in dual-CON). Policies: Credit, hybrid co-scheduling (CS), co-
 (CDS), PCS and BCS, all built on Credit (`credit`, `cs`, `cds`, `pcs`, `bcs`).
 
 Our model (each scenario's header has the details): 4 pCPUs; Domain-0 as a 4-vCPU VM serving
-light I/O (the background activity of a real host); idle guests as `idle` VMs; SPLASH-2 LU
-as `bsp` (512 barrier phases of 39 ms, busy-waiting); NPB CG, EP and LU as the MPI models
-`npb-cg`, `npb-ep`, `npb-lu` at their classes; BT as `npb-lu` with BT's shape (200 steps,
-13 exchanges per step); FT and MG as `bsp` with their phase counts (the paper gives no FT or
-MG time: their lengths are our estimates). Each benchmark's undisturbed run takes the
-paper's co-scheduled solo-CON time. Not modelled: the disk that makes FT and MG
-"I/O-intensive" in dual-CON.
+light I/O (the background activity of a real host); idle guests as `idle` VMs; SPLASH-2 LU as
+`bsp` (512 barrier phases of 39 ms, `runtime = "pthreads"`: SPLASH-2's POSIX port blocks); NPB
+CG, EP and LU as the MPI models `npb-cg`, `npb-ep`, `npb-lu` at their classes; BT as `npb-lu`
+with BT's shape (200 steps, 13 exchanges per step); FT and MG as `bsp` with their phase counts
+(the paper gives no FT or MG time: their lengths are our estimates). Every NPB program runs on
+`runtime = "openmpi"` (the paper names no MPI library; MPICH2 would poll alike). Each
+benchmark's undisturbed run takes the paper's co-scheduled solo-CON time. Not modelled: the
+disk that makes FT and MG "I/O-intensive" in dual-CON.
 
 The paper does not say how often it repeated a run; we use 20 seeds. Execution times are
 per domain, as the paper gives them ("dual lu1" and "dual lu2" are the two CON domains of
@@ -325,7 +326,7 @@ LU_PAPER = {
     ("dual lu2", "BCS"): 23.68,
 }
 LU_NOTES = (
-    "SPLASH-2 LU (n = 4096, B = 16) as `bsp`: 512 busy-waiting barrier phases of 39 ms "
+    "SPLASH-2 LU (n = 4096, B = 16) as `bsp`: 512 blocking barrier phases of 39 ms "
     '(lu-solo-con.toml, lu-dual-con.toml). "dual lu1" and "dual lu2" are the two CON '
     "domains of each dual-CON run. The paper gives no Credit time for dual-CON, only that PCS "
     "and BCS are about 8 % faster. Quick: 5 seeds instead of 20, same work."
@@ -773,7 +774,7 @@ def npb_paper_values(bench: str) -> dict[tuple[str, str], float]:
 
 
 NPB_NOTES = {
-    "bt": "BT as `npb-lu` with BT's shape: 200 steps of 13 busy-waiting exchanges, 180 s of "
+    "bt": "BT as `npb-lu` with BT's shape: 200 steps of 13 polled exchanges, 180 s of "
     "serial compute. Solo: one process in a 2-vCPU domain whose second vCPU stays halted "
     "(`idle_vcpus = 1`). Dual: one 4-rank job over two 2-vCPU domains (a virtual cluster on "
     "the one host) whose messages pass through Domain-0 as the driver domain "
@@ -789,9 +790,9 @@ NPB_NOTES = {
     "cg": "CG as `npb-cg`, class B (75 iterations, na = 75,000), 45 s per rank.",
     "ep": "EP as `npb-ep`, 43 s per rank, no synchronisation but at the start and end.",
     "lu": "LU as `npb-lu`, class A (250 iterations, 64³, one plane per pipeline step), 53 s per rank.",
-    "ft": "FT as `bsp`: 36 busy-waiting phases of 111 ms (our estimate: the paper gives no FT "
+    "ft": "FT as `bsp`: 36 polled phases of 111 ms (our estimate: the paper gives no FT "
     "time). The disk that makes dual-CON 2.5X slower is not modelled.",
-    "mg": "MG as `bsp`: 600 busy-waiting phases of 13.3 ms (our estimate: the paper gives no MG "
+    "mg": "MG as `bsp`: 600 polled phases of 13.3 ms (our estimate: the paper gives no MG "
     "time). The disk that makes dual-CON 4X slower is not modelled.",
 }
 

@@ -14,7 +14,7 @@
 use vsched_engine::Time;
 
 use super::events::Ev;
-use super::state::{Core, Thread};
+use super::state::{Core, SpinLimit, Thread};
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
 use crate::ids::{DomId, VcpuId};
@@ -48,9 +48,9 @@ impl Core {
                 }
             }
             Thread::SpinIpi { .. } => vc.spin_ns += elapsed,
-            Thread::SpinBarrier { limit_left } | Thread::SpinRecv { limit_left, .. } => {
+            Thread::SpinBarrier { limit } | Thread::SpinRecv { limit, .. } => {
                 vc.spin_ns += elapsed;
-                if let Some(l) = limit_left {
+                if let SpinLimit::Running(l) = limit {
                     *l -= elapsed.min(*l);
                 }
             }
@@ -87,7 +87,12 @@ impl Core {
                 (a, b) => a.or(b),
             },
             Thread::SpinIpi { .. } => ple_at,
-            Thread::SpinBarrier { limit_left } | Thread::SpinRecv { limit_left, .. } => limit_left.map(|l| from + l),
+            Thread::SpinBarrier { limit } | Thread::SpinRecv { limit, .. } => match limit {
+                SpinLimit::Never => None,
+                SpinLimit::Running(l) => Some(from + l),
+                // A deadline that passed while the vCPU was away: check as soon as it runs.
+                SpinLimit::At(t) => Some(from.max(t)),
+            },
             Thread::BlockedIo
             | Thread::BlockedBarrier
             | Thread::BlockedRecv { .. }
@@ -107,6 +112,7 @@ impl Core {
     /// A running vCPU's pending guest event fired.
     pub(super) fn guest_event(&mut self, v: VcpuId) {
         self.sync(v);
+        let now = self.queue.now();
         let vc = &mut self.vcpus[v];
         match vc.thread {
             Thread::Ready => self.to_advance.push_back(v),
@@ -130,11 +136,11 @@ impl Core {
             }
             Thread::SpinLock { lock, kernel, budget } => self.lock_wait_event(v, lock, kernel, budget),
             Thread::SpinIpi { .. } => self.maybe_ple_exit(v),
-            Thread::SpinBarrier { limit_left: Some(0) } => {
+            Thread::SpinBarrier { limit } if limit.expired(now) => {
                 vc.thread = Thread::BlockedBarrier;
                 self.block(v);
             }
-            Thread::SpinRecv { from, limit_left: Some(0) } => {
+            Thread::SpinRecv { from, limit } if limit.expired(now) => {
                 vc.thread = Thread::BlockedRecv { from };
                 self.block(v);
             }
@@ -316,16 +322,32 @@ impl Core {
             return Step::Next;
         }
         dom.barrier_waiters.push(v);
-        let vc = &mut self.vcpus[v];
-        match wait {
-            BarrierWait::Block => {
-                vc.thread = Thread::BlockedBarrier;
+        match self.spin_limit(wait) {
+            None => {
+                self.vcpus[v].thread = Thread::BlockedBarrier;
                 self.block(v);
             }
-            BarrierWait::Spin => vc.thread = Thread::SpinBarrier { limit_left: None },
-            BarrierWait::SpinThenBlock(l) => vc.thread = Thread::SpinBarrier { limit_left: Some(l) },
+            Some(limit) => self.vcpus[v].thread = Thread::SpinBarrier { limit },
         }
         self.wait_running(v)
+    }
+
+    /// How long a thread that starts waiting now spins before it blocks (None: it blocks at
+    /// once). A spin count becomes running time here, where the host is known: each
+    /// iteration of the runtime's check-and-`PAUSE` loop costs `spin_iteration_cycles`, the
+    /// same loop shape as the paravirtual spinlock's wait (`HostConfig::pv_spin_ns`).
+    pub(super) fn spin_limit(&self, wait: BarrierWait) -> Option<SpinLimit> {
+        match wait {
+            BarrierWait::Block => None,
+            BarrierWait::Spin => Some(SpinLimit::Never),
+            BarrierWait::SpinThenBlock(l) => Some(SpinLimit::Running(l)),
+            // `cycles_ns` rounds up to 1 ns, so a zero count is kept apart: no spinning.
+            BarrierWait::SpinIterationsThenBlock(0) => Some(SpinLimit::Running(0)),
+            BarrierWait::SpinIterationsThenBlock(n) => {
+                Some(SpinLimit::Running(self.host.cycles_ns(n.saturating_mul(self.host.spin_iteration_cycles))))
+            }
+            BarrierWait::SpinForThenBlock(l) => Some(SpinLimit::At(self.now().saturating_add(l))),
+        }
     }
 
     /// `exit`: the thread ends; the last thread of a finite workload finishes its VM.

@@ -239,16 +239,16 @@ impl Core {
             *n -= 1;
             return Step::Next;
         }
-        vc.thread = match wait {
-            BarrierWait::Block => Thread::BlockedRecv { from },
-            BarrierWait::Spin => Thread::SpinRecv { from, limit_left: None },
-            BarrierWait::SpinThenBlock(l) => Thread::SpinRecv { from, limit_left: Some(l) },
-        };
-        if wait == BarrierWait::Block {
-            self.block(v);
-            Step::Wait
-        } else {
-            self.wait_running(v)
+        match self.spin_limit(wait) {
+            None => {
+                self.vcpus[v].thread = Thread::BlockedRecv { from };
+                self.block(v);
+                Step::Wait
+            }
+            Some(limit) => {
+                self.vcpus[v].thread = Thread::SpinRecv { from, limit };
+                self.wait_running(v)
+            }
         }
     }
 

@@ -49,14 +49,14 @@ pub(super) enum Thread {
     SpinIpi {
         pending: u32,
     },
-    /// Spinning at the barrier; `limit_left` is the spinning time left before blocking.
+    /// Spinning at the barrier until released, or blocking when `limit` runs out.
     SpinBarrier {
-        limit_left: Option<Time>,
+        limit: SpinLimit,
     },
-    /// Busy-polling for a message from rank `from`; `limit_left` as at a barrier.
+    /// Busy-polling for a message from rank `from`; `limit` as at a barrier.
     SpinRecv {
         from: u32,
-        limit_left: Option<Time>,
+        limit: SpinLimit,
     },
     BlockedIo,
     BlockedBarrier,
@@ -66,6 +66,28 @@ pub(super) enum Thread {
     /// A driver-domain vCPU with an empty backlog and no timer wake owed.
     BlockedNet,
     Exited,
+}
+
+/// When a thread spinning at a barrier or for a message gives up and blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SpinLimit {
+    /// Never: it spins until released.
+    Never,
+    /// After this much more spinning while running (a spin budget: time or iterations).
+    Running(Time),
+    /// At this instant, running or not (a deadline on the guest's clock).
+    At(Time),
+}
+
+impl SpinLimit {
+    /// Whether a spinner with this limit must block at `now`.
+    pub(super) fn expired(self, now: Time) -> bool {
+        match self {
+            SpinLimit::Never => false,
+            SpinLimit::Running(left) => left == 0,
+            SpinLimit::At(t) => now >= t,
+        }
+    }
 }
 
 impl Thread {
