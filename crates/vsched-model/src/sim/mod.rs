@@ -9,6 +9,7 @@
 //! | `build` | turning a configuration into a ready `Simulation` |
 //! | `clocks` | out-of-lockstep pCPU clocks, timer slop, workloads' start offsets |
 //! | `hardware` | machine costs by hardware era (`[host] hardware`) |
+//! | `cache` | cache warmth: refills at switch-in, and the host's sockets, cores and threads |
 //! | `events` | the event kinds, their order at one instant, and the event loop |
 //! | `dispatch` | applying a policy's decision: switch, overheads, slice timers, reschedule IPIs |
 //! | `accounting` | time in each vCPU and pCPU state, and fragmentation |
