@@ -573,6 +573,12 @@ impl Credit {
     /// `v` (ideally none), then the fewest vCPUs of spreading VMs (seed 004 §IV-B: "least
     /// concurrent VCPUs"), then idle before busy, then the shortest run queue; ties go round
     /// robin from `v`'s current processor.
+    /// Balance scheduling's rule for `v` about to be queued on `p` (on wake, on migration):
+    /// another run queue, without a sibling, if `p`'s has one.
+    pub(crate) fn away_from_siblings(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> Option<PcpuId> {
+        (self.spreads(cx, v) && self.sibling_on(cx, v, p)).then(|| self.spread_target(cx, v))
+    }
+
     pub(crate) fn spread_target(&self, cx: &Cx, v: VcpuId) -> PcpuId {
         let n = self.pcpus.len();
         let d = cx.dom_of(v);
@@ -843,9 +849,8 @@ impl Policy for Credit {
             cx.count("credit.boosts");
         }
         let mut p = self.vcpus[v].processor;
-        if self.spreads(cx, v) && self.sibling_on(cx, v, p) {
-            // Balance scheduling's rule on wake: pick a run queue without a sibling.
-            p = self.spread_target(cx, v);
+        if let Some(q) = self.away_from_siblings(cx, v, p) {
+            p = q;
             cx.count("credit.spread_wakes");
         }
         self.runq_insert(p, v);

@@ -41,7 +41,7 @@ fn cycle(n: PcpuId, mask: &[bool]) -> Option<PcpuId> {
 }
 
 impl Credit {
-    /// `_csched_cpu_pick` for `v`, which runs on (or belongs to) `cpu`; `commit` updates the
+    /// `_csched_cpu_pick` for a vCPU that runs on (or belongs to) `cpu`; `commit` updates the
     /// chosen group's `idle_bias`.
     pub(crate) fn cpu_pick(&mut self, cx: &Cx, cpu: PcpuId, commit: bool) -> PcpuId {
         let rule = self.profile.pick;
@@ -122,11 +122,8 @@ impl Credit {
     /// (committing), then wake it there (`csched_vcpu_wake`: BOOST an UNDER vCPU unless the
     /// release flags migrating wake-ups, queue, tickle).
     pub(crate) fn migrate(&mut self, cx: &mut Cx, v: VcpuId, p: PcpuId) {
-        let mut q = self.cpu_pick(cx, p, true);
-        if self.spreads(cx, v) && self.sibling_on(cx, v, q) {
-            // Balance scheduling's rule holds for migrations too (as on wake).
-            q = self.spread_target(cx, v);
-        }
+        let picked = self.cpu_pick(cx, p, true);
+        let q = self.away_from_siblings(cx, v, picked).unwrap_or(picked);
         self.vcpus[v].processor = q;
         if self.boost && self.profile.boost_migrating && self.vcpus[v].pri == PRI_UNDER && !self.vcpus[v].parked {
             self.vcpus[v].pri = PRI_BOOST;

@@ -55,7 +55,7 @@ pub(super) struct Warmth {
 }
 
 /// Bytes brought into each core's L2 and each socket's L3 so far (global ids).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct CacheFills {
     l2: Vec<u64>,
     l3: Vec<u64>,
@@ -97,6 +97,11 @@ impl HostConfig {
         self.caches.l3_kib_per_core * 1024 * (self.pcpus_per_socket() / self.threads_per_core) as u64
     }
 
+    /// The part of a working set that the L2 and the L3 hold.
+    fn shares(&self, working_set: u64) -> (u64, u64) {
+        (working_set.min(self.l2_bytes()), working_set.min(self.l3_bytes()))
+    }
+
     /// The refill time of `l3_lines` lines from the L3 and `memory_lines` from DRAM.
     pub fn refill_ns(&self, l3_lines: u64, memory_lines: u64) -> Time {
         let c = &self.caches;
@@ -123,7 +128,7 @@ impl Core {
         let socket = h * host.sockets + host.socket_of(local);
         let working_set = self.doms[self.vcpus[v].dom].working_set_bytes;
         let (l2_cap, l3_cap) = (host.l2_bytes(), host.l3_bytes());
-        let (w2, w3) = (working_set.min(l2_cap), working_set.min(l3_cap));
+        let (w2, w3) = host.shares(working_set);
         let fills = &mut self.caches;
         let (miss2, miss3) = match self.vcpus[v].warmth {
             Some(w) => (
@@ -154,9 +159,10 @@ impl Core {
             0 => working_set,
             latency => ran.saturating_mul(u64::from(host.caches.fill_buffers) * LINE_BYTES) / latency,
         };
+        let (w2, w3) = host.shares(working_set);
         let fills = &mut self.caches;
-        fills.l2[w.core] += touched.min(working_set.min(host.l2_bytes()));
-        fills.l3[w.socket] += touched.min(working_set.min(host.l3_bytes()));
+        fills.l2[w.core] += touched.min(w2);
+        fills.l3[w.socket] += touched.min(w3);
         w.l2_mark = fills.l2[w.core];
         w.l3_mark = fills.l3[w.socket];
         self.vcpus[v].warmth = Some(w);
