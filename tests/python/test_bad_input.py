@@ -170,7 +170,13 @@ BAD_SCENARIOS = [
         with_replaced("pcpus = 2", "pcpus = 2\ndom0_idle_wakes_per_s = -1"),
         ["host.dom0_idle_wakes_per_s"],
     ),
-    ("dom0 wake not a number", with_replaced("pcpus = 2", 'pcpus = 2\ndom0_wake_us = "short"'), ["host.dom0_wake_us"]),
+    ("timer irq not a number", with_replaced("pcpus = 2", 'pcpus = 2\ntimer_irq_us = "short"'), ["host.timer_irq_us"]),
+    (
+        "unknown guest tick",
+        with_replaced('name = "hog"\n', 'name = "hog"\nguest_tick = "never"\n'),
+        ["vm[1].guest_tick", "never"],
+    ),
+    ("guest HZ of zero", with_replaced('name = "hog"\n', 'name = "hog"\nguest_hz = 0\n'), ["vm[1].guest_hz"]),
     (
         "disk request of negative size",
         with_replaced('kind = "cpu_hog"', 'kind = "disk"\nrequest_kb = -4'),

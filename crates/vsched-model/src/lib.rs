@@ -24,8 +24,8 @@ pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMet
 pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
 pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
 pub use sim::{
-    driver_guest, hardware, Caches, Clocks, DomainConfig, Hardware, HostConfig, IoConfig, NetworkConfig, Simulation,
-    Until, DEFAULT_HARDWARE, HARDWARE, INTERRUPTED,
+    driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
+    Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE, INTERRUPTED,
 };
 pub use trace::{Span, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

@@ -16,7 +16,11 @@
 //!   least one other vCPU; the sender's wait for acknowledgements is part of `spin_s`.
 //! - `pv_halts`, `pv_kicks`: paravirtual spinlock waiters that halted after spinning their
 //!   threshold, and kicks of halted waiters by unlocks.
-//! - `wake_latency_us_mean`: mean time from a wake-up to running.
+//! - `wake_latency_us_mean`: mean time from a wake-up of a thread to running (its guest
+//!   timer's wake-ups are not counted here).
+//! - `guest_ticks`: tick interrupts its guest kernel took on running vCPUs (one per vCPU
+//!   preempted across a tick, at entry); `timer_wakes`: halted vCPUs woken by their guest
+//!   kernel's timer (`sim/guest_kernel.rs`).
 //! - `cpu_share`: `cpu_s` over host capacity (pCPUs x elapsed); `weight_share`: weight over
 //!   the sum of all VMs' weights.
 //! - `requests`, `throughput_rps`, `latency_ms_mean`, `latency_ms_p99`: for serving
@@ -62,13 +66,11 @@
 //! (delivered between VMs), `driver_passes` (message passes through a driver domain) and
 //! `message_latency_us_mean` (from the send to the delivery into the receiver's mailbox).
 //!
-//! Disk and driver domain (`io`, present when a disk request was issued or a driver domain's
-//! timer fired): `disk_requests` and `disk_bytes` issued; `disk_completed`;
+//! Disk (`io`, present when a disk request was issued): `disk_requests` and `disk_bytes` issued; `disk_completed`;
 //! `disk_latency_ms_mean`, from the issue to the wake-up of the issuing vCPU (its wait for a
 //! pCPU after that is not included); `disk_wait_ms_mean`, the time a request that reached
 //! the disk spent queued there behind others; `disk_busy_s`, the disks' service time of the
-//! requests they took, summed over hosts (one still in service at the end counts whole);
-//! `dom0_timer_wakes`, the driver domains' timer wake-ups.
+//! requests they took, summed over hosts (one still in service at the end counts whole).
 
 use std::collections::BTreeMap;
 
@@ -109,6 +111,8 @@ pub struct VmMetrics {
     pub ipi_syncs: u64,
     pub pv_halts: u64,
     pub pv_kicks: u64,
+    pub guest_ticks: u64,
+    pub timer_wakes: u64,
     pub host: usize,
     pub virtual_cluster: Option<String>,
     pub messages_received: u64,
@@ -193,7 +197,6 @@ pub struct IoMetrics {
     pub disk_latency_ms_mean: Option<f64>,
     pub disk_wait_ms_mean: Option<f64>,
     pub disk_busy_s: f64,
-    pub dom0_timer_wakes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -65,6 +65,7 @@ fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {
         job: None,
         driver: false,
         working_set_bytes: 0,
+        tick: GuestTick::Off,
     }
 }
 

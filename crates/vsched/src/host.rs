@@ -3,7 +3,8 @@
 
 use serde::Deserialize;
 use vsched_model::{
-    hardware, Caches, Clocks, ConfigError, HostConfig, IoConfig, ParamDefault, ParamSpec, DEFAULT_HARDWARE, HARDWARE,
+    hardware, Caches, Clocks, ConfigError, HostConfig, IoConfig, ParamDefault, ParamSpec, DEFAULT_GUEST_HZ,
+    DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
 
 use crate::scenario::{err, micros};
@@ -43,16 +44,16 @@ pub(crate) struct HostSection {
     pub(crate) vm_exit_us: Option<f64>,
     pub(crate) ple_handler_us: Option<f64>,
     pub(crate) idle_wake_us: Option<f64>,
+    pub(crate) timer_irq_us: Option<f64>,
     pub(crate) posted_interrupts: Option<bool>,
     pub(crate) ipi_virtualization: Option<bool>,
     pub(crate) timer_slop_us: Option<f64>,
     pub(crate) workload_start_spread_ms: Option<f64>,
-    /// The disk, blkback and the driver domain's timer wake-ups (`vsched_model::IoConfig`).
+    /// The disk and blkback (`vsched_model::IoConfig`), and the driver domain's idle wake-ups.
     pub(crate) disk_seek_ms: Option<f64>,
     pub(crate) disk_mb_per_s: Option<f64>,
     pub(crate) blkback_request_us: Option<f64>,
     pub(crate) dom0_idle_wakes_per_s: Option<f64>,
-    pub(crate) dom0_wake_us: Option<f64>,
 }
 
 /// `[host] xen_version`, checked as Credit checks its own.
@@ -95,6 +96,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         vm_exit_ns: micros("host.vm_exit_us", h.vm_exit_us, defaults.vm_exit_ns)?,
         ple_handler_ns: micros("host.ple_handler_us", h.ple_handler_us, defaults.ple_handler_ns)?,
         idle_wake_ns: micros("host.idle_wake_us", h.idle_wake_us, defaults.idle_wake_ns)?,
+        timer_irq_ns: micros("host.timer_irq_us", h.timer_irq_us, defaults.timer_irq_ns)?,
         posted_interrupts: h.posted_interrupts.unwrap_or(defaults.posted_interrupts),
         ipi_virtualization: h.ipi_virtualization.unwrap_or(defaults.ipi_virtualization),
         clocks: match h.clocks.as_deref() {
@@ -205,21 +207,22 @@ fn io_config(h: &HostSection) -> Result<IoConfig, ConfigError> {
         Some(x) if x.is_finite() && x > 0.0 => x,
         Some(x) => return Err(err("host.disk_mb_per_s", format!("expected a finite number > 0, got {x}"))),
     };
-    let dom0_idle_wakes_per_s = match h.dom0_idle_wakes_per_s {
-        None => d.dom0_idle_wakes_per_s,
-        Some(x) if x.is_finite() && (0.0..=1e6).contains(&x) => x,
-        Some(x) => {
-            return Err(err(
-                "host.dom0_idle_wakes_per_s",
-                format!("expected a number in 0..=1000000 (0 = none), got {x}"),
-            ))
-        }
-    };
     Ok(IoConfig {
         disk_seek_ns,
         disk_mb_per_s,
         blkback_request_ns: micros("host.blkback_request_us", h.blkback_request_us, d.blkback_request_ns)?,
-        dom0_idle_wakes_per_s,
-        dom0_wake_ns: micros("host.dom0_wake_us", h.dom0_wake_us, d.dom0_wake_ns)?,
     })
+}
+
+/// `host.dom0_idle_wakes_per_s`: timer wake-ups per second of each idle driver-domain vCPU,
+/// a tickless Linux of the seed papers' era by default (docs/realism.md).
+pub(crate) fn dom0_idle_wakes_per_s(h: &HostSection) -> Result<f64, ConfigError> {
+    match h.dom0_idle_wakes_per_s {
+        None => Ok(DEFAULT_IDLE_WAKES_PER_S),
+        Some(x) if x.is_finite() && (0.0..=DEFAULT_GUEST_HZ as f64).contains(&x) => Ok(x),
+        Some(x) => Err(err(
+            "host.dom0_idle_wakes_per_s",
+            format!("expected a number in 0..={DEFAULT_GUEST_HZ} (0 = none; at most its kernel's HZ), got {x}"),
+        )),
+    }
 }

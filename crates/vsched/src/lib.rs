@@ -5,6 +5,7 @@
 //! - [`run_scenario_json`], [`validate_scenario`], [`apply_overrides_json`], [`policies_json`],
 //!   [`workloads_json`], [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
 
+mod guest_kernel;
 mod host;
 pub mod overrides;
 pub mod report;

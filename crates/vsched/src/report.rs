@@ -61,6 +61,7 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
         put_stats(&mut o, "ple_exits", &col(&|v| Some(v.ple_exits as f64)));
         put_stats(&mut o, "ipi_syncs", &col(&|v| Some(v.ipi_syncs as f64)));
         put_stats(&mut o, "pv_halts", &col(&|v| Some(v.pv_halts as f64)));
+        put_stats(&mut o, "timer_wakes", &col(&|v| Some(v.timer_wakes as f64)));
         put_stats(&mut o, "wake_latency_us", &col(&|v| v.wake_latency_us_mean));
         put_stats(&mut o, "throughput_rps", &col(&|v| v.throughput_rps));
         put_stats(&mut o, "latency_ms", &col(&|v| v.latency_ms_mean));
@@ -114,7 +115,6 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
         let mut io = serde_json::Map::new();
         put_stats(&mut io, "disk_requests", &icol(&|i| Some(i.disk_requests as f64)));
         put_stats(&mut io, "disk_latency_ms", &icol(&|i| i.disk_latency_ms_mean));
-        put_stats(&mut io, "dom0_timer_wakes", &icol(&|i| Some(i.dom0_timer_wakes as f64)));
         doc["io"] = Json::Object(io);
     }
     doc

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, HostConfig, NetworkConfig, Params, Simulation, Time, Until,
-    Value, VmType,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, NetworkConfig, Params, Simulation,
+    Time, Until, Value, VmType,
 };
 use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
+use crate::guest_kernel::{dom0_tick, guest_tick, TickKeys};
 use crate::host::{self, HostSection};
 use crate::overrides;
 
@@ -87,6 +88,9 @@ struct VirtualClusterSection {
     #[serde(rename = "type")]
     vm_type: Option<String>,
     pv_spinlocks: Option<bool>,
+    guest_tick: Option<String>,
+    guest_hz: Option<u32>,
+    idle_wakes_per_s: Option<f64>,
     workload: WorkloadSection,
 }
 
@@ -114,6 +118,10 @@ struct VmSection {
     start_s: Option<f64>,
     stop_s: Option<f64>,
     host: Option<u32>,
+    /// The guest kernel's timers (`guest_kernel`).
+    guest_tick: Option<String>,
+    guest_hz: Option<u32>,
+    idle_wakes_per_s: Option<f64>,
     workload: WorkloadSection,
 }
 
@@ -186,6 +194,8 @@ pub struct VmSpec {
     pub ranks: Ranks,
     /// What each vCPU reuses in the caches (`working_set_kb`, or the workload's default).
     pub working_set_bytes: u64,
+    /// Its guest kernel's timer interrupts (`guest_tick`, `guest_hz`, `idle_wakes_per_s`).
+    pub tick: GuestTick,
 }
 
 /// What a domain runs.
@@ -327,6 +337,7 @@ impl Scenario {
             ));
         }
         let dom0_weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);
+        let dom0_tick = dom0_tick(host::dom0_idle_wakes_per_s(h)?);
         if dom0_weight == 0 || dom0_weight > MAX_WEIGHT {
             return Err(err("host.dom0_weight", format!("expected an integer in 1..={MAX_WEIGHT}, got {dom0_weight}")));
         }
@@ -374,7 +385,13 @@ impl Scenario {
                 ));
             }
             let ranks = Ranks::alone((v.vcpus - idle_vcpus) as usize);
-            let shape = VmShape { vcpus: v.vcpus, weight: v.weight, cap: v.cap, vm_type: v.vm_type.as_deref() };
+            let shape = VmShape {
+                vcpus: v.vcpus,
+                weight: v.weight,
+                cap: v.cap,
+                vm_type: v.vm_type.as_deref(),
+                tick: TickKeys { mode: v.guest_tick.as_deref(), hz: v.guest_hz, idle_wakes_per_s: v.idle_wakes_per_s },
+            };
             let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks)?;
             user.push((
                 Some(i),
@@ -405,7 +422,17 @@ impl Scenario {
                 let name = format!("{}.{k}", vc.name);
                 claim_name(at("name"), &name)?;
                 let ranks = Ranks { vcpus: vc.vcpus as usize, first: k * vc.vcpus as usize, world };
-                let shape = VmShape { vcpus: vc.vcpus, weight: vc.weight, cap: vc.cap, vm_type: vc.vm_type.as_deref() };
+                let shape = VmShape {
+                    vcpus: vc.vcpus,
+                    weight: vc.weight,
+                    cap: vc.cap,
+                    vm_type: vc.vm_type.as_deref(),
+                    tick: TickKeys {
+                        mode: vc.guest_tick.as_deref(),
+                        hz: vc.guest_hz,
+                        idle_wakes_per_s: vc.idle_wakes_per_s,
+                    },
+                };
                 let spec = vm_spec(&at, shape, "CON", &vc.workload, ranks)?;
                 user.push((
                     None,
@@ -472,6 +499,7 @@ impl Scenario {
                     job: None,
                     ranks: Ranks::alone(dom0_vcpus as usize),
                     working_set_bytes: working_set::DRIVER_DOMAIN_BYTES,
+                    tick: dom0_tick,
                 });
                 table_of.push(None);
             }
@@ -587,6 +615,7 @@ impl Scenario {
                 job: v.job.clone(),
                 driver: matches!(v.guest, Guest::Driver),
                 working_set_bytes: v.working_set_bytes,
+                tick: v.tick,
             })
             .collect();
         let policies = (0..self.hosts).map(|_| (self.policy.build)(&self.policy_params).expect("validated")).collect();
@@ -607,6 +636,7 @@ struct VmShape<'a> {
     weight: Option<u32>,
     cap: Option<u32>,
     vm_type: Option<&'a str>,
+    tick: TickKeys<'a>,
 }
 
 /// Checks a VM's shape and workload (built once with `ranks`, so that errors surface now);
@@ -634,6 +664,7 @@ fn vm_spec(
         ));
     }
     let vm_type = parse_type(&at("type"), shape.vm_type.unwrap_or(default_type))?;
+    let tick = guest_tick(at, &shape.tick)?;
     let info = vsched_workloads::find(&workload.kind).ok_or_else(|| {
         err(
             at("workload.kind"),
@@ -669,6 +700,7 @@ fn vm_spec(
         job: None,
         ranks,
         working_set_bytes,
+        tick,
     })
 }
 

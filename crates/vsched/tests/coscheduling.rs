@@ -81,10 +81,12 @@ fn pcs_coschedules_two_con_vms_at_once_cs_never_does() {
     assert!(m.host.co_ipis > 0);
 }
 
-/// Domain-0 with light I/O on every pCPU, so schedules drift apart, plus two CON VMs.
+/// Domain-0 with light I/O on every pCPU, so schedules drift apart, plus two CON VMs. Its
+/// guest kernel is silent: on the ideal host a timer wake-up runs for no time at all, and a
+/// span that ends and restarts at one instant would count as a lone deschedule below.
 fn busy_host(policy: &str) -> String {
     let vms = [
-        vm_toml("dom0", 4, "", "kind = \"web\"\nservice_us = 100\nio_us = 5000"),
+        vm_toml("dom0", 4, "guest_tick = \"off\"", "kind = \"web\"\nservice_us = 100\nio_us = 5000"),
         vm_toml("a", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
         vm_toml("b", 2, "type = \"CON\"", "kind = \"cpu_hog\""),
         vm_toml("h", 4, "", "kind = \"cpu_hog\""),
@@ -243,8 +245,9 @@ fn cds_deschedules_siblings_when_a_vcpu_blocks() {
 /// With the pCPUs' clocks out of step (timer slop, per-pCPU tick phases) the tie is gone,
 /// and the job finishes under current Xen's tickle too: the hang needs lockstep clocks, and
 /// it is sure only with a silent dom0 (an idle dom0's own timer wake-ups,
-/// `host.dom0_idle_wakes_per_s`, get it BOOSTed onto a pCPU again) and free cache refills
-/// (a refill at each switch-in moves the ties).
+/// `host.dom0_idle_wakes_per_s`, get it BOOSTed onto a pCPU again), free cache refills
+/// (a refill at each switch-in moves the ties) and dead guest kernels: the idle VMs' timer
+/// wake-ups and the ticks of the running ones (`guest_tick`) break it too.
 #[test]
 fn pcs_with_a_driver_domain_finishes_under_xen_4_0_s_tickle() {
     let text = std::fs::read_to_string(concat!(
@@ -261,13 +264,19 @@ fn pcs_with_a_driver_domain_finishes_under_xen_4_0_s_tickle() {
     let current = text.replace("xen_version = \"4.0\"", "xen_version = \"current\"");
     let m = run(&current, 1);
     assert!(m.virtual_clusters[0].completion_s.is_some(), "independent clocks: no tie, no hang");
-    // The hang itself, with every tie-breaker removed: lockstep clocks, a silent dom0 and
-    // free cache refills. (With only some of them removed it comes and goes: a knife edge.)
-    let silent = current.replacen(
+    // The hang itself, with every tie-breaker removed: lockstep clocks, a silent dom0, free
+    // cache refills and silent guest kernels. (With only some of them removed it comes and
+    // goes: a knife edge.)
+    let lockstep = current.replacen(
         "[host]\n",
         "[host]\nclocks = \"lockstep\"\ndom0_idle_wakes_per_s = 0\nmemory_latency_ns = 0\nl3_latency_cycles = 0\n",
         1,
     );
+    let m = run(&lockstep, 1);
+    assert!(m.virtual_clusters[0].completion_s.is_some(), "living guest kernels: no hang");
+    let silent = lockstep
+        .replace("[[vm]]\n", "[[vm]]\nguest_tick = \"off\"\n")
+        .replace("[[virtual_cluster]]\n", "[[virtual_cluster]]\nguest_tick = \"off\"\n");
     let m = run(&silent, 1);
     assert_eq!(m.virtual_clusters[0].completion_s, None);
     assert!(vm(&m, "dom0").cpu_s < 0.01, "dom0 ran {} s", vm(&m, "dom0").cpu_s);

@@ -151,9 +151,10 @@ fn turning_con_rescatters_vcpus_that_shared_a_run_queue() {
     //   and runs it. h0 and h1 now share p0's run queue (HIT vCPUs may).
     // t = 25 ms: h becomes CON; §4.4: waiting h1 moves to p1, the pCPU without a sibling.
     // t = 30 ms: PE reset; p0's head h0 launches; p1 takes part and runs h1.
+    // The idle VM's guest kernel is silent: its timer wake-ups would add decisions.
     let idle = "kind = \"idle\"";
     let vms = [
-        vm_toml("idle", 1, "weight = 1", idle),
+        vm_toml("idle", 1, "weight = 1\nguest_tick = \"off\"", idle),
         vm_toml("h", 2, "weight = 200", HOG),
         vm_toml("x", 1, "weight = 250", HOG),
     ];

@@ -38,8 +38,12 @@ fn accounting_adds_up_under_every_policy() {
                 assert!(v.cpu_s + v.steal_s <= lifetime * (1.0 + 1e-9), "{} {}", info.name, v.name);
                 assert!(v.spin_s <= v.cpu_s, "{} {}: spinning is part of CPU time", info.name, v.name);
             }
-            // An idle vCPU runs once, for the dispatch overheads, before it halts.
-            assert!(vm(&m, "idle").cpu_s < 1e-4);
+            // An idle vCPU runs once, for the dispatch overheads, before it halts, then only
+            // for its guest kernel's timer wake-ups: each a dispatch (0.5 + 2 µs), a refill of
+            // a small working set and the 3.4 µs handler, well under 20 µs.
+            let idle = vm(&m, "idle");
+            assert!(idle.timer_wakes > 0, "{}: an idle tickless guest still wakes", info.name);
+            assert!(idle.cpu_s < 1e-4 + idle.timer_wakes as f64 * 20e-6, "{}: idle ran {} s", info.name, idle.cpu_s);
             assert!(vm(&m, "web").requests > 0, "{}: the web VM served", info.name);
             assert!(vm(&m, "hog").cpu_s > 0.0);
         }

@@ -187,7 +187,14 @@ fn full_width_vms_share_the_host_by_weight() {
     // choice of VM per period alone. A gets every other period. Over 60 s (2000 periods)
     // the schedule is off by at most one period of one VM (120 ms of 240 pCPU-s = 0.05 %)
     // and default overheads are a few µs per 30 ms period; 1 % relative tolerance.
-    let vms = [con("A", 4, "weight = 512"), con("B", 4, "weight = 256"), con("C", 4, "weight = 256")];
+    // Guest kernels silent: a timer wake-up of a vCPU still halted before its workload
+    // starts would be placed on any idle pCPU, a migration that is not the mapping's.
+    let off = "guest_tick = \"off\"";
+    let vms = [
+        con("A", 4, &format!("weight = 512\n{off}")),
+        con("B", 4, &format!("weight = 256\n{off}")),
+        con("C", 4, &format!("weight = 256\n{off}")),
+    ];
     let m = run(&scenario(4, "name = \"vds\"", &vms, "horizon_s = 60"), 1);
     for v in &m.vms {
         let ratio = v.cpu_share / v.weight_share;

@@ -10,8 +10,9 @@ use super::cache::CacheFills;
 use super::clocks;
 use super::config::{DomainConfig, HostConfig, NetworkConfig};
 use super::costart::CoStart;
-use super::disk::{dom0_timer_stream, IoStats};
+use super::disk::IoStats;
 use super::events::Ev;
+use super::guest_kernel;
 use super::locks::Lock;
 use super::network::NetStats;
 use super::state::{policy_stream, Core, Dom, HostState, Pcpu, Thread, Vcpu, CLOCK_PHASE_STREAM};
@@ -59,7 +60,6 @@ impl Simulation {
                 driver: None,
                 backlog: VecDeque::new(),
                 disk_free_at: 0,
-                dom0_rng: dom0_timer_stream(&streams, h),
                 link_free_at: 0,
                 clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
                 timer_slop_ns: 0,
@@ -81,6 +81,7 @@ impl Simulation {
             })
             .collect();
         let ple_base_ns = host.ple_window_ns().unwrap_or(0);
+        let lockstep = host.clocks == super::config::Clocks::Lockstep;
         for (d, cfg) in domains.into_iter().enumerate() {
             let h = cfg.host;
             let hs = &mut hosts[h];
@@ -123,7 +124,6 @@ impl Simulation {
                     rank,
                     mailbox: Vec::new(),
                     pass: None,
-                    dom0_timers: 0,
                     state: if online { VcpuState::Runnable } else { VcpuState::Offline },
                     state_since: 0,
                     running_ns: 0,
@@ -149,6 +149,9 @@ impl Simulation {
                     ple_window_ns: ple_base_ns,
                     irqs: Vec::new(),
                     irq_gen: 0,
+                    tick_gen: 0,
+                    timer_wake: false,
+                    idle_phase: guest_kernel::idle_phase(&streams, lockstep, cfg.tick, vcpus.len()),
                 });
                 if online {
                     hs.n_waiting += 1;
@@ -197,6 +200,10 @@ impl Simulation {
                 pv_halts: 0,
                 pv_kicks: 0,
                 working_set_bytes: cfg.working_set_bytes,
+                tick: cfg.tick,
+                tick_phase: guest_kernel::tick_phase(&streams, lockstep, cfg.tick, d),
+                guest_ticks: 0,
+                timer_wakes: 0,
             });
         }
         // Hosts without domains still own an (empty) slice where the next host starts.

@@ -121,6 +121,8 @@ impl Core {
             ipi_syncs: dom.ipi_syncs,
             pv_halts: dom.pv_halts,
             pv_kicks: dom.pv_kicks,
+            guest_ticks: dom.guest_ticks,
+            timer_wakes: dom.timer_wakes,
             host: dom.host,
             virtual_cluster: self.job_names[dom.job].clone(),
             messages_received: dom.messages_received,

@@ -4,6 +4,7 @@
 use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 
 use super::disk::IoConfig;
+use super::guest_kernel::GuestTick;
 use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
 use crate::domain::VmType;
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
@@ -56,6 +57,9 @@ pub struct HostConfig {
     /// From a wake-up IPI reaching an idle pCPU to that pCPU scheduling: the exit latency of
     /// the idle state it sleeps in (C1E on the presets' servers).
     pub idle_wake_ns: Time,
+    /// A guest timer interrupt, whole: the exit, the injection, the guest's handler and its
+    /// timer re-arm (`guest_kernel`): each tick of a running vCPU, each timer wake of a halted one.
+    pub timer_irq_ns: Time,
     /// Whether the pCPUs' clocks are out of step (see `clocks`).
     pub clocks: Clocks,
     /// How late a hypervisor timer may fire; `None`: the policy's hypervisor's own
@@ -64,7 +68,7 @@ pub struct HostConfig {
     /// Each VM present from the start begins its workload at an offset drawn uniformly in
     /// `[0, workload_start_spread_ns)`. Ignored with `Clocks::Lockstep`.
     pub workload_start_spread_ns: Time,
-    /// The disk, the block backend and the driver domain's timer wake-ups (`disk`).
+    /// The disk and the block backend (`disk`).
     pub io: IoConfig,
 }
 
@@ -111,6 +115,7 @@ impl HostConfig {
             posted_interrupts: hw.posted_interrupts,
             ipi_virtualization: hw.ipi_virtualization,
             idle_wake_ns: hw.idle_wake_ns,
+            timer_irq_ns: hw.timer_irq_ns,
             clocks: Clocks::Independent,
             timer_slop_ns: None,
             // One Xen tick: enough to randomise the VMs' order against every scheduler's
@@ -214,6 +219,8 @@ pub struct DomainConfig {
     /// The memory its workload keeps reusing: what a vCPU refills after others evicted it
     /// or after it moved (see `cache`).
     pub working_set_bytes: u64,
+    /// Its guest kernel's timer interrupts (see `guest_kernel`).
+    pub tick: GuestTick,
 }
 
 /// The guest of a driver domain with `vcpus` vCPUs: every vCPU serves the host's network

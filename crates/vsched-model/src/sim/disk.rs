@@ -1,5 +1,4 @@
-//! Disk I/O through the driver domain's block backend, and the driver domain's own timer
-//! wake-ups.
+//! Disk I/O through the driver domain's block backend.
 //!
 //! # A disk request (`Instr::Disk`)
 //! Xen's paravirtual block I/O is a split driver: the guest's blkfront puts the request on
@@ -29,24 +28,15 @@
 //! sequential streams: every request pays the average positioning time, which makes this
 //! a disk under random I/O.
 //!
-//! # Dom0's timer wake-ups
-//! An idle dom0 vCPU is not silent: its tickless guest kernel still wakes for timers
-//! (workqueues, daemons such as xenstored) `dom0_idle_wakes_per_s` times a second, each wake
-//! running `dom0_wake_ns` before it blocks again. Every dom0 vCPU has such a timer, periodic
-//! with a phase of its own (drawn from the run's seed; 0 in lockstep) and late by the
-//! hypervisor's timer slop like every Xen timer. A wake that finds the vCPU busy is served
-//! after the pass at hand. Each wake goes through the policy's `wake` (BOOST under Credit).
+//! The driver domain's own timer wake-ups are its guest kernel's (`guest_kernel`).
 //! Sources of every default: docs/realism.md, "The driver domain and the disk".
 
-use rand::Rng;
-use vsched_engine::{RngStreams, StreamRng, Time, NS_PER_US};
+use vsched_engine::{Time, NS_PER_US};
 
 use super::events::Ev;
 use super::interpret::Step;
 use super::network::Pass;
 use super::state::{Core, Thread};
-use super::Simulation;
-use crate::domain::VcpuState;
 use crate::ids::VcpuId;
 use crate::metrics::IoMetrics;
 
@@ -61,10 +51,6 @@ pub struct IoConfig {
     pub disk_mb_per_s: f64,
     /// Driver-domain CPU time per block request (blkback: grant mapping, bio, response).
     pub blkback_request_ns: Time,
-    /// Timer wake-ups per second of each idle driver-domain vCPU (0: none).
-    pub dom0_idle_wakes_per_s: f64,
-    /// CPU time of one such wake-up.
-    pub dom0_wake_ns: Time,
 }
 
 impl Default for IoConfig {
@@ -79,12 +65,6 @@ impl Default for IoConfig {
             // No measurement found: 10 µs, an order of magnitude (two grant hypercalls,
             // a bio submission and a response); see docs/realism.md.
             blkback_request_ns: 10 * NS_PER_US,
-            // linux-pm, 2009 (timer migration patch, Linux 2.6.29-era tickless idle server):
-            // 2,472 local timer interrupts in 30 s over 8 CPUs = 10.3 per CPU per second.
-            dom0_idle_wakes_per_s: 10.3,
-            // Our measurement (docs/realism.md, `scripts/hiccup.c`): median interruption of a
-            // busy loop by an interrupt on this repository's build VM, 3.4 µs.
-            dom0_wake_ns: 3_400,
         }
     }
 }
@@ -93,11 +73,6 @@ impl IoConfig {
     /// How long the disk works on a request of `bytes`: positioning, then the transfer.
     pub fn disk_service_ns(&self, bytes: u64) -> Time {
         self.disk_seek_ns + (bytes as f64 * 1_000.0 / self.disk_mb_per_s).round() as Time
-    }
-
-    /// The period of each dom0 vCPU's timer wake-ups, if it has any.
-    pub fn dom0_wake_period_ns(&self) -> Option<Time> {
-        (self.dom0_idle_wakes_per_s > 0.0).then(|| ((1e9 / self.dom0_idle_wakes_per_s).round() as Time).max(1))
     }
 }
 
@@ -119,7 +94,7 @@ pub(super) struct DiskReq {
     pub(super) stage: DiskStage,
 }
 
-/// Run-wide tallies of disk I/O and of the driver domains' timer wake-ups.
+/// Run-wide tallies of disk I/O.
 #[derive(Default)]
 pub(super) struct IoStats {
     pub(super) requests: u64,
@@ -132,16 +107,6 @@ pub(super) struct IoStats {
     /// Time those requests waited for the disk to be free, summed.
     pub(super) disk_wait_sum_ns: Time,
     pub(super) disk_busy_ns: Time,
-    pub(super) dom0_timer_wakes: u64,
-}
-
-/// Random streams of the driver domains' timers (`DOM0_TIMER_STREAM + h`), above those of
-/// `clocks` (3–5 << 40).
-const DOM0_TIMER_STREAM: u64 = 6 << 40;
-
-/// Host `h`'s dom0 timer stream.
-pub(super) fn dom0_timer_stream(streams: &RngStreams, h: usize) -> StreamRng {
-    streams.stream(DOM0_TIMER_STREAM + h as u64)
 }
 
 impl Core {
@@ -227,40 +192,6 @@ impl Core {
         self.free_disk_reqs.push(r);
         self.post(at, Ev::Wake { v });
     }
-
-    /// Driver-domain vCPU `v`'s timer fired: it owes one wake's work, and wakes if idle.
-    pub(super) fn dom0_timer(&mut self, v: VcpuId) {
-        let now = self.now();
-        let h = self.vcpus[v].host;
-        let Some(period) = self.host.io.dom0_wake_period_ns() else { return };
-        self.io.dom0_timer_wakes += 1;
-        let vc = &mut self.vcpus[v];
-        vc.dom0_timers += 1;
-        if vc.thread == Thread::BlockedNet && vc.state == VcpuState::Blocked {
-            // Xen's timer softirq wakes the vCPU itself (`vcpu_singleshot_timer_fn`): no IPI.
-            vc.thread = Thread::Ready;
-            self.post(now, Ev::Wake { v });
-        }
-        let slop = self.hosts[h].timer_slop_ns;
-        let late = if slop == 0 { 0 } else { self.hosts[h].dom0_rng.gen_range(0..slop) };
-        self.post(now + period + late, Ev::Dom0Timer { v });
-    }
-
-    /// Before its next pass, a driver-domain vCPU serves the timer wakes it owes: one at a
-    /// time, `dom0_wake_ns` each. `None` if it owes none.
-    pub(super) fn serve_dom0_timer(&mut self, v: VcpuId) -> Option<Step> {
-        let vc = &mut self.vcpus[v];
-        if vc.dom0_timers == 0 {
-            return None;
-        }
-        vc.dom0_timers -= 1;
-        let work = self.host.io.dom0_wake_ns;
-        if work == 0 {
-            return Some(Step::Next);
-        }
-        vc.thread = Thread::Computing { left: work };
-        Some(self.wait_running(v))
-    }
 }
 
 impl Core {
@@ -268,31 +199,13 @@ impl Core {
     pub(super) fn io_metrics(&self) -> Option<IoMetrics> {
         let io = &self.io;
         let per_request_ms = |sum: Time, n: u64| (n > 0).then(|| sum as f64 / n as f64 / 1e6);
-        (io.requests > 0 || io.dom0_timer_wakes > 0).then(|| IoMetrics {
+        (io.requests > 0).then(|| IoMetrics {
             disk_requests: io.requests,
             disk_bytes: io.bytes,
             disk_completed: io.completed,
             disk_latency_ms_mean: per_request_ms(io.latency_sum_ns, io.completed),
             disk_wait_ms_mean: per_request_ms(io.disk_wait_sum_ns, io.on_disk),
             disk_busy_s: io.disk_busy_ns as f64 / 1e9,
-            dom0_timer_wakes: io.dom0_timer_wakes,
         })
-    }
-}
-
-impl Simulation {
-    /// Arms every driver-domain vCPU's timer: its first wake falls at a phase drawn in
-    /// `[0, period)` from its host's dom0 stream, or at one period in lockstep.
-    pub(super) fn start_dom0_timers(&mut self) {
-        let core = &mut self.core;
-        let Some(period) = core.host.io.dom0_wake_period_ns() else { return };
-        let lockstep = core.host.clocks == super::config::Clocks::Lockstep;
-        for h in 0..core.hosts.len() {
-            let Some(d) = core.hosts[h].driver else { continue };
-            for v in core.doms[d].span.clone() {
-                let first = if lockstep { period } else { core.hosts[h].dom0_rng.gen_range(0..period) };
-                core.post(first, Ev::Dom0Timer { v });
-            }
-        }
     }
 }

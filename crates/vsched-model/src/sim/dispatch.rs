@@ -123,6 +123,7 @@ impl Core {
                 }
                 let woke_at = vc.woke_at;
                 overhead += self.refill(v, p);
+                overhead += self.guest_ticks_at_entry(v);
                 if let Some(w) = woke_at {
                     let dom = &mut self.doms[self.vcpus[v].dom];
                     dom.wake_latency_sum += now - w;
@@ -183,6 +184,8 @@ impl Core {
         vc.gen = vc.gen.wrapping_add(1);
         vc.irq_gen = vc.irq_gen.wrapping_add(1);
         if let VcpuState::Running(_) = vc.state {
+            // Preempted: its tick waits for its next entry (a halted vCPU keeps its idle timer).
+            vc.tick_gen = vc.tick_gen.wrapping_add(1);
             if !vc.held.is_empty() {
                 self.doms[vc.dom].lock_holder_preemptions += 1;
             }

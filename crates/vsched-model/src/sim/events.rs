@@ -61,9 +61,11 @@ pub(super) enum Ev {
     Disk {
         r: u32,
     },
-    /// Driver-domain vCPU `v`'s timer wake-up (`disk`).
-    Dom0Timer {
+    /// vCPU `v`'s guest-kernel timer: a tick if it runs, a wake-up if it is halted
+    /// (`guest_kernel`; stale if `gen` is not its `tick_gen`).
+    GuestTimer {
         v: VcpuId,
+        gen: u32,
     },
 }
 
@@ -73,7 +75,7 @@ impl Ev {
     fn priority(&self) -> u8 {
         match self {
             Ev::Guest { .. } | Ev::Irq { .. } => 0,
-            Ev::Wake { .. } | Ev::Net { .. } | Ev::Disk { .. } | Ev::Dom0Timer { .. } => 1,
+            Ev::Wake { .. } | Ev::Net { .. } | Ev::Disk { .. } | Ev::GuestTimer { .. } => 1,
             Ev::Timer { .. } | Ev::SetType { .. } | Ev::Create { .. } | Ev::Destroy { .. } => 2,
             Ev::Tick { .. } => 3,
             Ev::SliceEnd { .. } => 4,
@@ -153,7 +155,6 @@ impl Simulation {
             }
         }
         self.start_clocks();
-        self.start_dom0_timers();
     }
 
     /// Handles one event; false if it was stale (cancelled by a generation bump).
@@ -208,7 +209,16 @@ impl Simulation {
             Ev::Destroy { d } => self.destroy(d),
             Ev::Net { m } => core.net_stage_done(m),
             Ev::Disk { r } => core.disk_done(r),
-            Ev::Dom0Timer { v } => core.dom0_timer(v),
+            Ev::GuestTimer { v, gen } => match core.guest_timer(v, gen) {
+                None => return false,
+                Some(false) => {}
+                // A halted vCPU woke for its timer: a wake-up like any other for the policy.
+                Some(true) => {
+                    let h = core.vcpus[v].host;
+                    let local = v - core.hosts[h].vcpus.start;
+                    with_cx(core, h, None, |cx| self.policies[h].wake(cx, local));
+                }
+            },
         }
         true
     }

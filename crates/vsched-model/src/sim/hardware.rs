@@ -22,6 +22,7 @@ pub struct Hardware {
     pub posted_interrupts: bool,
     pub ipi_virtualization: bool,
     pub idle_wake_ns: Time,
+    pub timer_irq_ns: Time,
     pub caches: Caches,
 }
 
@@ -52,6 +53,9 @@ const CONTEXT_SWITCH_NS: Time = 2 * NS_PER_US;
 const SCHED_COST_NS: Time = NS_PER_US / 2;
 const IPI_LATENCY_NS: Time = 2 * NS_PER_US;
 const IPI_HANDLER_NS: Time = NS_PER_US;
+/// A guest timer interrupt taken on a busy vCPU, whole (exits included): our measurement on
+/// a virtualized machine (`scripts/hiccup.c`, docs/realism.md), the same in every era.
+const TIMER_IRQ_NS: Time = 3_400;
 /// One VM exit and entry, "direct cost" (the hardware world switch out and back): 2,000
 /// cycles on a Xeon X5570 under KVM (Landau et al., SplitX, §1). No bare measurement of a
 /// later generation was found, so later presets keep the cycle count.
@@ -76,6 +80,7 @@ const SKYLAKE_2017: Hardware = Hardware {
     ipi_virtualization: false,
     // C1E exit latency, `skx_cstates`.
     idle_wake_ns: 10 * NS_PER_US,
+    timer_irq_ns: TIMER_IRQ_NS,
     caches: Caches {
         // Intel's Xeon Scalable specifications: 1 MiB L2 and 1.375 MiB of L3 per core.
         l2_kib: 1024,
@@ -110,6 +115,7 @@ pub const HARDWARE: &[Hardware] = &[
         ipi_virtualization: false,
         // C1E exit latency, `nehalem_cstates` (drivers/idle/intel_idle.c).
         idle_wake_ns: 10 * NS_PER_US,
+        timer_irq_ns: TIMER_IRQ_NS,
         caches: Caches {
             // Xeon 5500 / Core i5-700: 256 KiB L2 per core, an inclusive 8 MiB L3 for four
             // cores (HP's Xeon 5500 technology brief; Intel's i5-760 specification).
@@ -157,6 +163,7 @@ pub const HARDWARE: &[Hardware] = &[
         posted_interrupts: true,
         ipi_virtualization: true,
         idle_wake_ns: 0,
+        timer_irq_ns: 0,
         // Caches of the Nehalem sizes that refill in no time.
         caches: Caches {
             l2_kib: 256,

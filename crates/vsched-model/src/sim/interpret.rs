@@ -78,6 +78,8 @@ impl Core {
         }
         let from = now.max(vc.run_from);
         let at = match vc.thread {
+            // Up for its guest timer: the handler ends at `from` (`guest_kernel`).
+            _ if vc.timer_wake => Some(from),
             Thread::Ready | Thread::Unstarted { .. } => Some(from),
             Thread::Computing { left } => Some(from.saturating_add(left)),
             // The lock is free for us: grab it as soon as we execute.
@@ -113,6 +115,9 @@ impl Core {
     pub(super) fn guest_event(&mut self, v: VcpuId) {
         self.sync(v);
         let now = self.queue.now();
+        if self.vcpus[v].timer_wake && self.timer_handler_done(v) {
+            return;
+        }
         let vc = &mut self.vcpus[v];
         match vc.thread {
             Thread::Ready => self.to_advance.push_back(v),
@@ -179,6 +184,7 @@ impl Core {
             self.ack(s);
         }
         self.set_state(v, VcpuState::Blocked);
+        self.arm_idle_timer(v);
         self.to_sleep.push_back((v, p));
     }
 
@@ -189,7 +195,9 @@ impl Core {
         let now = self.now();
         let pv_spin_ns = self.pv_spin_ns;
         let vc = &mut self.vcpus[v];
-        if vc.state != VcpuState::Blocked {
+        // Up for its guest timer only (`guest_kernel`): its thread resumes where the vCPU is.
+        let timer_woken = vc.timer_wake && matches!(vc.state, VcpuState::Runnable | VcpuState::Running(_));
+        if vc.state != VcpuState::Blocked && !timer_woken {
             return false;
         }
         vc.thread = match vc.thread {
@@ -201,14 +209,20 @@ impl Core {
             Thread::HaltedLock { lock, .. } => Thread::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) },
             _ => Thread::Ready,
         };
+        if timer_woken {
+            vc.timer_wake = false;
+            self.arm(v);
+            return false;
+        }
         vc.woke_at = Some(now);
         self.set_state(v, VcpuState::Runnable);
         true
     }
 
     /// Makes a waiting thread continue (it got its lock, its barrier opened, its message
-    /// arrived, its IPIs were acknowledged).
-    pub(super) fn release_waiter(&mut self, w: VcpuId) {
+    /// arrived, its IPIs were acknowledged). True if its vCPU was halted, so that waking it
+    /// took an interrupt.
+    pub(super) fn release_waiter(&mut self, w: VcpuId) -> bool {
         self.sync(w);
         let vc = &mut self.vcpus[w];
         match vc.thread {
@@ -219,11 +233,13 @@ impl Core {
                 let at = self.queue.now() + self.host.ipi_latency_ns;
                 self.hosts[vc.host].ipis += 1;
                 self.post(at, Ev::Wake { v: w });
+                true
             }
             _ => {
                 vc.thread = Thread::Ready;
                 self.arm(w);
                 self.trace_state(w);
+                false
             }
         }
     }
@@ -316,8 +332,15 @@ impl Core {
         dom.barrier_arrived += 1;
         if dom.barrier_arrived == dom.barrier_parties {
             dom.barrier_arrived = 0;
+            let mut halted = 0;
             for w in std::mem::take(&mut dom.barrier_waiters) {
-                self.release_waiter(w);
+                halted += self.release_waiter(w) as u64;
+            }
+            // The last thread wakes each halted waiter's vCPU with a rescheduling IPI
+            // (`try_to_wake_up` → `smp_send_reschedule`): without IPI virtualization each ICR
+            // write exits (`sim/irq.rs`).
+            if !self.host.ipi_virtualization {
+                self.stall(v, halted * self.host.vm_exit_ns);
             }
             return Step::Next;
         }

@@ -15,11 +15,12 @@
 //! | `accounting` | time in each vCPU and pCPU state, and fragmentation |
 //! | `lifecycle` | VMs created, destroyed or changing type during a run |
 //! | `interpret` | the guest interpreter: progress, guest events, blocking and waking |
+//! | `guest_kernel` | the guest kernels' timers: ticks of running vCPUs, timer wakes of halted ones |
 //! | `ple` | pause-loop exits |
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
 //! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
-//! | `disk` | disk requests through the driver domain's blkback, and dom0's timer wake-ups |
+//! | `disk` | disk requests through the driver domain's blkback |
 //! | `costart` | the co-start skew metric |
 //! | `collect` | closing the books and building the report |
 //! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
@@ -56,6 +57,7 @@ mod costart;
 mod disk;
 mod dispatch;
 mod events;
+mod guest_kernel;
 mod hardware;
 mod interpret;
 mod irq;
@@ -70,6 +72,7 @@ use vsched_engine::Time;
 
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
+pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 
 use crate::ids::DomId;

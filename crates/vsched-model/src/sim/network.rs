@@ -212,7 +212,9 @@ impl Core {
         let rank = self.vcpus[src].rank;
         let vc = &mut self.vcpus[dst];
         match vc.thread {
-            Thread::SpinRecv { from, .. } | Thread::BlockedRecv { from } if from == rank => self.release_waiter(dst),
+            Thread::SpinRecv { from, .. } | Thread::BlockedRecv { from } if from == rank => {
+                self.release_waiter(dst);
+            }
             _ if vc.state == VcpuState::Offline => {} // its VM is gone
             _ => {
                 if vc.mailbox.is_empty() {
@@ -266,9 +268,6 @@ impl Core {
             Some(Pass::Net(m)) => self.forward(m),
             Some(Pass::Disk(r)) => self.forward_disk(r),
             None => {}
-        }
-        if let Some(step) = self.serve_dom0_timer(v) {
-            return step;
         }
         let Some(pass) = self.hosts[h].backlog.pop_front() else {
             self.vcpus[v].thread = Thread::BlockedNet;

@@ -12,6 +12,7 @@ use super::config::{HostConfig, NetworkConfig};
 use super::costart::CoStart;
 use super::disk::{DiskReq, IoStats};
 use super::events::Ev;
+use super::guest_kernel::GuestTick;
 use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
 use crate::domain::{DomainInfo, VcpuState};
@@ -109,8 +110,6 @@ pub(super) struct Vcpu {
     pub(super) mailbox: Vec<u32>,
     /// Driver domain: the pass this vCPU is processing.
     pub(super) pass: Option<Pass>,
-    /// Driver domain: timer wake-ups fired and not yet served (`disk`).
-    pub(super) dom0_timers: u32,
     pub(super) state: VcpuState,
     pub(super) state_since: Time,
     pub(super) running_ns: Time,
@@ -146,6 +145,13 @@ pub(super) struct Vcpu {
     pub(super) irqs: Vec<VcpuId>,
     /// Bumped when the vCPU is descheduled: cancels an interrupt delivery in flight.
     pub(super) irq_gen: u32,
+    /// Its guest kernel's pending timer (`guest_kernel`): bumped to cancel it.
+    pub(super) tick_gen: u32,
+    /// Up for its guest timer only: when it runs it takes the handler, then halts again
+    /// unless its thread was woken meanwhile (`guest_kernel`).
+    pub(super) timer_wake: bool,
+    /// Where its idle timer falls on its own grid (a tickless guest, `guest_kernel`).
+    pub(super) idle_phase: Time,
 }
 
 pub(super) struct Pcpu {
@@ -202,6 +208,11 @@ pub(super) struct Dom {
     pub(super) pv_kicks: u64,
     /// Its workload's working set, for cache refills (`cache`).
     pub(super) working_set_bytes: u64,
+    /// Its guest kernel's timer interrupts and the phase of its tick grid (`guest_kernel`).
+    pub(super) tick: GuestTick,
+    pub(super) tick_phase: Time,
+    pub(super) guest_ticks: u64,
+    pub(super) timer_wakes: u64,
 }
 
 /// One host's share of the core: its slices of the global arrays, its network backlog and
@@ -216,8 +227,6 @@ pub(super) struct HostState {
     pub(super) backlog: VecDeque<Pass>,
     /// When the disk is free (`disk`).
     pub(super) disk_free_at: Time,
-    /// The driver domain's timers: their phases and slop (`disk`).
-    pub(super) dom0_rng: StreamRng,
     /// When the outgoing link is free.
     pub(super) link_free_at: Time,
     /// How far this host's scheduler ticks lag host 0's, as a fraction of the tick period
