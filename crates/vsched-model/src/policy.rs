@@ -69,6 +69,14 @@ pub trait Policy {
         false
     }
 
+    /// How the hypervisor grows a vCPU's PLE window at each pause-loop exit: 1 keeps it fixed,
+    /// as Xen does (the default); KVM multiplies it by `ple_window_grow` (2,
+    /// `KVM_DEFAULT_PLE_WINDOW_GROW`, since the dynamic window of Linux 3.18) and resets it at
+    /// sched-in. The scenario's `host.ple_grow` overrides it.
+    fn ple_window_grow(&self) -> u32 {
+        1
+    }
+
     /// How late the hypervisor's timer subsystem may fire a timer (slice ends, ticks, policy
     /// timers), in ns; each firing is delayed by a uniform draw in `[0, slop)`. Xen batches
     /// timers within `timer_slop` (50 µs, `xen/common/timer.c`); the default 0 is a

@@ -346,6 +346,11 @@ impl Policy for Cfs {
         true
     }
 
+    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18).
+    fn ple_window_grow(&self) -> u32 {
+        2
+    }
+
     fn supports_vm_lifecycle(&self) -> bool {
         true
     }

@@ -145,6 +145,10 @@ impl Policy for KvmDy {
         self.cfs.ticks_aligned()
     }
 
+    fn ple_window_grow(&self) -> u32 {
+        self.cfs.ple_window_grow()
+    }
+
     fn supports_vm_lifecycle(&self) -> bool {
         true
     }

@@ -89,7 +89,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
         ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
         ple_gap_cycles: h.ple_gap_cycles.unwrap_or(defaults.ple_gap_cycles),
-        ple_grow: h.ple_grow.unwrap_or(defaults.ple_grow),
+        ple_grow: h.ple_grow,
         ple_window_max_cycles: h.ple_window_max_cycles.unwrap_or(defaults.ple_window_max_cycles),
         ipi_handler_ns: micros("host.ipi_handler_us", h.ipi_handler_us, defaults.ipi_handler_ns)?,
         spin_iteration_cycles: h.spin_iteration_cycles.unwrap_or(defaults.spin_iteration_cycles),
@@ -122,10 +122,10 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
     if matches!(host.timer_slop_ns, Some(slop) if slop > 10_000_000) {
         return Err(err("host.timer_slop_us", "expected at most 10000 microseconds (10 ms)"));
     }
-    if host.ple_grow == 0 || host.ple_grow > 64 {
+    if let Some(grow) = host.ple_grow.filter(|g| !(1..=64).contains(g)) {
         return Err(err(
             "host.ple_grow",
-            format!("expected an integer in 1..=64 (1 = fixed window), got {}", host.ple_grow),
+            format!("expected an integer in 1..=64 (1 = fixed window; default: the policy's hypervisor's), got {grow}"),
         ));
     }
     if host.ple_window_max_cycles < host.ple_window_cycles {

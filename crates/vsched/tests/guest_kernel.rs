@@ -90,7 +90,7 @@ fn run_sim(
 const WINDOW_NS: Time = 2_048;
 
 fn ple_host(grow: u32, max_cycles: u64) -> HostConfig {
-    HostConfig { ple_grow: grow, ple_window_max_cycles: max_cycles, ..free_host(2) }
+    HostConfig { ple_grow: Some(grow), ple_window_max_cycles: max_cycles, ..free_host(2) }
 }
 
 /// vCPU 0 (pCPU 0) holds the kernel lock for 1 ms from t = 0; vCPU 1 (pCPU 1) asks for it at

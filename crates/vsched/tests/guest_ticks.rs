@@ -110,6 +110,32 @@ fn a_thread_woken_during_its_vcpus_timer_handler_goes_on_after_it() {
 }
 
 #[test]
+fn a_wake_that_arrives_after_its_thread_went_on_is_dropped() {
+    // Two pCPUs, Credit, IPIs of 100 µs, timer handlers of 50 µs, idle timers every 10 ms
+    // (ticks of running vCPUs once a second: none here). vCPU 0 computes 1 ms and halts at
+    // the barrier; its idle timer wakes it at 10 ms, its idle pCPU schedules it at 10.1 ms
+    // (the tickle's IPI) and it runs the handler to 10.15 ms. vCPU 1 reaches the barrier at
+    // 10.12 ms, during that handler: vCPU 0's thread is ready, and the rescheduling IPI's
+    // wake-up will land at 10.22 ms. The thread goes on at 10.15 ms, computes 10 µs and
+    // exits at 10.16 ms; the wake-up that lands after that is stale and must not revive the
+    // exited thread. vCPU 1 computes 1 ms after the barrier: the VM ends at 11.12 ms.
+    let host = HostConfig { timer_irq_ns: 50 * US, ipi_latency_ns: 100 * US, ..free_host(2) };
+    let tick = GuestTick::Tickless { hz: 1, idle_wakes_per_s: 100.0 };
+    let steps = |first: Time, then: Time| {
+        program(&[
+            Instr::Compute(Dur::Fixed(first)),
+            Instr::Barrier(BarrierWait::Block),
+            Instr::Compute(Dur::Fixed(then)),
+        ])
+    };
+    let mut d = domain("a", VmType::Hit, vec![steps(MS, 10 * US), steps(10 * MS + 120 * US, MS)]);
+    d.guest.finite = true;
+    let m = run_on(host, vec![DomainConfig { tick, ..d }], "credit", 100 * MS);
+    assert_eq!(completion_ns(&m, "a"), 11 * MS + 120 * US);
+    assert_eq!(vm(&m, "a").timer_wakes, 1);
+}
+
+#[test]
 fn waking_a_halted_barrier_waiter_costs_the_waker_an_exit_per_ipi() {
     // Two vCPUs on two pCPUs: vCPU 0 computes 1 ms and blocks at the barrier; vCPU 1
     // computes 2 ms, releases it, then computes 5 ms. Its rescheduling IPI to the halted

@@ -72,6 +72,12 @@ fn before(spans: &[Span], t: Time) -> Vec<Span> {
     spans.iter().filter(|s| s.start < t).map(|s| Span { end: s.end.min(t), ..*s }).collect()
 }
 
+/// `free_host` with a fixed PLE window (`ple_grow = 1`; KVM's own doubles it per exit, which
+/// `guest_kernel.rs` checks), so that every exit comes one window after the last.
+fn fixed_window(pcpus: usize) -> vsched_model::HostConfig {
+    vsched_model::HostConfig { ple_grow: Some(1), ..free_host(pcpus) }
+}
+
 #[test]
 fn kvm_dy_runs_a_preempted_lock_holder_at_the_next_pause_loop_exit() {
     // vCPUs: G = 0 (a hog VM), W = 1 and H = 2 (VM "vm"). Insertion: G -> pCPU 0 at 6 ms,
@@ -90,8 +96,8 @@ fn kvm_dy_runs_a_preempted_lock_holder_at_the_next_pause_loop_exit() {
     let h = program(&[lock(), compute(30 * MS), Instr::Unlock, compute(FOREVER)]);
     let doms = || vec![domain("hog", VmType::Hit, vec![hog()]), vm_with_lock("vm", vec![w.clone(), h.clone()])];
     let params = [("wakeup_granularity_us", Value::Int(2000))];
-    let (dm, dy) = run_on(free_host(2), "kvm-dy", &params, doms(), 100 * MS);
-    let (_, cfs) = run_on(free_host(2), "cfs", &params, doms(), 100 * MS);
+    let (dm, dy) = run_on(fixed_window(2), "kvm-dy", &params, doms(), 100 * MS);
+    let (_, cfs) = run_on(fixed_window(2), "cfs", &params, doms(), 100 * MS);
     let (w, h) = (1, 2);
 
     let first_exit_after_4ms = MS + 1465 * WINDOW;
@@ -124,8 +130,8 @@ fn kvm_dy_skips_itself_and_running_blocked_or_user_mode_siblings() {
     let h = program(&[lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
     let w = program(&[lock(), Instr::Unlock, compute(FOREVER)]);
     let doms = || vec![vm_with_lock("vm", vec![hog(), w.clone(), h.clone(), hog()])];
-    let (dm, dy) = run_on(free_host(2), "kvm-dy", &[], doms(), 40 * MS);
-    let (_, cfs) = run_on(free_host(2), "cfs", &[], doms(), 40 * MS);
+    let (dm, dy) = run_on(fixed_window(2), "kvm-dy", &[], doms(), 40 * MS);
+    let (_, cfs) = run_on(fixed_window(2), "cfs", &[], doms(), 40 * MS);
     let (r, w, h, u) = (0, 1, 2, 3);
 
     let exits = vm(&dm, "vm").ple_exits;
@@ -159,8 +165,8 @@ fn a_spinning_sibling_is_eligible_every_other_check() {
     let doms = || vec![vm_with_lock("vm", vec![waiter.clone(), waiter.clone(), h.clone()])];
     let params = [("wakeup_granularity_us", Value::Int(2000))];
     let horizon = 6 * MS;
-    let (dm, dy) = run_on(free_host(1), "kvm-dy", &params, doms(), horizon);
-    let (_, cfs) = run_on(free_host(1), "cfs", &params, doms(), 10 * MS);
+    let (dm, dy) = run_on(fixed_window(1), "kvm-dy", &params, doms(), horizon);
+    let (_, cfs) = run_on(fixed_window(1), "cfs", &params, doms(), 10 * MS);
     let (w2, w1) = (0, 1);
 
     assert_eq!((dy[0].vcpu, dy[0].start, dy[0].end, dy[0].spinning), (w1, 0, 4 * MS, true));
@@ -197,7 +203,7 @@ fn yield_to_fails_when_both_queues_hold_one_vcpu_and_the_scan_gives_up_after_thr
     let w = program(&[compute(10 * US), lock(), Instr::Unlock, compute(FOREVER)]);
     let s = program(&[Instr::Io(Dur::Fixed(MS)), compute(FOREVER)]);
     let doms = || vec![vm_with_lock("vm", vec![h.clone(), w.clone(), s.clone(), s.clone(), s.clone(), s.clone()])];
-    let host = || vsched_model::HostConfig { ipi_latency_ns: 100 * US, ..free_host(6) };
+    let host = || vsched_model::HostConfig { ipi_latency_ns: 100 * US, ..fixed_window(6) };
     let (dm, dy) = run_on(host(), "kvm-dy", &[], doms(), 2 * MS);
     let (_, cfs) = run_on(host(), "cfs", &[], doms(), 2 * MS);
 

@@ -231,6 +231,7 @@ impl Simulation {
             .collect();
         let ple_window_ns = host.ple_window_ns();
         let ple_window_max_ns = host.cycles_ns(host.ple_window_max_cycles);
+        let ple_grow = host.ple_grow.unwrap_or_else(|| policies[0].ple_window_grow());
         let pv_spin_ns = host.pv_spin_ns();
         let caches = CacheFills::new(&host, n_hosts);
         let core = Core {
@@ -252,6 +253,7 @@ impl Simulation {
             io: IoStats::default(),
             ple_window_ns,
             ple_window_max_ns,
+            ple_grow,
             pv_spin_ns,
             events: 0,
             to_advance: VecDeque::new(),

@@ -37,7 +37,8 @@ pub struct HostConfig {
     pub ple_gap_cycles: u64,
     /// Window growth factor per exit; 1 keeps it fixed (Xen), 2 is KVM's `ple_window_grow`
     /// (and then the window resets to `ple_window_cycles` when the vCPU is scheduled in).
-    pub ple_grow: u32,
+    /// `None`: the policy's hypervisor's own (`Policy::ple_window_grow`).
+    pub ple_grow: Option<u32>,
     /// KVM's `ple_window_max`: the window never grows beyond this.
     pub ple_window_max_cycles: u64,
     /// A guest's IPI handler (a TLB flush and its acknowledgement).
@@ -105,7 +106,7 @@ impl HostConfig {
             sched_cost_ns: hw.sched_cost_ns,
             ple_window_cycles: 4096,
             ple_gap_cycles: 128,
-            ple_grow: 1,
+            ple_grow: None,
             // KVM_VMX_DEFAULT_PLE_WINDOW_MAX (UINT_MAX): unbounded in practice.
             ple_window_max_cycles: u32::MAX as u64,
             ipi_handler_ns: hw.ipi_handler_ns,

@@ -130,7 +130,7 @@ impl Core {
                     dom.wakes += 1;
                 }
                 self.set_state(v, VcpuState::Running(p));
-                let grows = self.host.ple_grow > 1;
+                let grows = self.ple_grow > 1;
                 let base = self.ple_window_ns.unwrap_or(0);
                 let vc = &mut self.vcpus[v];
                 vc.woke_at = None;

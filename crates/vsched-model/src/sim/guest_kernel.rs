@@ -139,7 +139,8 @@ impl Core {
         let now = self.now();
         let vc = &self.vcpus[v];
         let dom = &self.doms[vc.dom];
-        let Some(period) = dom.tick.tick_period_ns() else { return 0 };
+        let handler = if vc.timer_wake { self.host.timer_irq_ns } else { 0 };
+        let Some(period) = dom.tick.tick_period_ns() else { return handler };
         let phase = dom.tick_phase;
         let preempted_across_tick =
             vc.woke_at.is_none() && vc.state_since < now && next_on_grid(phase, period, vc.state_since) <= now;

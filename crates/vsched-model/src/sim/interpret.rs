@@ -189,8 +189,9 @@ impl Core {
     }
 
     /// A blocked vCPU's wake-up arrived (I/O done, a kick, an interrupt): its thread resumes
-    /// and the vCPU becomes runnable. False if it is no longer blocked (its VM was destroyed
-    /// while it waited).
+    /// and the vCPU becomes runnable. A vCPU up for its guest timer (`guest_kernel`) is not
+    /// blocked: its thread resumes there. False when the policy has nothing to hear: the vCPU
+    /// was not halted, its VM was destroyed while it waited, or the wake is stale.
     pub(super) fn wake(&mut self, v: VcpuId) -> bool {
         let now = self.now();
         let pv_spin_ns = self.pv_spin_ns;
@@ -201,13 +202,18 @@ impl Core {
             return false;
         }
         vc.thread = match vc.thread {
+            // Its waker made it ready (a barrier, a message, a driver-domain pass).
+            Thread::Ready => Thread::Ready,
             Thread::BlockedIo => {
                 vc.io_done_at = Some(now);
                 Thread::Ready
             }
+            Thread::BlockedStart => Thread::Ready,
             // Kicked: back to spinning at the head of the queue, with a fresh budget.
             Thread::HaltedLock { lock, .. } => Thread::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) },
-            _ => Thread::Ready,
+            // A stale wake-up: the wait it was meant to end is over (the thread went on when its
+            // vCPU was up for its guest timer) and the thread now waits for something else.
+            _ => return false,
         };
         if timer_woken {
             vc.timer_wake = false;

@@ -7,7 +7,8 @@
 //! window restarts after each exit and each time the vCPU is scheduled in. Xen keeps the
 //! window fixed; KVM grows it ×`ple_grow` at each exit (`grow_ple_window`, vmx.c) and resets
 //! it when the vCPU is scheduled in (`vmx_sched_in` → `shrink_ple_window` with the default
-//! `ple_window_shrink = 0`), which `ple_grow > 1` turns on.
+//! `ple_window_shrink = 0`), which a growth over 1 turns on: `host.ple_grow`, else the
+//! policy's hypervisor's (`Policy::ple_window_grow`: 2 for the KVM policies).
 //!
 //! Each exit costs the vCPU `vm_exit_ns + ple_handler_ns` without progress (the hypervisor
 //! runs instead), and its window restarts when it is back in the guest. If the policy
@@ -31,7 +32,7 @@ impl Core {
         let now = self.now();
         if self.ple_deadline(v).is_some_and(|at| at <= now) {
             let max = self.ple_window_max_ns;
-            let grow = self.host.ple_grow as Time;
+            let grow = self.ple_grow as Time;
             self.stall(v, self.host.vm_exit_ns + self.host.ple_handler_ns);
             let vc = &mut self.vcpus[v];
             vc.ple_exits += 1;

@@ -275,6 +275,8 @@ pub(super) struct Core {
     pub(super) io: IoStats,
     pub(super) ple_window_ns: Option<Time>,
     pub(super) ple_window_max_ns: Time,
+    /// The PLE window's growth per exit: the scenario's, else the policy's hypervisor's.
+    pub(super) ple_grow: u32,
     pub(super) pv_spin_ns: Time,
     pub(super) events: u64,
     // Work for the current instant.
