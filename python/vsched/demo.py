@@ -129,7 +129,8 @@ def conclusion(report: dict[str, Any]) -> list[RenderableType]:
             f" ({vm['lock_holder_preemptions'] / sim_s:,.1f} per simulated second) and spent"
             f" {steal_fraction:.0%} of their time runnable but waiting (steal). It {finished}."
         )
-    if any(vm["lock_holder_preemptions"] > 0 for vm in lock_vms):
+    holders_preempted = any(vm["lock_holder_preemptions"] > 0 for vm in lock_vms)
+    if holders_preempted:
         paragraphs.append(
             "Each of those preemptions left the VM's other vCPUs spinning on a lock whose holder"
             " could not run: time slices spent, nothing done."
@@ -142,7 +143,7 @@ def conclusion(report: dict[str, Any]) -> list[RenderableType]:
             " taken until that vCPU runs again, and every other waiter spins meanwhile"
             " (lock-waiter preemption)."
         )
-    else:
+    if not holders_preempted and not waiters:
         paragraphs.append(
             "No lock holder was preempted in this run: whatever spinning there was came from"
             " ordinary contention for the lock."

@@ -92,6 +92,29 @@ def test_demo_runs_and_explains(cli: Cli) -> None:
             assert f"{crowded / alone:.1f}x (seed {run['seed']})" in text
 
 
+def test_demo_says_no_lock_holder_was_preempted_only_when_none_was() -> None:
+    from vsched.demo import conclusion
+
+    def said(holder: int, waiter: int) -> bool:
+        vm = {
+            "name": "spin",
+            "vcpus": 4,
+            "cpu_s": 2.0,
+            "spin_s": 1.0,
+            "steal_s": 1.0,
+            "completion_s": 3.0,
+            "runs_finished": 1,
+            "lock_holder_preemptions": holder,
+            "lock_waiter_preemptions": waiter,
+        }
+        report = {"runs": [{"sim_s": 4.0, "vms": [vm]}], "summary": {"vms": [{}]}}
+        return any("No lock holder was preempted" in str(p) for p in conclusion(report))
+
+    assert said(0, 0)
+    assert not said(3, 0)
+    assert not said(0, 5)
+
+
 def test_demo_prints_its_scenario(cli: Cli, tmp_path: Path) -> None:
     result = cli("demo", "--print-scenario")
 
