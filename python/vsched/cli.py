@@ -565,7 +565,8 @@ def reproduce(
         table.add_row(c.paper, c.figure, c.claim, "holds" if c.holds else "does not hold")
     stdout.print(table)
     stdout.print(
-        f"{sum(c.holds for c in claims)} of {len(claims)} claims hold; report in {out / 'report.md'}"
+        f"{sum(c.holds for c in claims)} of {len(claims)} claims hold; {reproduction.why_summary(claims)}; "
+        f"report in {out / 'report.md'}"
     )
     if markdown_file is not None:
         stdout.print(f"wrote {markdown_file}")

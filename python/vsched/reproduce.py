@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vsched import catalog
-from vsched.catalog.model import Figure, FigureResult, Paper, Row, Verdict
+from vsched.catalog.model import WHY_KINDS, WHY_LABELS, Claim, Figure, FigureResult, Paper, Row, Verdict, Why
 from vsched.runs import Job, write_parquet
 
 
@@ -49,6 +49,8 @@ class ClaimResult:
     holds: bool
     sim: str
     paper_value: str
+    why: Why | None = None
+    """Why the claim does not hold (None when it holds, or when it is not classified)."""
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -58,6 +60,7 @@ class ClaimResult:
             "holds": self.holds,
             "sim": self.sim,
             "paper_value": self.paper_value,
+            "why": None if self.why is None else {"kind": self.why.kind, "text": self.why.text},
         }
 
 
@@ -97,7 +100,7 @@ def plan(papers: Sequence[Paper], settings: Settings) -> list[Job]:
     ]
 
 
-def check(figure: Figure, result: FigureResult) -> list[tuple[str, str, Verdict]]:
+def check(figure: Figure, result: FigureResult) -> list[tuple[Claim, Verdict]]:
     """Each claim's verdict. A claim over values some seeds could not produce (a VM that did
     not finish) does not hold, and says so, rather than being checked on the rest."""
     verdicts = []
@@ -114,8 +117,24 @@ def check(figure: Figure, result: FigureResult) -> list[tuple[str, str, Verdict]
                 verdict = Verdict(False, f"could not be checked: {error}")
             if any(math.isnan(result.value(x, s)) for x in result.xs for s in result.series):
                 verdict = Verdict(False, "some cases have no value")
-        verdicts.append((claim.text, claim.paper_value, verdict))
+        verdicts.append((claim, verdict))
     return verdicts
+
+
+def claim_results(paper: Paper, figure: Figure, result: FigureResult) -> list[ClaimResult]:
+    """Each claim's verdict, with its reason (`Claim.if_fails`) if it does not hold."""
+    return [
+        ClaimResult(
+            paper.id,
+            figure.label,
+            claim.text,
+            verdict.holds,
+            verdict.sim,
+            claim.paper_value,
+            None if verdict.holds else claim.if_fails,
+        )
+        for claim, verdict in check(figure, result)
+    ]
 
 
 def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) -> list[FigureOutcome]:
@@ -124,11 +143,7 @@ def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) 
         reps = settings.reps_for(paper)
         for figure in settings.figures_of(paper):
             result = catalog.figure_result(figure, reps, settings.quick, rows)
-            claims = [
-                ClaimResult(paper.id, figure.label, text, verdict.holds, verdict.sim, paper_value)
-                for text, paper_value, verdict in check(figure, result)
-            ]
-            outcomes.append(FigureOutcome(paper, figure, result, claims))
+            outcomes.append(FigureOutcome(paper, figure, result, claim_results(paper, figure, result)))
     return outcomes
 
 
@@ -148,6 +163,24 @@ def _cell(outcome: FigureOutcome, x: str, series: str) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def why_summary(claims: Sequence[ClaimResult]) -> str:
+    """How many claims do not hold, by the kind of their reason, and how many have none."""
+    failing = [c for c in claims if not c.holds]
+    counts = {kind: sum(c.why is not None and c.why.kind == kind for c in failing) for kind in WHY_KINDS}
+    unclassified = sum(c.why is None for c in failing)
+    by_kind = "; ".join(f"{WHY_LABELS[kind]}: {n}" for kind, n in counts.items())
+    return f"{len(failing)} do not hold ({by_kind}; unclassified: {unclassified})"
+
+
+def _why(c: ClaimResult) -> str:
+    """The reason of a failing claim, one line of Markdown ("" for a holding claim)."""
+    if c.holds:
+        return ""
+    if c.why is None:
+        return "unclassified"
+    return f"*{c.why.label}*: " + " ".join(c.why.text.split())
 
 
 def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str, figures_dir: str) -> str:
@@ -173,14 +206,18 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
         "",
         f"## Claims: {held} of {len(claims)} hold",
         "",
-        "| paper | figure | claim | verdict | our numbers | paper's numbers |",
-        "|---|---|---|---|---|---|",
+        f"Of {len(claims)} claims, {why_summary(claims)}. Each claim that does not hold says why: "
+        f"*{WHY_LABELS['contradicts']}* (quoting both places), *{WHY_LABELS['leaves-out']}* "
+        f"(saying what), or *{WHY_LABELS['lacks-mechanism']}* (naming it).",
+        "",
+        "| paper | figure | claim | verdict | our numbers | paper's numbers | why it does not hold |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in claims:
         verdict = "holds" if c.holds else "**does not hold**"
         lines.append(
             f"| {c.paper} | {c.figure} | {_escape(c.claim)} | {verdict} | {_escape(c.sim)} "
-            f"| {_escape(c.paper_value) or '—'} |"
+            f"| {_escape(c.paper_value) or '—'} | {_escape(_why(c)) or '—'} |"
         )
     current = None
     for outcome in outcomes:
@@ -212,6 +249,8 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
             lines.append(
                 f"- **{'holds' if c.holds else 'does not hold'}**: {c.claim}. Ours: {c.sim}.{paper_value}"
             )
+            if not c.holds:
+                lines.append(f"    - why it does not hold: {_why(c)}")
     return "\n".join(lines) + "\n"
 
 

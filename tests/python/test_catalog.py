@@ -17,7 +17,8 @@ import pytest
 
 import vsched
 from vsched import _core, catalog, reproduce
-from vsched.catalog.model import Figure, FigureResult, Paper
+from vsched.catalog import claims as checks
+from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Why
 from vsched.runs import Store, run_jobs
 
 from helpers import CliResult
@@ -107,7 +108,7 @@ def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(
     assert first.exit_code == 0, first.stderr
     claims = json.loads(first.stdout)["claims"]
     assert [c["figure"] for c in claims] == ["Fig. 3 (ep)"]
-    assert set(claims[0]) == {"paper", "figure", "claim", "holds", "sim", "paper_value"}
+    assert set(claims[0]) == {"paper", "figure", "claim", "holds", "sim", "paper_value", "why"}
     assert isinstance(claims[0]["holds"], bool) and "largest spread" in claims[0]["sim"]
     rows = pq.read_table(tmp_path / "a" / "results.parquet").to_pylist()
     assert len(rows) == 5 * 4 * 2  # host counts x policies x seeds
@@ -122,7 +123,8 @@ def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(
     ):
         assert (tmp_path / "a" / name).is_file(), name
     report = (tmp_path / "a" / "report.md").read_text()
-    assert "## Claims: " in report and "![seed002 Fig. 3 (ep)](figures/seed002-fig3-ep.png)" in report
+    assert "## Claims: " in report and "unclassified: " in report
+    assert "![seed002 Fig. 3 (ep)](figures/seed002-fig3-ep.png)" in report
     assert f"]({Path('a') / 'figures' / 'seed002-fig3-ep.png'})" in (tmp_path / "doc.md").read_text()
 
     second = cli(*args, "--out", tmp_path / "b")
@@ -208,3 +210,59 @@ def test_reduced_seed004_fig4_partial_and_boost_co_scheduling_beat_cs_and_cds_in
         return statistics.fmean(abs(a - b) / min(a, b) for a, b in zip(lu1, lu2))
 
     assert max(difference("PCS"), difference("BCS")) < 0.05
+
+
+def test_a_why_of_an_unknown_kind_or_without_text_is_refused() -> None:
+    kinds = "contradicts, leaves-out, lacks-mechanism"
+    with pytest.raises(ValueError, match=f"Why.kind: expected one of {kinds}, got 'unclear'"):
+        Why("unclear", "The paper is vague.")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Why.text: empty"):
+        Why("leaves-out", "  ")
+
+
+@pytest.mark.parametrize(("paper_id", "figure"), FIGURES, ids=[f"{p}-{f.id}" for p, f in FIGURES])
+def test_every_reason_in_the_catalog_is_a_why(paper_id: str, figure: Figure) -> None:
+    for claim in figure.claims:
+        assert claim.if_fails is None or isinstance(claim.if_fails, Why), claim.text
+
+
+def test_the_report_and_claims_give_the_reason_of_a_failing_claim_only() -> None:
+    # A figure of two points and two series, values given (no run): A is below B at "1" but
+    # not at "2". Three claims, each with a reason: one holds, two do not (one unclassified).
+    holding = Why("lacks-mechanism", "vsched has no **disk cache**.")
+    failing = Why("contradicts", 'The paper says "A wins" (§5.3) and "B wins" (§5.4).')
+    figure = Figure(
+        id="figx",
+        label="Fig. X",
+        title="a test figure",
+        xlabel="x",
+        ylabel="y",
+        cases=tuple(Case(x, s, "seed002/fig3-ep-hosts-2.toml") for x in ("1", "2") for s in ("A", "B")),
+        metric=lambda row: None,
+        claims=(
+            Claim("A is below B at 1", checks.ordered(["A", "B"], at=["1"]), if_fails=holding),
+            Claim("A is below B everywhere", checks.ordered(["A", "B"]), if_fails=failing),
+            Claim("B is below A everywhere", checks.ordered(["B", "A"])),
+        ),
+    )
+    paper = Paper(id="seed002", title="a test paper", reps=2, quick_reps=1, figures=(figure,))
+    samples = {("1", "A"): [1.0, 1.1], ("1", "B"): [2.0, 2.1], ("2", "A"): [3.0, 3.1], ("2", "B"): [2.0, 2.1]}
+    result = FigureResult(figure, samples)
+    found = reproduce.claim_results(paper, figure, result)
+    assert [c.holds for c in found] == [True, False, False]
+    as_json = [json.loads(json.dumps(c.as_json())) for c in found]
+    assert [c["why"] for c in as_json] == [None, {"kind": "contradicts", "text": failing.text}, None]
+
+    outcome = reproduce.FigureOutcome(paper, figure, result, found)
+    report = reproduce.markdown([outcome], reproduce.Settings(), "vsched reproduce seed002", "figures")
+    assert (
+        "Of 3 claims, 2 do not hold (the paper contradicts itself: 1; the paper leaves out what decides "
+        "it: 0; vsched lacks a mechanism: 0; unclassified: 1)." in report
+    )
+    reason = '*the paper contradicts itself*: The paper says "A wins" (§5.3) and "B wins" (§5.4).'
+    table = [line for line in report.splitlines() if line.startswith("| seed002 | Fig. X |")]
+    assert table[0].endswith("| holds | A < B at all 1 points | — | — |")
+    assert table[1].endswith(f"| {reason} |") and table[2].endswith("| unclassified |")
+    assert report.count(reason) == 2  # in the table and under the claim in the figure's section
+    assert f"    - why it does not hold: {reason}" in report
+    assert "disk cache" not in report

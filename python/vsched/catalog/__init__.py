@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from vsched import _core
-from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Row, Verdict
+from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Row, Verdict, Why
 from vsched.runs import Job, make_jobs
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "FigureResult",
     "Paper",
     "Verdict",
+    "Why",
     "case_jobs",
     "figure_jobs",
     "figure_result",

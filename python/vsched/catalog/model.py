@@ -6,14 +6,15 @@ figure's *metric* reduces one run (a flat row, see `vsched.runs.flatten`) to one
 its *stat* reduces the seeds to the plotted value (their mean, or their standard deviation
 for the papers' "standard deviation of completion time" figures). A *claim* is one of the
 paper's statements about the figure, written as a check over the plotted values that says
-whether it holds and with which of our numbers.
+whether it holds and with which of our numbers. A claim may carry a *why*: the reason it does
+not hold (or would not, where it holds only narrowly), in one of three kinds.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Union
+from typing import Callable, Literal, Union, get_args
 
 from vsched.runs import Override, Row
 
@@ -83,6 +84,42 @@ class FigureResult:
         return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
+WhyKind = Literal["contradicts", "leaves-out", "lacks-mechanism"]
+"""Why a claim does not hold: the paper states both it and its opposite ("contradicts"), the
+paper does not state what decides it ("leaves-out"), or vsched does not model what decides it
+("lacks-mechanism")."""
+
+WHY_KINDS: tuple[str, ...] = get_args(WhyKind)
+
+WHY_LABELS: dict[str, str] = {
+    "contradicts": "the paper contradicts itself",
+    "leaves-out": "the paper leaves out what decides it",
+    "lacks-mechanism": "vsched lacks a mechanism",
+}
+"""How the report names each kind."""
+
+
+@dataclass(frozen=True)
+class Why:
+    """The reason a claim does not hold, as the report gives it for a failing claim."""
+
+    kind: WhyKind
+    text: str
+    """Markdown, 1–4 sentences. "contradicts": quote both passages (with section or figure);
+    "leaves-out": name the unstated parameter or setup and how it decides the outcome;
+    "lacks-mechanism": name the mechanism vsched does not model."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in WHY_KINDS:
+            raise ValueError(f"Why.kind: expected one of {', '.join(WHY_KINDS)}, got {self.kind!r}")
+        if not self.text.strip():
+            raise ValueError("Why.text: empty")
+
+    @property
+    def label(self) -> str:
+        return WHY_LABELS[self.kind]
+
+
 @dataclass(frozen=True)
 class Claim:
     text: str
@@ -90,6 +127,9 @@ class Claim:
     check: Callable[[FigureResult], Verdict]
     paper_value: str = ""
     """The paper's numbers behind it ("" when the paper gives none), e.g. "−12.69 %, −12.78 %, −12.72 %"."""
+    if_fails: Why | None = None
+    """Why it does not hold in vsched, shown only when it does not (also set for claims that
+    hold narrowly and may flip)."""
 
 
 @dataclass(frozen=True)
