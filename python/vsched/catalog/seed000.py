@@ -27,16 +27,17 @@ declines 86–93 %, VDS 75–82 %), while in Experiment I VDS declines it more, 
 We state both readings as claims; at most one of each pair can hold.
 
 Two properties of our models shape the results (neither is tuned here):
-- Credit shares CPU per active vCPU (`csched_acct` weighs a domain by weight × active vCPUs,
-  as Xen's credit1 does), while `cosched` and `vds` share it per domain. A wider BSP VM
-  therefore gets more CPU under Credit only: in Experiment II Credit's time falls from
-  37.7 s (3 vCPUs) to 20.8 s (8 vCPUs), and VDS loses to Credit from 5 vCPUs on.
+- Credit, `cosched` and `vds` all share CPU per active vCPU (`csched_acct` weighs a domain
+  by weight × active vCPUs, as Xen's credit1 does), so a wider BSP VM gets more CPU under
+  each: in Experiment II Credit's time falls from 36.1 s (3 vCPUs) to 18.0 s (8 vCPUs), and
+  VDS stays within a few percent of Credit at every width.
 - Domain-0 (8 HIT vCPUs with light I/O, as in the Experiment I files) costs `cosched` whole
   rounds: a dom0 vCPU that wakes while gangs fill the host waits for the round boundary,
   where each runnable HIT vCPU is planned as a unit ahead of the gangs (dom0's virtual time is
   the lowest) and keeps its pCPU for the round after blocking, so a second 4-wide gang no
-  longer fits. In exp2-vcpus-4 (seed 1) Co_scheduling takes 59.1 s at 51 % utilization; the
-  same scenario without dom0 takes 29.7 s at 100 %.
+  longer fits. In exp2-vcpus-8 (seed 1) Co_scheduling takes 1,927 s; the same scenario
+  without dom0 takes 17.8 s. (At 4 vCPUs the effect is gone since issue 17: 27.9 s with dom0,
+  97 % utilization.)
 
 Not encoded: the conclusion's "the performance has increased by 5 %. Meanwhile, stability has
 also increased by 5 %" (it matches none of the §5 numbers and names no baseline), and §5.5's
