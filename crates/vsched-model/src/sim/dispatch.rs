@@ -180,12 +180,14 @@ impl Core {
     pub(super) fn deschedule(&mut self, v: VcpuId) {
         self.sync(v);
         self.leave_caches(v, self.queue.now());
+        let preempted = matches!(self.vcpus[v].state, VcpuState::Running(_));
+        if preempted {
+            self.cancel_guest_timer(v); // a halted vCPU keeps its idle timer
+        }
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         vc.irq_gen = vc.irq_gen.wrapping_add(1);
-        if let VcpuState::Running(_) = vc.state {
-            // Preempted: its tick waits for its next entry (a halted vCPU keeps its idle timer).
-            vc.tick_gen = vc.tick_gen.wrapping_add(1);
+        if preempted {
             if !vc.held.is_empty() {
                 self.doms[vc.dom].lock_holder_preemptions += 1;
             }

@@ -36,7 +36,7 @@ use vsched_engine::{RngStreams, Time, NS_PER_S};
 use super::events::Ev;
 use super::state::{Core, Thread};
 use crate::domain::VcpuState;
-use crate::ids::VcpuId;
+use crate::ids::{DomId, VcpuId};
 
 /// A guest kernel's timer interrupts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,24 +132,36 @@ impl Thread {
 }
 
 impl Core {
+    /// Domain `d`'s first tick instant after `t`, if its kernel ticks.
+    fn next_tick(&self, d: DomId, t: Time) -> Option<Time> {
+        let dom = &self.doms[d];
+        dom.tick.tick_period_ns().map(|period| next_on_grid(dom.tick_phase, period, t))
+    }
+
     /// `v` is switched in at `now`: arms its next tick and returns the guest-kernel time it
     /// owes at entry (the timer handler it was woken for, or one tick that fell due while it
     /// was preempted).
     pub(super) fn guest_ticks_at_entry(&mut self, v: VcpuId) -> Time {
         let now = self.now();
         let vc = &self.vcpus[v];
-        let dom = &self.doms[vc.dom];
-        let handler = if vc.timer_wake { self.host.timer_irq_ns } else { 0 };
-        let Some(period) = dom.tick.tick_period_ns() else { return handler };
-        let phase = dom.tick_phase;
-        let preempted_across_tick =
-            vc.woke_at.is_none() && vc.state_since < now && next_on_grid(phase, period, vc.state_since) <= now;
-        let owed = if vc.timer_wake || preempted_across_tick { self.host.timer_irq_ns } else { 0 };
-        if preempted_across_tick && !vc.timer_wake {
-            self.doms[vc.dom].guest_ticks += 1;
+        let (d, timer_wake) = (vc.dom, vc.timer_wake);
+        let irq = self.host.timer_irq_ns;
+        let Some(next) = self.next_tick(d, now) else {
+            return if timer_wake { irq } else { 0 };
+        };
+        let pending_tick = !timer_wake
+            && vc.woke_at.is_none()
+            && vc.state_since < now
+            && self.next_tick(d, vc.state_since).is_some_and(|t| t <= now);
+        if pending_tick {
+            self.doms[d].guest_ticks += 1;
         }
-        self.arm_guest_timer(v, next_on_grid(phase, period, now));
-        owed
+        self.arm_guest_timer(v, next);
+        if timer_wake || pending_tick {
+            irq
+        } else {
+            0
+        }
     }
 
     /// `v` halts: its guest timer now wakes it (periodic: the next tick; tickless: its next
@@ -157,11 +169,11 @@ impl Core {
     pub(super) fn arm_idle_timer(&mut self, v: VcpuId) {
         let now = self.now();
         let vc = &self.vcpus[v];
-        let dom = &self.doms[vc.dom];
-        let at = match dom.tick {
+        let tick = self.doms[vc.dom].tick;
+        let at = match tick {
             GuestTick::Off => None,
-            GuestTick::Periodic { .. } => dom.tick.tick_period_ns().map(|p| next_on_grid(dom.tick_phase, p, now)),
-            GuestTick::Tickless { .. } => dom.tick.idle_period_ns().map(|p| next_on_grid(vc.idle_phase, p, now)),
+            GuestTick::Periodic { .. } => self.next_tick(vc.dom, now),
+            GuestTick::Tickless { .. } => tick.idle_period_ns().map(|p| next_on_grid(vc.idle_phase, p, now)),
         };
         match at {
             Some(at) => self.arm_guest_timer(v, at),
@@ -169,7 +181,7 @@ impl Core {
         }
     }
 
-    /// Cancels `v`'s pending guest timer (it was descheduled: its tick is pending until entry).
+    /// Cancels `v`'s pending guest timer (a preempted vCPU's tick waits for its next entry).
     pub(super) fn cancel_guest_timer(&mut self, v: VcpuId) {
         let vc = &mut self.vcpus[v];
         vc.tick_gen = vc.tick_gen.wrapping_add(1);
@@ -196,9 +208,7 @@ impl Core {
                 self.sync(v);
                 self.stall(v, self.host.timer_irq_ns);
                 self.arm(v);
-                let dom = &self.doms[self.vcpus[v].dom];
-                let period = dom.tick.tick_period_ns().expect("a ticking guest has a period");
-                let next = next_on_grid(dom.tick_phase, period, now);
+                let next = self.next_tick(self.vcpus[v].dom, now).expect("a running vCPU's timer is its tick");
                 self.arm_guest_timer(v, next);
                 Some(false)
             }
