@@ -194,8 +194,11 @@ impl ProgramBuilder {
 /// What a workload hands the simulator for one VM.
 #[derive(Debug, Clone)]
 pub struct GuestSpec {
-    /// One program per vCPU.
+    /// One program per guest thread: at least one per vCPU; more threads than vCPUs share
+    /// them through the guest's scheduler (`sim/guest_sched.rs`).
     pub programs: Vec<Program>,
+    /// The VM's vCPUs.
+    pub vcpus: usize,
     pub locks: u32,
     pub lock_kind: LockKind,
     /// True when every thread eventually exits, so the VM has a completion time.
@@ -206,16 +209,20 @@ pub struct GuestSpec {
 }
 
 impl GuestSpec {
-    /// A guest that takes no locks (its `lock_kind` is then irrelevant).
+    /// A guest that takes no locks (its `lock_kind` is then irrelevant), one thread per vCPU.
     pub fn lockless(programs: Vec<Program>, finite: bool) -> GuestSpec {
-        GuestSpec { programs, locks: 0, lock_kind: LockKind::Ticket, finite, idle_vcpus: 0 }
+        GuestSpec { vcpus: programs.len(), programs, locks: 0, lock_kind: LockKind::Ticket, finite, idle_vcpus: 0 }
     }
 
-    /// This guest on `vcpus` vCPUs, the ones beyond its programs halted (`idle_vcpus`): each
-    /// exits at its first run, so it never runs again and does not hold back completion.
+    /// This guest on `vcpus` vCPUs. With fewer programs than vCPUs, the vCPUs beyond them are
+    /// halted (`idle_vcpus`): each runs a thread that exits at its first run, so it never runs
+    /// again and does not hold back completion. With more, the threads share the vCPUs.
     pub fn with_idle_vcpus(mut self, vcpus: usize) -> GuestSpec {
-        self.idle_vcpus = vcpus - self.programs.len();
-        self.programs.resize(vcpus, ProgramBuilder::new().build());
+        self.vcpus = vcpus;
+        self.idle_vcpus = vcpus.saturating_sub(self.programs.len());
+        if self.idle_vcpus > 0 {
+            self.programs.resize(vcpus, ProgramBuilder::new().build());
+        }
         self
     }
 }

@@ -53,6 +53,7 @@ fn compute_vm(name: &str, vcpus: usize, program: Program) -> DomainConfig {
         workload: "test".into(),
         guest: GuestSpec {
             programs: vec![program; vcpus],
+            vcpus,
             locks: 1,
             lock_kind: LockKind::Ticket,
             finite: true,

@@ -115,7 +115,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
             b.build()
         })
         .collect();
-    Ok(GuestSpec { programs, locks, lock_kind, finite: true, idle_vcpus: 0 })
+    Ok(GuestSpec { programs, vcpus, locks, lock_kind, finite: true, idle_vcpus: 0 })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

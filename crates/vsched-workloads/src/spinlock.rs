@@ -64,7 +64,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         .push(Instr::Unlock)
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; vcpus], locks, lock_kind, finite: true, idle_vcpus: 0 })
+    Ok(GuestSpec { programs: vec![program; vcpus], vcpus, locks, lock_kind, finite: true, idle_vcpus: 0 })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

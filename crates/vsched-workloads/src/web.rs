@@ -48,6 +48,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let program = b.build();
     Ok(GuestSpec {
         programs: vec![program; vcpus],
+        vcpus,
         locks: 0,
         lock_kind: LockKind::Ticket,
         finite: requests > 0,

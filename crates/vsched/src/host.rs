@@ -45,6 +45,7 @@ pub(crate) struct HostSection {
     pub(crate) ple_handler_us: Option<f64>,
     pub(crate) idle_wake_us: Option<f64>,
     pub(crate) timer_irq_us: Option<f64>,
+    pub(crate) thread_switch_us: Option<f64>,
     pub(crate) posted_interrupts: Option<bool>,
     pub(crate) ipi_virtualization: Option<bool>,
     pub(crate) timer_slop_us: Option<f64>,
@@ -97,6 +98,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         ple_handler_ns: micros("host.ple_handler_us", h.ple_handler_us, defaults.ple_handler_ns)?,
         idle_wake_ns: micros("host.idle_wake_us", h.idle_wake_us, defaults.idle_wake_ns)?,
         timer_irq_ns: micros("host.timer_irq_us", h.timer_irq_us, defaults.timer_irq_ns)?,
+        thread_switch_ns: micros("host.thread_switch_us", h.thread_switch_us, defaults.thread_switch_ns)?,
         posted_interrupts: h.posted_interrupts.unwrap_or(defaults.posted_interrupts),
         ipi_virtualization: h.ipi_virtualization.unwrap_or(defaults.ipi_virtualization),
         clocks: match h.clocks.as_deref() {

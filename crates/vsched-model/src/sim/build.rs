@@ -15,10 +15,10 @@ use super::events::Ev;
 use super::guest_kernel;
 use super::locks::Lock;
 use super::network::NetStats;
-use super::state::{policy_stream, Core, Dom, HostState, Pcpu, Thread, Vcpu, CLOCK_PHASE_STREAM};
+use super::state::{policy_stream, Core, Dom, GuestThread, HostState, Pcpu, ThreadState, Vcpu, CLOCK_PHASE_STREAM};
 use super::Simulation;
 use crate::domain::{DomainInfo, VcpuState};
-use crate::ids::VcpuId;
+use crate::ids::ThreadId;
 use crate::policy::Policy;
 
 impl Simulation {
@@ -47,10 +47,11 @@ impl Simulation {
         assert!(domains.iter().all(|d| d.host < n_hosts), "a domain names a host out of range");
         let streams = RngStreams::new(seed);
         let mut vcpus = Vec::new();
+        let mut threads: Vec<GuestThread> = Vec::new();
         let mut doms = Vec::new();
         let mut unfinished = 0;
         let mut lifecycle = Vec::new();
-        let mut jobs: Vec<Vec<VcpuId>> = Vec::new();
+        let mut jobs: Vec<Vec<ThreadId>> = Vec::new();
         let mut job_names: Vec<Option<String>> = Vec::new();
         let mut hosts: Vec<HostState> = (0..n_hosts)
             .map(|h| HostState {
@@ -95,7 +96,10 @@ impl Simulation {
                 hs.driver = Some(d);
             }
             let first_vcpu = vcpus.len();
-            let n = cfg.guest.programs.len();
+            let first_thread = threads.len();
+            let n = cfg.guest.vcpus;
+            let n_threads = cfg.guest.programs.len();
+            assert!(n >= 1 && n_threads >= n, "a guest needs a thread for each vCPU");
             hs.vcpus.end = first_vcpu + n;
             let local_first = first_vcpu - hs.vcpus.start;
             // A named job gathers its domains; an unnamed one is the domain alone.
@@ -114,16 +118,37 @@ impl Simulation {
             if let Some(at) = cfg.stop_at {
                 lifecycle.push((at, Ev::Destroy { d }));
             }
-            for (index, program) in cfg.guest.programs.iter().enumerate() {
-                let rank = jobs[job].len() as u32;
-                jobs[job].push(vcpus.len());
+            let start_state =
+                if started_at > 0 && online { ThreadState::Unstarted { at: started_at } } else { ThreadState::Ready };
+            // Thread i starts on vCPU i mod n: the first n are the vCPUs' current threads, the
+            // others wait in their queues (`guest_sched`).
+            for (i, program) in cfg.guest.programs.iter().enumerate() {
+                jobs[job].push(threads.len());
+                threads.push(GuestThread {
+                    dom: d,
+                    vcpu: first_vcpu + i % n,
+                    asleep: false,
+                    rank: jobs[job].len() as u32 - 1,
+                    mailbox: Vec::new(),
+                    pass: None,
+                    program: program.clone(),
+                    pc: 0,
+                    loops: Vec::new(),
+                    state: start_state,
+                    held: Vec::new(),
+                    io_done_at: None,
+                    request_start: 0,
+                });
+            }
+            for index in 0..n {
+                let queued = (first_thread + index + n..first_thread + n_threads).step_by(n);
                 vcpus.push(Vcpu {
                     dom: d,
                     host: h,
                     index,
-                    rank,
-                    mailbox: Vec::new(),
-                    pass: None,
+                    curr: first_thread + index,
+                    guest_rq: queued.collect(),
+                    guest_slice_ns: 0,
                     state: if online { VcpuState::Runnable } else { VcpuState::Offline },
                     state_since: 0,
                     running_ns: 0,
@@ -138,13 +163,6 @@ impl Simulation {
                     ple_from: 0,
                     gen: 0,
                     woke_at: None,
-                    program: program.clone(),
-                    pc: 0,
-                    loops: Vec::new(),
-                    thread: if started_at > 0 && online { Thread::Unstarted { at: started_at } } else { Thread::Ready },
-                    held: Vec::new(),
-                    io_done_at: None,
-                    request_start: 0,
                     ple_exits: 0,
                     ple_window_ns: ple_base_ns,
                     irqs: Vec::new(),
@@ -172,6 +190,7 @@ impl Simulation {
                     rx_packets: 0,
                 },
                 span: first_vcpu..first_vcpu + n,
+                threads: first_thread..first_thread + n_threads,
                 host: h,
                 job,
                 messages_received: 0,
@@ -180,10 +199,10 @@ impl Simulation {
                 locks: (0..cfg.guest.locks).map(|_| Lock::default()).collect(),
                 barrier_waiters: Vec::new(),
                 barrier_arrived: 0,
-                barrier_parties: n - cfg.guest.idle_vcpus,
+                barrier_parties: n_threads - cfg.guest.idle_vcpus,
                 rng: streams.stream(1 + d as u64),
                 finite: cfg.guest.finite,
-                alive: n,
+                alive: n_threads,
                 finished_at: None,
                 lock_holder_preemptions: 0,
                 lock_waiter_preemptions: 0,
@@ -240,6 +259,7 @@ impl Simulation {
             queue: EventQueue::new(),
             pcpus,
             vcpus,
+            threads,
             doms,
             hosts,
             jobs,

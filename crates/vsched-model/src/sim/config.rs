@@ -61,6 +61,8 @@ pub struct HostConfig {
     /// A guest timer interrupt, whole: the exit, the injection, the guest's handler and its
     /// timer re-arm (`guest_kernel`): each tick of a running vCPU, each timer wake of a halted one.
     pub timer_irq_ns: Time,
+    /// A guest kernel's switch between two threads of one VM (`guest_sched`).
+    pub thread_switch_ns: Time,
     /// Whether the pCPUs' clocks are out of step (see `clocks`).
     pub clocks: Clocks,
     /// How late a hypervisor timer may fire; `None`: the policy's hypervisor's own
@@ -117,6 +119,7 @@ impl HostConfig {
             ipi_virtualization: hw.ipi_virtualization,
             idle_wake_ns: hw.idle_wake_ns,
             timer_irq_ns: hw.timer_irq_ns,
+            thread_switch_ns: hw.thread_switch_ns,
             clocks: Clocks::Independent,
             timer_slop_ns: None,
             // One Xen tick: enough to randomise the VMs' order against every scheduler's

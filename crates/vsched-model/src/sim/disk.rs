@@ -36,8 +36,8 @@ use vsched_engine::{Time, NS_PER_US};
 use super::events::Ev;
 use super::interpret::Step;
 use super::network::Pass;
-use super::state::{Core, Thread};
-use crate::ids::VcpuId;
+use super::state::{Core, ThreadState};
+use crate::ids::{ThreadId, VcpuId};
 use crate::metrics::IoMetrics;
 
 /// The disk, the block backend and the driver domain's background activity of a host.
@@ -88,7 +88,8 @@ pub(super) enum DiskStage {
 }
 
 pub(super) struct DiskReq {
-    pub(super) v: VcpuId,
+    /// The thread that issued it.
+    pub(super) t: ThreadId,
     pub(super) bytes: u64,
     pub(super) issued_at: Time,
     pub(super) stage: DiskStage,
@@ -115,7 +116,8 @@ impl Core {
         let now = self.now();
         self.io.requests += 1;
         self.io.bytes += bytes;
-        let req = DiskReq { v, bytes, issued_at: now, stage: DiskStage::Submit };
+        let t = self.vcpus[v].curr;
+        let req = DiskReq { t, bytes, issued_at: now, stage: DiskStage::Submit };
         let r = match self.free_disk_reqs.pop() {
             Some(r) => {
                 self.disk_reqs[r as usize] = req;
@@ -126,7 +128,7 @@ impl Core {
                 (self.disk_reqs.len() - 1) as u32
             }
         };
-        self.vcpus[v].thread = Thread::BlockedIo;
+        self.threads[t].state = ThreadState::BlockedIo;
         let h = self.vcpus[v].host;
         if self.hosts[h].driver.is_some() {
             self.queue_pass(Pass::Disk(r), h);
@@ -161,7 +163,9 @@ impl Core {
         let now = self.now();
         let req = &mut self.disk_reqs[r as usize];
         req.stage = DiskStage::OnDisk;
-        let h = self.vcpus[req.v].host;
+        let t = req.t;
+        let h = self.host_of(t);
+        let req = &mut self.disk_reqs[r as usize];
         let start = self.hosts[h].disk_free_at.max(now);
         let service = self.host.io.disk_service_ns(req.bytes);
         self.hosts[h].disk_free_at = start + service;
@@ -174,7 +178,7 @@ impl Core {
     /// The disk finished request `r`: its interrupt goes to the driver domain, or without
     /// one completes the request at once.
     pub(super) fn disk_done(&mut self, r: u32) {
-        let h = self.vcpus[self.disk_reqs[r as usize].v].host;
+        let h = self.host_of(self.disk_reqs[r as usize].t);
         if self.hosts[h].driver.is_some() {
             self.disk_reqs[r as usize].stage = DiskStage::Complete;
             self.queue_pass(Pass::Disk(r), h);
@@ -186,11 +190,11 @@ impl Core {
     /// Request `r` is complete: its vCPU wakes at `at`.
     fn notify_guest(&mut self, r: u32, at: Time) {
         let req = &self.disk_reqs[r as usize];
-        let v = req.v;
+        let t = req.t;
         self.io.completed += 1;
         self.io.latency_sum_ns += at - req.issued_at;
         self.free_disk_reqs.push(r);
-        self.post(at, Ev::Wake { v });
+        self.post(at, Ev::Wake { t });
     }
 }
 

@@ -150,7 +150,7 @@ impl Core {
             vc.synced_to = now;
             vc.ple_from = vc.run_from;
             if let Some(t) = &mut self.trace {
-                t.open(p, v, vc.dom, vc.index, now, vc.thread.spinning());
+                t.open(p, v, vc.dom, vc.index, now, self.threads[vc.curr].state.spinning());
             }
             if !vc.irqs.is_empty() {
                 // Interrupts that arrived while it waited are injected at VM entry.
@@ -188,7 +188,7 @@ impl Core {
         vc.gen = vc.gen.wrapping_add(1);
         vc.irq_gen = vc.irq_gen.wrapping_add(1);
         if preempted {
-            if !vc.held.is_empty() {
+            if !self.threads[vc.curr].held.is_empty() {
                 self.doms[vc.dom].lock_holder_preemptions += 1;
             }
             self.set_state(v, VcpuState::Runnable);

@@ -7,7 +7,7 @@ use super::state::Core;
 use super::world::with_cx;
 use super::{Simulation, Until, INTERRUPTED};
 use crate::domain::{VcpuState, VmType};
-use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
 use crate::metrics::RunMetrics;
 use crate::policy::YieldReason;
 
@@ -18,8 +18,9 @@ pub(super) enum Ev {
         v: VcpuId,
         gen: u32,
     },
+    /// A blocked guest thread's wake-up (I/O done, a kick, an interrupt).
     Wake {
-        v: VcpuId,
+        t: ThreadId,
     },
     Timer {
         host: u32,
@@ -167,10 +168,10 @@ impl Simulation {
                 }
                 core.guest_event(v);
             }
-            Ev::Wake { v } => {
-                if !core.wake(v) {
-                    return false; // its VM was destroyed while it waited
-                }
+            Ev::Wake { t } => {
+                let Some(v) = core.wake(t) else {
+                    return false; // no vCPU woke: stale, or its VM was destroyed while it waited
+                };
                 let h = core.vcpus[v].host;
                 let local = v - core.hosts[h].vcpus.start;
                 with_cx(core, h, None, |cx| self.policies[h].wake(cx, local));

@@ -34,7 +34,7 @@ use rand::Rng;
 use vsched_engine::{RngStreams, Time, NS_PER_S};
 
 use super::events::Ev;
-use super::state::{Core, Thread};
+use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
 use crate::ids::{DomId, VcpuId};
 
@@ -115,18 +115,18 @@ pub(super) fn idle_phase(streams: &RngStreams, lockstep: bool, tick: GuestTick, 
     }
 }
 
-impl Thread {
+impl ThreadState {
     /// Whether a thread in this state leaves its vCPU halted (nothing to run).
     pub(super) fn halted(self) -> bool {
         matches!(
             self,
-            Thread::BlockedStart
-                | Thread::BlockedIo
-                | Thread::BlockedBarrier
-                | Thread::BlockedRecv { .. }
-                | Thread::BlockedNet
-                | Thread::HaltedLock { .. }
-                | Thread::Exited
+            ThreadState::BlockedStart
+                | ThreadState::BlockedIo
+                | ThreadState::BlockedBarrier
+                | ThreadState::BlockedRecv { .. }
+                | ThreadState::BlockedNet
+                | ThreadState::HaltedLock { .. }
+                | ThreadState::Exited
         )
     }
 }
@@ -210,6 +210,7 @@ impl Core {
                 self.arm(v);
                 let next = self.next_tick(self.vcpus[v].dom, now).expect("a running vCPU's timer is its tick");
                 self.arm_guest_timer(v, next);
+                self.guest_tick_preempt(v);
                 Some(false)
             }
             VcpuState::Blocked => {
@@ -225,9 +226,8 @@ impl Core {
     /// A vCPU up for its timer only finished the handler: it halts again if its thread has
     /// nothing to run (true), or its thread goes on.
     pub(super) fn timer_handler_done(&mut self, v: VcpuId) -> bool {
-        let vc = &mut self.vcpus[v];
-        vc.timer_wake = false;
-        if vc.thread.halted() {
+        self.vcpus[v].timer_wake = false;
+        if self.curr_thread(v).state.halted() {
             self.block(v);
             return true;
         }

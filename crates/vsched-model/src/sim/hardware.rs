@@ -23,6 +23,7 @@ pub struct Hardware {
     pub ipi_virtualization: bool,
     pub idle_wake_ns: Time,
     pub timer_irq_ns: Time,
+    pub thread_switch_ns: Time,
     pub caches: Caches,
 }
 
@@ -56,6 +57,10 @@ const IPI_HANDLER_NS: Time = NS_PER_US;
 /// A guest timer interrupt taken on a busy vCPU, whole (exits included): our measurement on
 /// a virtualized machine (`scripts/hiccup.c`, docs/realism.md), the same in every era.
 const TIMER_IRQ_NS: Time = 3_400;
+/// A guest kernel's switch from one thread to another of the same process, whole (the
+/// blocking thread's system call, the switch, the woken thread's return): our measurement on
+/// a virtualized machine (`scripts/thread_switch.c`, docs/realism.md), the same in every era.
+const THREAD_SWITCH_NS: Time = 2_100;
 /// One VM exit and entry, "direct cost" (the hardware world switch out and back): 2,000
 /// cycles on a Xeon X5570 under KVM (Landau et al., SplitX, §1). No bare measurement of a
 /// later generation was found, so later presets keep the cycle count.
@@ -81,6 +86,7 @@ const SKYLAKE_2017: Hardware = Hardware {
     // C1E exit latency, `skx_cstates`.
     idle_wake_ns: 10 * NS_PER_US,
     timer_irq_ns: TIMER_IRQ_NS,
+    thread_switch_ns: THREAD_SWITCH_NS,
     caches: Caches {
         // Intel's Xeon Scalable specifications: 1 MiB L2 and 1.375 MiB of L3 per core.
         l2_kib: 1024,
@@ -116,6 +122,7 @@ pub const HARDWARE: &[Hardware] = &[
         // C1E exit latency, `nehalem_cstates` (drivers/idle/intel_idle.c).
         idle_wake_ns: 10 * NS_PER_US,
         timer_irq_ns: TIMER_IRQ_NS,
+        thread_switch_ns: THREAD_SWITCH_NS,
         caches: Caches {
             // Xeon 5500 / Core i5-700: 256 KiB L2 per core, an inclusive 8 MiB L3 for four
             // cores (HP's Xeon 5500 technology brief; Intel's i5-760 specification).
@@ -164,6 +171,7 @@ pub const HARDWARE: &[Hardware] = &[
         ipi_virtualization: true,
         idle_wake_ns: 0,
         timer_irq_ns: 0,
+        thread_switch_ns: 0,
         // Caches of the Nehalem sizes that refill in no time.
         caches: Caches {
             l2_kib: 256,

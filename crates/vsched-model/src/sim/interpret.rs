@@ -14,10 +14,10 @@
 use vsched_engine::Time;
 
 use super::events::Ev;
-use super::state::{Core, SpinLimit, Thread};
+use super::state::{Core, SpinLimit, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
-use crate::ids::{DomId, VcpuId};
+use crate::ids::{DomId, ThreadId, VcpuId};
 
 /// What an instruction left the guest thread doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,16 +39,17 @@ impl Core {
             return;
         }
         let elapsed = now - from;
-        match &mut vc.thread {
-            Thread::Computing { left } => *left -= elapsed.min(*left),
-            Thread::SpinLock { budget, .. } => {
+        vc.guest_slice_ns += elapsed;
+        match &mut self.threads[vc.curr].state {
+            ThreadState::Computing { left } => *left -= elapsed.min(*left),
+            ThreadState::SpinLock { budget, .. } => {
                 vc.spin_ns += elapsed;
                 if let Some(b) = budget {
                     *b -= elapsed.min(*b);
                 }
             }
-            Thread::SpinIpi { .. } => vc.spin_ns += elapsed,
-            Thread::SpinBarrier { limit } | Thread::SpinRecv { limit, .. } => {
+            ThreadState::SpinIpi { .. } => vc.spin_ns += elapsed,
+            ThreadState::SpinBarrier { limit } | ThreadState::SpinRecv { limit, .. } => {
                 vc.spin_ns += elapsed;
                 if let SpinLimit::Running(l) = limit {
                     *l -= elapsed.min(*l);
@@ -69,7 +70,7 @@ impl Core {
     /// (Re)schedules the single pending guest event of a running vCPU.
     pub(super) fn arm(&mut self, v: VcpuId) {
         let now = self.now();
-        let free = matches!(self.vcpus[v].thread, Thread::SpinLock { .. }) && self.lock_free_for(v);
+        let free = matches!(self.curr_thread(v).state, ThreadState::SpinLock { .. }) && self.lock_free_for(v);
         let ple_at = self.ple_deadline(v);
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
@@ -77,31 +78,31 @@ impl Core {
             return;
         }
         let from = now.max(vc.run_from);
-        let at = match vc.thread {
+        let at = match self.threads[vc.curr].state {
             // Up for its guest timer: the handler ends at `from` (`guest_kernel`).
             _ if vc.timer_wake => Some(from),
-            Thread::Ready | Thread::Unstarted { .. } => Some(from),
-            Thread::Computing { left } => Some(from.saturating_add(left)),
+            ThreadState::Ready | ThreadState::Unstarted { .. } => Some(from),
+            ThreadState::Computing { left } => Some(from.saturating_add(left)),
             // The lock is free for us: grab it as soon as we execute.
-            Thread::SpinLock { .. } if free => Some(from),
-            Thread::SpinLock { budget, .. } => match (ple_at, budget.map(|b| from + b)) {
+            ThreadState::SpinLock { .. } if free => Some(from),
+            ThreadState::SpinLock { budget, .. } => match (ple_at, budget.map(|b| from + b)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
-            Thread::SpinIpi { .. } => ple_at,
-            Thread::SpinBarrier { limit } | Thread::SpinRecv { limit, .. } => match limit {
+            ThreadState::SpinIpi { .. } => ple_at,
+            ThreadState::SpinBarrier { limit } | ThreadState::SpinRecv { limit, .. } => match limit {
                 SpinLimit::Never => None,
                 SpinLimit::Running(l) => Some(from + l),
                 // A deadline that passed while the vCPU was away: check as soon as it runs.
                 SpinLimit::At(t) => Some(from.max(t)),
             },
-            Thread::BlockedIo
-            | Thread::BlockedBarrier
-            | Thread::BlockedRecv { .. }
-            | Thread::BlockedNet
-            | Thread::BlockedStart
-            | Thread::HaltedLock { .. }
-            | Thread::Exited => None,
+            ThreadState::BlockedIo
+            | ThreadState::BlockedBarrier
+            | ThreadState::BlockedRecv { .. }
+            | ThreadState::BlockedNet
+            | ThreadState::BlockedStart
+            | ThreadState::HaltedLock { .. }
+            | ThreadState::Exited => None,
         };
         if let Some(at) = at {
             if at < FOREVER {
@@ -118,35 +119,36 @@ impl Core {
         if self.vcpus[v].timer_wake && self.timer_handler_done(v) {
             return;
         }
-        let vc = &mut self.vcpus[v];
-        match vc.thread {
-            Thread::Ready => self.to_advance.push_back(v),
+        let t = self.vcpus[v].curr;
+        let th = &mut self.threads[t];
+        match th.state {
+            ThreadState::Ready => self.to_advance.push_back(v),
             // Not started yet: idle until the workload starts (`clocks`).
-            Thread::Unstarted { at } if at > self.queue.now() => {
-                vc.thread = Thread::BlockedStart;
-                self.post(at, Ev::Wake { v });
+            ThreadState::Unstarted { at } if at > self.queue.now() => {
+                th.state = ThreadState::BlockedStart;
+                self.post(at, Ev::Wake { t });
                 self.block(v);
             }
-            Thread::Unstarted { .. } => {
-                vc.thread = Thread::Ready;
+            ThreadState::Unstarted { .. } => {
+                th.state = ThreadState::Ready;
                 self.to_advance.push_back(v);
             }
-            Thread::Computing { left } => {
+            ThreadState::Computing { left } => {
                 if left == 0 {
-                    vc.thread = Thread::Ready;
+                    th.state = ThreadState::Ready;
                     self.to_advance.push_back(v);
                 } else {
                     self.arm(v);
                 }
             }
-            Thread::SpinLock { lock, kernel, budget } => self.lock_wait_event(v, lock, kernel, budget),
-            Thread::SpinIpi { .. } => self.maybe_ple_exit(v),
-            Thread::SpinBarrier { limit } if limit.expired(now) => {
-                vc.thread = Thread::BlockedBarrier;
+            ThreadState::SpinLock { lock, kernel, budget } => self.lock_wait_event(v, lock, kernel, budget),
+            ThreadState::SpinIpi { .. } => self.maybe_ple_exit(v),
+            ThreadState::SpinBarrier { limit } if limit.expired(now) => {
+                th.state = ThreadState::BlockedBarrier;
                 self.block(v);
             }
-            Thread::SpinRecv { from, limit } if limit.expired(now) => {
-                vc.thread = Thread::BlockedRecv { from };
+            ThreadState::SpinRecv { from, limit } if limit.expired(now) => {
+                th.state = ThreadState::BlockedRecv { from };
                 self.block(v);
             }
             _ => self.arm(v),
@@ -159,7 +161,7 @@ impl Core {
         if let Some(t) = &mut self.trace {
             let vc = &self.vcpus[v];
             if let VcpuState::Running(p) = vc.state {
-                t.set_spinning(p, self.queue.now(), vc.thread.spinning());
+                t.set_spinning(p, self.queue.now(), self.threads[vc.curr].state.spinning());
             }
         }
     }
@@ -172,10 +174,14 @@ impl Core {
         Step::Wait
     }
 
-    /// The running thread of `v` blocks: its pCPU reschedules in this same instant (until
-    /// then it is still `curr` there, for zero time).
+    /// The running thread of `v` blocks: the vCPU runs another thread of its guest
+    /// (`guest_sched`), or halts and its pCPU reschedules in this same instant (until then
+    /// it is still `curr` there, for zero time).
     pub(super) fn block(&mut self, v: VcpuId) {
         self.sync(v);
+        if self.switch_on_block(v) {
+            return;
+        }
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         let VcpuState::Running(p) = vc.state else { unreachable!("only a running thread blocks") };
@@ -188,66 +194,75 @@ impl Core {
         self.to_sleep.push_back((v, p));
     }
 
-    /// A blocked vCPU's wake-up arrived (I/O done, a kick, an interrupt): its thread resumes
-    /// and the vCPU becomes runnable. A vCPU up for its guest timer (`guest_kernel`) is not
-    /// blocked: its thread resumes there. False when the policy has nothing to hear: the vCPU
-    /// was not halted, its VM was destroyed while it waited, or the wake is stale.
-    pub(super) fn wake(&mut self, v: VcpuId) -> bool {
+    /// Thread `t`'s wake-up arrived (I/O done, a kick, an interrupt): it resumes, and its
+    /// halted vCPU becomes runnable. A vCPU up for its guest timer (`guest_kernel`) is not
+    /// halted: the thread resumes there. A thread switched out goes where its guest
+    /// scheduler puts it (`guest_sched`). Returns the vCPU whose wake-up the policy must hear
+    /// of; none when the vCPU was not halted, its VM was destroyed while the thread waited,
+    /// or the wake is stale.
+    pub(super) fn wake(&mut self, t: ThreadId) -> Option<VcpuId> {
+        let v = self.threads[t].vcpu;
+        if self.vcpus[v].curr != t {
+            return self.wake_asleep(t);
+        }
         let now = self.now();
         let pv_spin_ns = self.pv_spin_ns;
         let vc = &mut self.vcpus[v];
+        let th = &mut self.threads[t];
         // Up for its guest timer only (`guest_kernel`): its thread resumes where the vCPU is.
         let timer_woken = vc.timer_wake && matches!(vc.state, VcpuState::Runnable | VcpuState::Running(_));
         if vc.state != VcpuState::Blocked && !timer_woken {
-            return false;
+            return None;
         }
-        vc.thread = match vc.thread {
+        th.state = match th.state {
             // Its waker made it ready (a barrier, a message, a driver-domain pass).
-            Thread::Ready => Thread::Ready,
-            Thread::BlockedIo => {
-                vc.io_done_at = Some(now);
-                Thread::Ready
+            ThreadState::Ready => ThreadState::Ready,
+            ThreadState::BlockedIo => {
+                th.io_done_at = Some(now);
+                ThreadState::Ready
             }
-            Thread::BlockedStart => Thread::Ready,
+            ThreadState::BlockedStart => ThreadState::Ready,
             // Kicked: back to spinning at the head of the queue, with a fresh budget.
-            Thread::HaltedLock { lock, .. } => Thread::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) },
+            ThreadState::HaltedLock { lock, .. } => {
+                ThreadState::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) }
+            }
             // A stale wake-up: the wait it was meant to end is over (the thread went on when its
             // vCPU was up for its guest timer) and the thread now waits for something else.
-            _ => return false,
+            _ => return None,
         };
         if timer_woken {
             vc.timer_wake = false;
             self.arm(v);
-            return false;
+            return None;
         }
         vc.woke_at = Some(now);
         self.set_state(v, VcpuState::Runnable);
-        true
+        Some(v)
     }
 
     /// Makes a waiting thread continue (it got its lock, its barrier opened, its message
-    /// arrived, its IPIs were acknowledged). True if its vCPU was halted, so that waking it
-    /// took an interrupt.
-    pub(super) fn release_waiter(&mut self, w: VcpuId) -> bool {
-        self.sync(w);
-        let vc = &mut self.vcpus[w];
-        match vc.thread {
-            Thread::BlockedBarrier | Thread::BlockedRecv { .. } => {
-                // A blocked waiter is woken by an interrupt: an IPI from the releasing vCPU, or
-                // the virtual NIC's.
-                vc.thread = Thread::Ready;
-                let at = self.queue.now() + self.host.ipi_latency_ns;
-                self.hosts[vc.host].ipis += 1;
-                self.post(at, Ev::Wake { v: w });
-                true
-            }
-            _ => {
-                vc.thread = Thread::Ready;
-                self.arm(w);
-                self.trace_state(w);
-                false
-            }
+    /// arrived, its IPIs were acknowledged). True if it was blocked, so that waking it took
+    /// an interrupt.
+    pub(super) fn release_waiter(&mut self, w: ThreadId) -> bool {
+        let v = self.threads[w].vcpu;
+        let current = self.vcpus[v].curr == w;
+        if current {
+            self.sync(v);
         }
+        let th = &mut self.threads[w];
+        let blocked = matches!(th.state, ThreadState::BlockedBarrier | ThreadState::BlockedRecv { .. });
+        th.state = ThreadState::Ready;
+        if blocked {
+            // A blocked waiter is woken by an interrupt: an IPI from the releasing vCPU, or
+            // the virtual NIC's.
+            let at = self.queue.now() + self.host.ipi_latency_ns;
+            self.hosts[self.vcpus[v].host].ipis += 1;
+            self.post(at, Ev::Wake { t: w });
+        } else if current {
+            self.arm(v);
+            self.trace_state(v);
+        }
+        blocked
     }
 
     /// Interprets `v`'s program from its current instruction until it must wait.
@@ -255,15 +270,16 @@ impl Core {
         let now = self.now();
         debug_assert!(matches!(self.vcpus[v].state, VcpuState::Running(_)));
         for _ in 0..1_000_000 {
-            let vc = &mut self.vcpus[v];
-            let d = vc.dom;
-            let instr = vc.program[vc.pc].clone();
-            vc.pc += 1;
+            let t = self.vcpus[v].curr;
+            let th = &mut self.threads[t];
+            let d = th.dom;
+            let instr = th.program[th.pc].clone();
+            th.pc += 1;
             let step = match instr {
                 Instr::Compute(dur) => self.compute(v, d, dur),
                 Instr::Lock { choice, kernel } => self.lock(v, d, choice, kernel),
                 Instr::Unlock => {
-                    let (lock, kernel) = vc.held.pop().expect("workload unlocks a lock it does not hold");
+                    let (lock, kernel) = th.held.pop().expect("workload unlocks a lock it does not hold");
                     if self.unlock(d, lock, kernel) {
                         self.stall(v, self.host.vm_exit_ns); // the kick hypercall
                     }
@@ -272,36 +288,36 @@ impl Core {
                 Instr::IpiSync => self.ipi_sync(v, d),
                 Instr::Barrier(wait) => self.barrier(v, d, wait),
                 Instr::Io(dur) => {
-                    let t = dur.sample(&mut self.doms[d].rng);
-                    self.vcpus[v].thread = Thread::BlockedIo;
-                    self.post(now + t, Ev::Wake { v });
+                    let dt = dur.sample(&mut self.doms[d].rng);
+                    self.threads[t].state = ThreadState::BlockedIo;
+                    self.post(now + dt, Ev::Wake { t });
                     self.block(v);
                     Step::Wait
                 }
                 Instr::Repeat { times, .. } => {
-                    vc.loops.push((vc.pc, times));
+                    th.loops.push((th.pc, times));
                     Step::Next
                 }
                 Instr::EndRepeat => {
-                    let top = vc.loops.last_mut().expect("EndRepeat without Repeat");
+                    let top = th.loops.last_mut().expect("EndRepeat without Repeat");
                     match top.1 {
-                        None => vc.pc = top.0,
+                        None => th.pc = top.0,
                         Some(n) if n > 1 => {
                             top.1 = Some(n - 1);
-                            vc.pc = top.0;
+                            th.pc = top.0;
                         }
                         _ => {
-                            vc.loops.pop();
+                            th.loops.pop();
                         }
                     }
                     Step::Next
                 }
                 Instr::RequestBegin => {
-                    vc.request_start = vc.io_done_at.take().unwrap_or(now);
+                    th.request_start = th.io_done_at.take().unwrap_or(now);
                     Step::Next
                 }
                 Instr::RequestEnd => {
-                    let latency = now - vc.request_start;
+                    let latency = now - th.request_start;
                     self.doms[d].request_latencies.push(latency);
                     Step::Next
                 }
@@ -318,7 +334,7 @@ impl Core {
                 return;
             }
         }
-        panic!("guest program of vCPU {v} loops without taking time");
+        panic!("guest program of thread {} loops without taking time", self.vcpus[v].curr);
     }
 
     /// `compute(dur)`: a sampled duration of progress (none if it samples to 0).
@@ -327,7 +343,7 @@ impl Core {
         if t == 0 {
             return Step::Next;
         }
-        self.vcpus[v].thread = Thread::Computing { left: t };
+        self.curr_thread_mut(v).state = ThreadState::Computing { left: t };
         self.wait_running(v)
     }
 
@@ -350,13 +366,13 @@ impl Core {
             }
             return Step::Next;
         }
-        dom.barrier_waiters.push(v);
+        dom.barrier_waiters.push(self.vcpus[v].curr);
         match self.spin_limit(wait) {
             None => {
-                self.vcpus[v].thread = Thread::BlockedBarrier;
+                self.curr_thread_mut(v).state = ThreadState::BlockedBarrier;
                 self.block(v);
             }
-            Some(limit) => self.vcpus[v].thread = Thread::SpinBarrier { limit },
+            Some(limit) => self.curr_thread_mut(v).state = ThreadState::SpinBarrier { limit },
         }
         self.wait_running(v)
     }
@@ -382,7 +398,7 @@ impl Core {
     /// `exit`: the thread ends; the last thread of a finite workload finishes its VM.
     fn exit(&mut self, v: VcpuId, d: DomId) -> Step {
         let now = self.now();
-        self.vcpus[v].thread = Thread::Exited;
+        self.curr_thread_mut(v).state = ThreadState::Exited;
         let dom = &mut self.doms[d];
         dom.alive -= 1;
         if dom.alive == 0 && dom.finite {

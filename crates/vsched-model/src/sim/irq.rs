@@ -16,7 +16,7 @@
 
 use super::events::Ev;
 use super::interpret::Step;
-use super::state::{Core, Thread};
+use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
 use crate::ids::{DomId, VcpuId};
 
@@ -45,7 +45,7 @@ impl Core {
         if !self.host.ipi_virtualization {
             self.stall(v, targets.len() as u64 * self.host.vm_exit_ns);
         }
-        self.vcpus[v].thread = Thread::SpinIpi { pending: targets.len() as u32 };
+        self.curr_thread_mut(v).state = ThreadState::SpinIpi { pending: targets.len() as u32 };
         self.vcpus[v].ple_from = now.max(self.vcpus[v].run_from);
         for u in targets {
             self.send_irq(v, u);
@@ -88,13 +88,14 @@ impl Core {
         }
     }
 
-    /// One acknowledgement reaches `sender`; the last one ends its wait.
+    /// One acknowledgement reaches vCPU `sender`; the last one ends its thread's wait (a
+    /// thread waiting for acknowledgements keeps its vCPU: preemption is disabled).
     pub(super) fn ack(&mut self, sender: VcpuId) {
-        let vc = &mut self.vcpus[sender];
-        if let Thread::SpinIpi { pending } = &mut vc.thread {
+        let t = self.vcpus[sender].curr;
+        if let ThreadState::SpinIpi { pending } = &mut self.threads[t].state {
             *pending -= 1;
             if *pending == 0 {
-                self.release_waiter(sender);
+                self.release_waiter(t);
             }
         }
     }

@@ -5,7 +5,7 @@
 //! takes running ones off their pCPUs (`sleep`, then `pick_next`) and removes them all. A
 //! type change (seed 003 §4.4, seed 004 §V-B: `xm sched-... -t`) is told to the policy.
 
-use super::state::Thread;
+use super::state::ThreadState;
 use super::world::with_cx;
 use super::Simulation;
 use crate::domain::{VcpuState, VmType};
@@ -55,10 +55,13 @@ impl Simulation {
             }
             core.set_state(v, VcpuState::Offline);
             let vc = &mut core.vcpus[v];
-            vc.thread = Thread::Exited;
+            vc.guest_rq.clear();
             vc.gen = vc.gen.wrapping_add(1);
             vc.irq_gen = vc.irq_gen.wrapping_add(1);
             vc.irqs.clear();
+        }
+        for t in core.doms[d].threads.clone() {
+            core.threads[t].state = ThreadState::Exited;
         }
         for v in vcpus {
             if !running.iter().any(|&(u, _)| u == v) {

@@ -22,31 +22,32 @@ use vsched_engine::Time;
 
 use super::events::Ev;
 use super::interpret::Step;
-use super::state::{Core, Thread};
+use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::{LockChoice, LockKind};
-use crate::ids::{DomId, VcpuId};
+use crate::ids::{DomId, ThreadId, VcpuId};
 
 /// One guest lock of a domain.
 #[derive(Default)]
 pub(super) struct Lock {
-    pub(super) holder: Option<VcpuId>,
+    pub(super) holder: Option<ThreadId>,
     /// Ticket order (ticket locks), the set of spinners (test-and-set), or the FIFO of
     /// queued waiters (paravirtual).
-    pub(super) waiters: VecDeque<VcpuId>,
+    pub(super) waiters: VecDeque<ThreadId>,
 }
 
 impl Core {
-    /// Whether lock waiter `v` may take its lock now: it is free and either anyone may grab
-    /// it (test-and-set) or `v` heads a paravirtual lock's queue. (A ticket lock is handed
-    /// over by the unlock itself.)
+    /// Whether the lock waiter vCPU `v` runs may take its lock now: it is free and either
+    /// anyone may grab it (test-and-set) or the waiter heads a paravirtual lock's queue. (A
+    /// ticket lock is handed over by the unlock itself.)
     pub(super) fn lock_free_for(&self, v: VcpuId) -> bool {
-        let vc = &self.vcpus[v];
-        let Thread::SpinLock { lock, kernel, .. } = vc.thread else { return false };
-        let dom = &self.doms[vc.dom];
+        let t = self.vcpus[v].curr;
+        let th = &self.threads[t];
+        let ThreadState::SpinLock { lock, kernel, .. } = th.state else { return false };
+        let dom = &self.doms[th.dom];
         let l = &dom.locks[lock as usize];
         l.holder.is_none()
-            && if dom.pv_spinlocks && kernel { l.waiters.front() == Some(&v) } else { dom.lock_kind == LockKind::Tas }
+            && if dom.pv_spinlocks && kernel { l.waiters.front() == Some(&t) } else { dom.lock_kind == LockKind::Tas }
     }
 
     /// `lock(choice, kernel)`: take the lock if it is free and this thread may take it,
@@ -63,21 +64,24 @@ impl Core {
         let may_take = if pv {
             // A newcomer steals a free lock unless the queue head spins for it.
             l.waiters.front().is_none_or(|&h| {
-                let hc = &self.vcpus[h];
-                !(matches!(hc.state, VcpuState::Running(_)) && matches!(hc.thread, Thread::SpinLock { .. }))
+                let on_cpu = self.vcpus[self.threads[h].vcpu].curr == h
+                    && matches!(self.vcpus[self.threads[h].vcpu].state, VcpuState::Running(_));
+                !(on_cpu && matches!(self.threads[h].state, ThreadState::SpinLock { .. }))
             })
         } else {
             dom.lock_kind == LockKind::Tas || l.waiters.is_empty()
         };
-        let vc = &mut self.vcpus[v];
+        let t = self.vcpus[v].curr;
+        let th = &mut self.threads[t];
         if l.holder.is_none() && may_take {
-            l.holder = Some(v);
-            vc.held.push((lock, kernel));
+            l.holder = Some(t);
+            th.held.push((lock, kernel));
             return Step::Next;
         }
-        l.waiters.push_back(v);
+        l.waiters.push_back(t);
         let budget = pv.then_some(self.pv_spin_ns);
-        vc.thread = Thread::SpinLock { lock, kernel, budget };
+        th.state = ThreadState::SpinLock { lock, kernel, budget };
+        let vc = &mut self.vcpus[v];
         vc.ple_from = now.max(vc.run_from);
         self.wait_running(v)
     }
@@ -87,17 +91,18 @@ impl Core {
     /// pause-loop exit and keep spinning.
     pub(super) fn lock_wait_event(&mut self, v: VcpuId, lock: u32, kernel: bool, budget: Option<Time>) {
         let free = self.lock_free_for(v);
-        let vc = &mut self.vcpus[v];
+        let t = self.vcpus[v].curr;
+        let th = &mut self.threads[t];
         if free {
-            let l = &mut self.doms[vc.dom].locks[lock as usize];
-            l.waiters.retain(|&w| w != v);
-            l.holder = Some(v);
-            vc.held.push((lock, kernel));
-            vc.thread = Thread::Ready;
+            let l = &mut self.doms[th.dom].locks[lock as usize];
+            l.waiters.retain(|&w| w != t);
+            l.holder = Some(t);
+            th.held.push((lock, kernel));
+            th.state = ThreadState::Ready;
             self.to_advance.push_back(v);
         } else if budget == Some(0) {
-            vc.thread = Thread::HaltedLock { lock, kicked: false };
-            self.doms[vc.dom].pv_halts += 1;
+            th.state = ThreadState::HaltedLock { lock, kicked: false };
+            self.doms[th.dom].pv_halts += 1;
             self.block(v);
         } else {
             self.maybe_ple_exit(v);
@@ -113,27 +118,31 @@ impl Core {
         l.holder = None;
         if dom.pv_spinlocks && kernel {
             // Paravirtual: hand over only to a head spinning on a pCPU; kick a halted head.
+            // A kernel lock's waiter never leaves its vCPU (preemption is disabled): the
+            // head is its vCPU's current thread.
             let Some(&h) = l.waiters.front() else { return false };
-            let hc = &mut self.vcpus[h];
-            match (hc.state, hc.thread) {
-                (VcpuState::Running(_), Thread::SpinLock { .. }) if hc.run_from <= now => {
+            let hv = self.threads[h].vcpu;
+            let hc = &self.vcpus[hv];
+            let th = &mut self.threads[h];
+            match (hc.state, th.state) {
+                (VcpuState::Running(_), ThreadState::SpinLock { .. }) if hc.run_from <= now => {
                     l.waiters.pop_front();
                     l.holder = Some(h);
-                    hc.held.push((lock, kernel));
+                    th.held.push((lock, kernel));
                     self.release_waiter(h);
                 }
-                (_, Thread::HaltedLock { lock, kicked: false }) => {
-                    hc.thread = Thread::HaltedLock { lock, kicked: true };
+                (_, ThreadState::HaltedLock { lock, kicked: false }) => {
+                    th.state = ThreadState::HaltedLock { lock, kicked: true };
                     dom.pv_kicks += 1;
                     self.hosts[dom.host].ipis += 1;
                     let at = now + self.host.ipi_latency_ns;
-                    self.post(at, Ev::Wake { v: h });
+                    self.post(at, Ev::Wake { t: h });
                     return true;
                 }
                 // Head about to execute: it takes the lock when it does (if nobody steals it).
                 (VcpuState::Running(_), _) => {
-                    self.sync(h);
-                    self.arm(h);
+                    self.sync(hv);
+                    self.arm(hv);
                 }
                 _ => {}
             }
@@ -145,11 +154,12 @@ impl Core {
             // Test-and-set: one of the spinners that is executing right now wins the race.
             LockKind::Tas => {
                 let now = self.queue.now();
-                let vcpus = &self.vcpus;
+                let (vcpus, threads) = (&self.vcpus, &self.threads);
                 let running: Vec<usize> = (0..l.waiters.len())
                     .filter(|&i| {
-                        let w = &vcpus[l.waiters[i]];
-                        matches!(w.state, VcpuState::Running(_)) && w.run_from <= now
+                        let t = l.waiters[i];
+                        let w = &vcpus[threads[t].vcpu];
+                        w.curr == t && matches!(w.state, VcpuState::Running(_)) && w.run_from <= now
                     })
                     .collect();
                 if running.is_empty() {
@@ -162,10 +172,13 @@ impl Core {
         };
         let Some(w) = next else { return false };
         l.holder = Some(w);
-        let wc = &mut self.vcpus[w];
-        let kernel = matches!(wc.thread, Thread::SpinLock { kernel: true, .. });
-        wc.held.push((lock, kernel));
-        if !matches!(wc.state, VcpuState::Running(_)) {
+        let th = &mut self.threads[w];
+        let kernel = matches!(th.state, ThreadState::SpinLock { kernel: true, .. });
+        th.held.push((lock, kernel));
+        // The next in line does not execute: its vCPU is preempted, or its guest switched it
+        // out (a user-mode waiter whose time slice ran out).
+        let wc = &self.vcpus[th.vcpu];
+        if !(wc.curr == w && matches!(wc.state, VcpuState::Running(_))) {
             dom.lock_waiter_preemptions += 1;
         }
         // A running waiter continues through a guest event in this same instant.

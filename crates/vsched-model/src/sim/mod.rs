@@ -16,6 +16,7 @@
 //! | `lifecycle` | VMs created, destroyed or changing type during a run |
 //! | `interpret` | the guest interpreter: progress, guest events, blocking and waking |
 //! | `guest_kernel` | the guest kernels' timers: ticks of running vCPUs, timer wakes of halted ones |
+//! | `guest_sched` | the guest kernels' schedulers: threads that outnumber vCPUs, time slices, wake-up placement |
 //! | `ple` | pause-loop exits |
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
 //! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
@@ -58,6 +59,7 @@ mod disk;
 mod dispatch;
 mod events;
 mod guest_kernel;
+mod guest_sched;
 mod hardware;
 mod interpret;
 mod irq;

@@ -32,10 +32,10 @@ use vsched_engine::Time;
 use super::config::NetworkConfig;
 use super::events::Ev;
 use super::interpret::Step;
-use super::state::{Core, Thread};
+use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::BarrierWait;
-use crate::ids::{DomId, VcpuId};
+use crate::ids::{DomId, ThreadId, VcpuId};
 
 /// One unit of driver-domain work: a message pass, or a disk request's submission or
 /// completion.
@@ -61,8 +61,8 @@ pub(super) enum Stage {
 }
 
 pub(super) struct Msg {
-    pub(super) src: VcpuId,
-    pub(super) dst: VcpuId,
+    pub(super) src: ThreadId,
+    pub(super) dst: ThreadId,
     pub(super) bytes: u64,
     pub(super) packets: u64,
     pub(super) sent_at: Time,
@@ -81,10 +81,16 @@ pub(super) struct NetStats {
 }
 
 impl Core {
-    /// `v` sends `bytes` to rank `to` of its job.
+    /// The host thread `t`'s VM runs on.
+    pub(super) fn host_of(&self, t: ThreadId) -> usize {
+        self.doms[self.threads[t].dom].host
+    }
+
+    /// The thread `v` runs sends `bytes` to rank `to` of its job.
     pub(super) fn send(&mut self, v: VcpuId, to: u32, bytes: u64) {
         let now = self.now();
-        let d = self.vcpus[v].dom;
+        let src = self.vcpus[v].curr;
+        let d = self.threads[src].dom;
         let ranks = &self.jobs[self.doms[d].job];
         let Some(&dst) = ranks.get(to as usize) else {
             let (name, world) = (&self.doms[d].info.name, ranks.len());
@@ -95,7 +101,7 @@ impl Core {
         self.net.messages += 1;
         self.net.bytes += bytes;
         let packets = self.network.packets(bytes);
-        let msg = Msg { src: v, dst, bytes, packets, sent_at: now, stage: Stage::Deliver };
+        let msg = Msg { src, dst, bytes, packets, sent_at: now, stage: Stage::Deliver };
         let m = match self.free_msgs.pop() {
             Some(m) => {
                 self.msgs[m as usize] = msg;
@@ -106,8 +112,8 @@ impl Core {
                 (self.msgs.len() - 1) as u32
             }
         };
-        let (from_host, to_host) = (self.vcpus[v].host, self.vcpus[dst].host);
-        if self.vcpus[dst].dom == d {
+        let (from_host, to_host) = (self.host_of(src), self.host_of(dst));
+        if self.threads[dst].dom == d {
             let net = &self.network;
             let at = now + net.shm_latency_ns + NetworkConfig::transfer_ns(bytes, net.shm_bandwidth_gbps);
             self.post(at, Ev::Net { m });
@@ -134,15 +140,15 @@ impl Core {
     pub(super) fn queue_pass(&mut self, pass: Pass, h: usize) {
         self.hosts[h].backlog.push_back(pass);
         let driver = self.hosts[h].driver.expect("a host with a backlog has a driver");
-        let idle = self.doms[driver].span.clone().find(|&u| self.vcpus[u].thread == Thread::BlockedNet);
-        if let Some(u) = idle {
+        let idle = self.doms[driver].threads.clone().find(|&u| self.threads[u].state == ThreadState::BlockedNet);
+        if let Some(t) = idle {
             // An event-channel notification: Xen marks the event pending and wakes the blocked
             // vCPU at once, on the notifier's pCPU (`evtchn_set_pending` -> `vcpu_unblock`,
             // xen/common/event_channel.c, 4.0); the policy's wake then tickles a pCPU, and
             // that reschedule IPI is the notification's only latency.
-            self.vcpus[u].thread = Thread::Ready;
+            self.threads[t].state = ThreadState::Ready;
             let now = self.now();
-            self.post(now, Ev::Wake { v: u });
+            self.post(now, Ev::Wake { t });
         }
     }
 
@@ -170,7 +176,9 @@ impl Core {
     fn onto_wire(&mut self, m: u32) {
         let msg = &mut self.msgs[m as usize];
         msg.stage = Stage::Wire;
-        let h = self.vcpus[msg.src].host;
+        let src = msg.src;
+        let h = self.host_of(src);
+        let msg = &mut self.msgs[m as usize];
         let start = self.hosts[h].link_free_at.max(self.queue.now());
         let done = start + NetworkConfig::transfer_ns(msg.bytes, self.network.bandwidth_gbps);
         self.hosts[h].link_free_at = done;
@@ -182,7 +190,7 @@ impl Core {
     pub(super) fn net_stage_done(&mut self, m: u32) {
         match self.msgs[m as usize].stage {
             Stage::Wire => {
-                let h = self.vcpus[self.msgs[m as usize].dst].host;
+                let h = self.host_of(self.msgs[m as usize].dst);
                 if self.hosts[h].driver.is_some() {
                     self.queue_msg(m, Stage::Receive, h);
                 } else {
@@ -201,7 +209,7 @@ impl Core {
         let Msg { src, dst, packets, sent_at, .. } = self.msgs[m as usize];
         self.net.latency_sum_ns += now - sent_at;
         self.net.delivered += 1;
-        let (from_dom, to_dom) = (self.vcpus[src].dom, self.vcpus[dst].dom);
+        let (from_dom, to_dom) = (self.threads[src].dom, self.threads[dst].dom);
         let dom = &mut self.doms[to_dom];
         dom.messages_received += 1;
         if from_dom != to_dom {
@@ -209,18 +217,18 @@ impl Core {
             self.net.packets += packets;
         }
         let world = self.jobs[dom.job].len();
-        let rank = self.vcpus[src].rank;
-        let vc = &mut self.vcpus[dst];
-        match vc.thread {
-            Thread::SpinRecv { from, .. } | Thread::BlockedRecv { from } if from == rank => {
+        let rank = self.threads[src].rank;
+        let th = &mut self.threads[dst];
+        match th.state {
+            ThreadState::SpinRecv { from, .. } | ThreadState::BlockedRecv { from } if from == rank => {
                 self.release_waiter(dst);
             }
-            _ if vc.state == VcpuState::Offline => {} // its VM is gone
+            _ if self.vcpus[th.vcpu].state == VcpuState::Offline => {} // its VM is gone
             _ => {
-                if vc.mailbox.is_empty() {
-                    vc.mailbox = vec![0; world];
+                if th.mailbox.is_empty() {
+                    th.mailbox = vec![0; world];
                 }
-                vc.mailbox[rank as usize] += 1;
+                th.mailbox[rank as usize] += 1;
             }
         }
     }
@@ -236,19 +244,18 @@ impl Core {
             ));
             return Step::Wait;
         }
-        let vc = &mut self.vcpus[v];
-        if let Some(n @ 1..) = vc.mailbox.get_mut(from as usize) {
+        if let Some(n @ 1..) = self.curr_thread_mut(v).mailbox.get_mut(from as usize) {
             *n -= 1;
             return Step::Next;
         }
         match self.spin_limit(wait) {
             None => {
-                self.vcpus[v].thread = Thread::BlockedRecv { from };
+                self.curr_thread_mut(v).state = ThreadState::BlockedRecv { from };
                 self.block(v);
                 Step::Wait
             }
             Some(limit) => {
-                self.vcpus[v].thread = Thread::SpinRecv { from, limit };
+                self.curr_thread_mut(v).state = ThreadState::SpinRecv { from, limit };
                 self.wait_running(v)
             }
         }
@@ -264,13 +271,13 @@ impl Core {
             self.error.get_or_insert(format!("guest error: VM {name:?} is not its host's driver domain"));
             return Step::Wait;
         }
-        match self.vcpus[v].pass.take() {
+        match self.curr_thread_mut(v).pass.take() {
             Some(Pass::Net(m)) => self.forward(m),
             Some(Pass::Disk(r)) => self.forward_disk(r),
             None => {}
         }
         let Some(pass) = self.hosts[h].backlog.pop_front() else {
-            self.vcpus[v].thread = Thread::BlockedNet;
+            self.curr_thread_mut(v).state = ThreadState::BlockedNet;
             self.block(v);
             return Step::Wait;
         };
@@ -281,12 +288,12 @@ impl Core {
             }
             Pass::Disk(r) => self.disk_pass_ns(r),
         };
-        let vc = &mut self.vcpus[v];
-        vc.pass = Some(pass);
+        let th = self.curr_thread_mut(v);
+        th.pass = Some(pass);
         if work == 0 {
             return Step::Next;
         }
-        vc.thread = Thread::Computing { left: work };
+        th.state = ThreadState::Computing { left: work };
         self.wait_running(v)
     }
 }

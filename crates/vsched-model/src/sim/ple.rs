@@ -16,14 +16,17 @@
 
 use vsched_engine::Time;
 
-use super::state::{Core, Thread};
+use super::state::{Core, ThreadState};
 use crate::ids::VcpuId;
 
 impl Core {
     /// When `v`'s current kernel-mode spinning raises a pause-loop exit, if PLE applies.
     pub(super) fn ple_deadline(&self, v: VcpuId) -> Option<Time> {
         let vc = &self.vcpus[v];
-        let kernel = matches!(vc.thread, Thread::SpinLock { kernel: true, .. } | Thread::SpinIpi { .. });
+        let kernel = matches!(
+            self.threads[vc.curr].state,
+            ThreadState::SpinLock { kernel: true, .. } | ThreadState::SpinIpi { .. }
+        );
         (kernel && self.ple_window_ns.is_some()).then(|| vc.ple_from.max(vc.run_from) + vc.ple_window_ns)
     }
 

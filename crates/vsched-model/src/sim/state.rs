@@ -1,6 +1,6 @@
-//! The simulator's state: each vCPU with its guest thread, each pCPU, each domain, each
-//! host's share of the arrays, and the `Core` that holds them all (everything but the
-//! policies). Fields are open to the simulator's modules, closed to everyone else: policies
+//! The simulator's state: each guest thread, each vCPU with the thread it runs and its
+//! guest run queue, each pCPU, each domain, each host's share of the arrays, and the `Core`
+//! that holds them all (everything but the policies). Fields are open to the simulator's modules, closed to everyone else: policies
 //! see this state only through `world`.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -17,13 +17,13 @@ use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
 use crate::domain::{DomainInfo, VcpuState};
 use crate::guest::{LockKind, Program};
-use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
 use crate::trace::Trace;
 
-/// What the vCPU's guest thread is doing.
+/// What a guest thread is doing.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Thread {
-    /// Its VM's workload starts at `at` (`clocks`): until then the vCPU idles, blocked.
+pub(super) enum ThreadState {
+    /// Its VM's workload starts at `at` (`clocks`): until then the thread is blocked.
     Unstarted {
         at: Time,
     },
@@ -91,25 +91,52 @@ impl SpinLimit {
     }
 }
 
-impl Thread {
+impl ThreadState {
     pub(super) fn spinning(self) -> bool {
         matches!(
             self,
-            Thread::SpinLock { .. } | Thread::SpinBarrier { .. } | Thread::SpinIpi { .. } | Thread::SpinRecv { .. }
+            ThreadState::SpinLock { .. }
+                | ThreadState::SpinBarrier { .. }
+                | ThreadState::SpinIpi { .. }
+                | ThreadState::SpinRecv { .. }
         )
     }
+}
+
+/// A guest thread: one program of its VM's workload, run by one vCPU at a time (`guest_sched`).
+pub(super) struct GuestThread {
+    pub(super) dom: DomId,
+    /// The vCPU it runs on, or whose run queue it waits in, or where it last ran.
+    pub(super) vcpu: VcpuId,
+    /// Asleep off its vCPU: blocked while its vCPU runs other threads (`guest_sched`).
+    pub(super) asleep: bool,
+    /// Its rank in its job.
+    pub(super) rank: u32,
+    /// Messages arrived and not yet received, per source rank (sized on first use).
+    pub(super) mailbox: Vec<u32>,
+    /// Driver domain: the pass this thread is processing.
+    pub(super) pass: Option<Pass>,
+    pub(super) program: Program,
+    pub(super) pc: usize,
+    pub(super) loops: Vec<(usize, Option<u64>)>,
+    pub(super) state: ThreadState,
+    /// Locks held, innermost last, each with whether it was taken in kernel mode.
+    pub(super) held: Vec<(u32, bool)>,
+    /// When the I/O that delivers the next request completed.
+    pub(super) io_done_at: Option<Time>,
+    pub(super) request_start: Time,
 }
 
 pub(super) struct Vcpu {
     pub(super) dom: DomId,
     pub(super) host: usize,
     pub(super) index: usize,
-    /// Its rank in its job.
-    pub(super) rank: u32,
-    /// Messages arrived and not yet received, per source rank (sized on first use).
-    pub(super) mailbox: Vec<u32>,
-    /// Driver domain: the pass this vCPU is processing.
-    pub(super) pass: Option<Pass>,
+    /// The guest thread it runs (or halted in, or last ran).
+    pub(super) curr: ThreadId,
+    /// Its guest kernel's run queue: threads ready to run here, FIFO (`guest_sched`).
+    pub(super) guest_rq: VecDeque<ThreadId>,
+    /// Running time `curr` has had since it was switched in, for the guest's time slice.
+    pub(super) guest_slice_ns: Time,
     pub(super) state: VcpuState,
     pub(super) state_since: Time,
     pub(super) running_ns: Time,
@@ -129,15 +156,6 @@ pub(super) struct Vcpu {
     pub(super) ple_from: Time,
     pub(super) gen: u32,
     pub(super) woke_at: Option<Time>,
-    pub(super) program: Program,
-    pub(super) pc: usize,
-    pub(super) loops: Vec<(usize, Option<u64>)>,
-    pub(super) thread: Thread,
-    /// Locks held, innermost last, each with whether it was taken in kernel mode.
-    pub(super) held: Vec<(u32, bool)>,
-    /// When the I/O that delivers the next request completed.
-    pub(super) io_done_at: Option<Time>,
-    pub(super) request_start: Time,
     pub(super) ple_exits: u64,
     /// The current PLE window (grows with `ple_grow > 1`).
     pub(super) ple_window_ns: Time,
@@ -176,15 +194,17 @@ pub(super) struct Dom {
     pub(super) info: DomainInfo,
     /// Its vCPUs' global ids (`info.first_vcpu` is local to its host).
     pub(super) span: std::ops::Range<VcpuId>,
+    /// Its guest threads' ids.
+    pub(super) threads: std::ops::Range<ThreadId>,
     pub(super) host: usize,
     pub(super) job: usize,
     pub(super) messages_received: u64,
     pub(super) workload: String,
     pub(super) lock_kind: LockKind,
     pub(super) locks: Vec<Lock>,
-    pub(super) barrier_waiters: Vec<VcpuId>,
+    pub(super) barrier_waiters: Vec<ThreadId>,
     pub(super) barrier_arrived: usize,
-    /// Threads a barrier waits for: every vCPU but the halted `idle_vcpus`.
+    /// Threads a barrier waits for: every thread but those of the halted `idle_vcpus`.
     pub(super) barrier_parties: usize,
     pub(super) rng: StreamRng,
     pub(super) finite: bool,
@@ -260,10 +280,11 @@ pub(super) struct Core {
     pub(super) queue: EventQueue<Ev>,
     pub(super) pcpus: Vec<Pcpu>,
     pub(super) vcpus: Vec<Vcpu>,
+    pub(super) threads: Vec<GuestThread>,
     pub(super) doms: Vec<Dom>,
     pub(super) hosts: Vec<HostState>,
-    /// Each job's ranks (global vCPU ids).
-    pub(super) jobs: Vec<Vec<VcpuId>>,
+    /// Each job's ranks (guest threads).
+    pub(super) jobs: Vec<Vec<ThreadId>>,
     /// Each job's name, for the named ones (virtual clusters).
     pub(super) job_names: Vec<Option<String>>,
     pub(super) msgs: Vec<Msg>,

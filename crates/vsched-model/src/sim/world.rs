@@ -5,7 +5,7 @@
 use vsched_engine::{StreamRng, Time};
 
 use super::events::Ev;
-use super::state::{Core, Thread, Vcpu};
+use super::state::{Core, ThreadState, Vcpu};
 use crate::cx::{Cx, World};
 use crate::domain::{DomainInfo, VcpuState};
 use crate::ids::{DomId, PcpuId, VcpuId};
@@ -96,12 +96,12 @@ impl World for HostView<'_> {
     /// it sent (`ipi_sync`: `smp_call_function_many` spins in the kernel, as
     /// `flush_tlb_others` does).
     fn guest_in_kernel(&self, v: VcpuId) -> bool {
-        let vc = self.vc(v);
-        matches!(vc.thread, Thread::SpinLock { kernel: true, .. } | Thread::SpinIpi { .. })
-            || vc.held.iter().any(|&(_, k)| k)
+        let th = &self.core.threads[self.vc(v).curr];
+        matches!(th.state, ThreadState::SpinLock { kernel: true, .. } | ThreadState::SpinIpi { .. })
+            || th.held.iter().any(|&(_, k)| k)
     }
     fn guest_spinning(&self, v: VcpuId) -> bool {
-        self.vc(v).thread.spinning()
+        self.core.threads[self.vc(v).curr].state.spinning()
     }
 
     fn resched(&mut self, p: PcpuId) -> bool {
