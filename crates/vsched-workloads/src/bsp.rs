@@ -7,11 +7,13 @@
 //! (`runtime.rs`): `pthreads` blocks (a mutex + condvar or `pthread_barrier_t` barrier, the
 //! default: a threaded program without a parallel runtime), `libgomp` and `iomp` spin then
 //! block, `openmpi` and `mpich2` busy-poll (user mode, so PLE does not apply). `wait` and
-//! `spin_limit_us` override it.
+//! `spin_limit_us` override it. `threads` sets the program's threads (one per vCPU by
+//! default): beyond the VM's vCPUs its guest kernel schedules them, and the OpenMP runtimes
+//! wait as they do when oversubscribed.
 
 use vsched_model::{ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
-use crate::{runtime, us, Ranks, WorkloadInfo};
+use crate::{runtime, threads_of, us, Ranks, WorkloadInfo, THREADS_PARAM};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "supersteps", default: ParamDefault::Int(100), doc: "number of compute + barrier steps" },
@@ -21,6 +23,7 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Float(0.1),
         doc: "coefficient of variation of per-thread compute",
     },
+    THREADS_PARAM,
     runtime::runtime_param("pthreads"),
     runtime::WAIT_PARAM,
     runtime::SPIN_LIMIT_PARAM,
@@ -34,15 +37,15 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         return Err(params.invalid("compute_ms", format!("expected a number > 0, got {compute_ms}")));
     }
     let jitter = params.float_in("jitter", 0.0, 10.0)?;
-    // One thread per vCPU: never more threads than the guest's CPUs.
-    let wait = runtime::wait_of(params, runtime::RUNTIMES, vcpus, vcpus)?;
+    let threads = threads_of(params, ranks)?;
+    let wait = runtime::wait_of(params, runtime::RUNTIMES, threads, vcpus)?;
     let mut b = ProgramBuilder::new();
     b.repeat(Some(supersteps))
         .push(Instr::Compute(Dur::Jitter { mean: us(compute_ms * 1_000.0), cv: jitter }))
         .push(Instr::Barrier(wait))
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec::lockless(vec![program; vcpus], true))
+    Ok(GuestSpec { vcpus, ..GuestSpec::lockless(vec![program; threads], true) })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -9,14 +9,16 @@
 //! how lock-holder preemption grows with the vCPU over-commitment rate.
 //!
 //! # The model
-//! The build is `jobs` compile jobs shared evenly among the vCPUs (make keeps one job per
-//! vCPU busy; static shares stand in for make's dynamic hand-out, so a vCPU that draws long
-//! jobs finishes last, much as the slowest files do). A job forks and execs (`exec_io_us`,
+//! The build is `jobs` compile jobs shared evenly among `threads` job slots (`make -j
+//! threads`, one per vCPU by default; make keeps each slot busy; static shares stand in for
+//! make's dynamic hand-out, so a slot that draws long jobs finishes last, much as the
+//! slowest files do). More slots than vCPUs share the vCPUs through the guest kernel's
+//! scheduler. A job forks and execs (`exec_io_us`,
 //! blocking: the vCPU halts), then computes `job_ms` of CPU in sections of mean
 //! `syscall_every_us`, each followed by a kernel critical section of `cs_us` under one of
 //! `locks` kernel spinlocks, and unmaps memory `shootdowns_per_job` times (the last one
-//! as it exits). When every job is done, vCPU 0 links the kernel alone (`link_ms`) while the
-//! others idle: the serial tail of a real build.
+//! as it exits). When every job is done, the first slot links the kernel alone (`link_ms`)
+//! while the others idle: the serial tail of a real build.
 //!
 //! Defaults are scaled down from a real build (thousands of jobs of ~0.1–1 s) to keep runs
 //! short; what matters for scheduling — µs critical sections every ~100 µs of compute,
@@ -27,7 +29,7 @@ use vsched_model::{
     ProgramBuilder,
 };
 
-use crate::{us, Ranks, WorkloadInfo};
+use crate::{threads_of, us, Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -64,6 +66,12 @@ const PARAMS: &[ParamSpec] = &[
         doc:
             "\"ticket\" (Linux 2.6.25–4.1) or \"tas\" (a guest qspinlock without PV support falls back to test-and-set)",
     },
+    ParamSpec {
+        name: "threads",
+        default: ParamDefault::Int(0),
+        doc: "make's parallel jobs, `make -j` (0: one per vCPU); more than the VM's vCPUs share them through \
+              the guest kernel's scheduler",
+    },
 ];
 
 /// Variation of a critical section's length around its mean.
@@ -88,9 +96,10 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let chunks = shootdowns.clamp(1, sections);
     let per_chunk = sections / chunks;
     let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
-    let programs = (0..vcpus as u64)
+    let threads = threads_of(params, ranks)? as u64;
+    let programs = (0..threads)
         .map(|i| {
-            let mine = jobs / vcpus as u64 + u64::from(i < jobs % vcpus as u64);
+            let mine = jobs / threads + u64::from(i < jobs % threads);
             let mut b = ProgramBuilder::new();
             if mine > 0 {
                 b.repeat(Some(mine));

@@ -23,7 +23,7 @@ pub mod working_set;
 #[cfg(test)]
 mod testkit;
 
-use vsched_model::{ConfigError, GuestSpec, ParamSpec, Params};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
 
 /// How a workload appears in the registry and in `vsched workloads`.
 pub struct WorkloadInfo {
@@ -74,6 +74,27 @@ pub fn find(name: &str) -> Option<&'static WorkloadInfo> {
 
 pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|w| w.name).collect()
+}
+
+/// The most threads a program may ask for: far beyond any guest of the papers, small enough
+/// that a typo cannot ask the simulator for millions.
+pub const MAX_THREADS: i64 = 4096;
+
+/// The `threads` parameter of a threaded program.
+pub(crate) const THREADS_PARAM: ParamSpec = ParamSpec {
+    name: "threads",
+    default: ParamDefault::Int(0),
+    doc: "the program's threads (0: one per vCPU); more than the VM's vCPUs share them through the guest \
+          kernel's scheduler, fewer leave the other vCPUs halted",
+};
+
+/// The program's threads: `threads` if given, else one per vCPU of `ranks`.
+pub(crate) fn threads_of(params: &Params, ranks: &Ranks) -> Result<usize, ConfigError> {
+    let n = params.int_at_least("threads", 0)?;
+    if n > MAX_THREADS {
+        return Err(params.invalid("threads", format!("expected an integer in 0..={MAX_THREADS}, got {n}")));
+    }
+    Ok(if n == 0 { ranks.vcpus } else { n as usize })
 }
 
 /// Microseconds (as the user writes them) to nanoseconds.

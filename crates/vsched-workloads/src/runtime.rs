@@ -42,13 +42,14 @@
 //!
 //! A `sched_yield()` in a guest whose other threads all have vCPUs of their own returns at
 //! once: the guest kernel has nothing else to run and the hypervisor never sees the call
-//! (no exit). The vCPU goes on polling, so both MPI profiles are `Spin`, oversubscribed or
-//! not; a yield only matters with more runnable threads than vCPUs in the guest.
+//! (no exit). The vCPU goes on polling, so both MPI profiles are `Spin`; a yield would only
+//! matter with more runnable threads than vCPUs in the guest, and an MPI VM runs one rank
+//! per vCPU.
 //!
-//! Oversubscription inside the guest: vsched runs one thread per vCPU (a VM's programs,
-//! plus halted `idle_vcpus`), so `threads <= cpus` always and the oversubscribed rules
-//! (libgomp's throttled count, Intel OpenMP's zero blocktime) are written and tested here
-//! but never taken by a workload today.
+//! Oversubscription inside the guest: a threaded workload's `threads` parameter may exceed
+//! its VM's vCPUs (the guest kernel then schedules them, `sim/guest_sched.rs`); its runtime
+//! then waits as it does oversubscribed (libgomp's throttled count, Intel OpenMP's zero
+//! blocktime).
 
 use vsched_model::{BarrierWait, ConfigError, ParamDefault, ParamSpec, Params, Time, NS_PER_MS};
 

@@ -12,7 +12,7 @@ use vsched_model::{
     ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
 };
 
-use crate::{us, Ranks, WorkloadInfo};
+use crate::{threads_of, us, Ranks, WorkloadInfo, THREADS_PARAM};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "iterations", default: ParamDefault::Int(10_000), doc: "lock acquisitions per thread" },
@@ -38,6 +38,7 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Str("kernel"),
         doc: "\"kernel\" (PLE applies) or \"user\" spinning",
     },
+    THREADS_PARAM,
 ];
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
@@ -64,7 +65,8 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         .push(Instr::Unlock)
         .end_repeat();
     let program = b.build();
-    Ok(GuestSpec { programs: vec![program; vcpus], vcpus, locks, lock_kind, finite: true, idle_vcpus: 0 })
+    let threads = threads_of(params, ranks)?;
+    Ok(GuestSpec { programs: vec![program; threads], vcpus, locks, lock_kind, finite: true, idle_vcpus: 0 })
 }
 
 pub const INFO: WorkloadInfo = WorkloadInfo {

@@ -384,6 +384,12 @@ impl Scenario {
                     ),
                 ));
             }
+            if idle_vcpus > 0 && v.workload.params.contains_key("threads") {
+                return Err(err(
+                    at("idle_vcpus"),
+                    "expected no idle_vcpus beside workload.threads (threads fewer than vcpus leave the other vCPUs halted)",
+                ));
+            }
             let ranks = Ranks::alone((v.vcpus - idle_vcpus) as usize);
             let shape = VmShape {
                 vcpus: v.vcpus,
