@@ -43,8 +43,12 @@ def completions(name: str, policy: str) -> list[float]:
 @pytest.mark.parametrize("policy", ["cosched", "yth", "ytt", "credit", "kvm-dy", "cvs-adaptive"])
 def test_seed001_kernbench_finishes_under_each_compared_policy(policy: str) -> None:
     done = completions("kernbench-vcpus-8.toml", policy)
-    # 4 builds of 96 × 20 ms jobs on 8 pCPUs: at least 0.96 s of CPU each over the host.
-    assert all(t is not None and t > 0.9 for t in done), done
+    assert all(t is not None for t in done), done
+    # 4 builds of 96 × 20 ms jobs on 8 pCPUs: the last cannot end before the host has done
+    # 7.68 s of CPU, 0.96 s (0.9: job lengths are drawn, their sum varies by a few percent);
+    # one build alone on the host would take 0.24 s, so a VM that got more than its share
+    # may end well before.
+    assert max(done) > 0.9 and min(done) > 0.24, done
 
 
 def test_cvs_adaptive_defaults_run_the_algorithm_the_sweep_chose() -> None:

@@ -37,7 +37,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         return Err(params.invalid("compute_ms", format!("expected a number > 0, got {compute_ms}")));
     }
     let jitter = params.float_in("jitter", 0.0, 10.0)?;
-    let threads = threads_of(params, ranks)?;
+    let threads = threads_of(params, vcpus)?;
     let wait = runtime::wait_of(params, runtime::RUNTIMES, threads, vcpus)?;
     let mut b = ProgramBuilder::new();
     b.repeat(Some(supersteps))

@@ -10,7 +10,7 @@
 //!
 //! # The model
 //! The build is `jobs` compile jobs shared evenly among `threads` job slots (`make -j
-//! threads`, one per vCPU by default; make keeps each slot busy; static shares stand in for
+//! threads`, by default kernbench's optimal load of four per vCPU; make keeps each slot busy; static shares stand in for
 //! make's dynamic hand-out, so a slot that draws long jobs finishes last, much as the
 //! slowest files do). More slots than vCPUs share the vCPUs through the guest kernel's
 //! scheduler. A job forks and execs (`exec_io_us`,
@@ -69,10 +69,15 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "threads",
         default: ParamDefault::Int(0),
-        doc: "make's parallel jobs, `make -j` (0: one per vCPU); more than the VM's vCPUs share them through \
-              the guest kernel's scheduler",
+        doc: "make's parallel jobs, `make -j` (0: kernbench's optimal load, 4 per vCPU); more than the VM's \
+              vCPUs share them through the guest kernel's scheduler",
     },
 ];
+
+/// kernbench's "optimal load": `make -j` four jobs per CPU (kernbench 0.42 by Con Kolivas,
+/// `optijobs=${optijobs:=$(( $cpus * 4 ))}`; the load of its warm-up run too, and the only
+/// one it runs with `-H -M`). The guest's CPUs are its vCPUs.
+const OPTIMAL_JOBS_PER_CPU: usize = 4;
 
 /// Variation of a critical section's length around its mean.
 const CS_CV: f64 = 0.5;
@@ -96,7 +101,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let chunks = shootdowns.clamp(1, sections);
     let per_chunk = sections / chunks;
     let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
-    let threads = threads_of(params, ranks)? as u64;
+    let threads = threads_of(params, OPTIMAL_JOBS_PER_CPU * vcpus)? as u64;
     let programs = (0..threads)
         .map(|i| {
             let mine = jobs / threads + u64::from(i < jobs % threads);

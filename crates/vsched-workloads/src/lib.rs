@@ -88,13 +88,13 @@ pub(crate) const THREADS_PARAM: ParamSpec = ParamSpec {
           kernel's scheduler, fewer leave the other vCPUs halted",
 };
 
-/// The program's threads: `threads` if given, else one per vCPU of `ranks`.
-pub(crate) fn threads_of(params: &Params, ranks: &Ranks) -> Result<usize, ConfigError> {
+/// The program's threads: `threads` if given (not 0), else `default`.
+pub(crate) fn threads_of(params: &Params, default: usize) -> Result<usize, ConfigError> {
     let n = params.int_at_least("threads", 0)?;
     if n > MAX_THREADS {
         return Err(params.invalid("threads", format!("expected an integer in 0..={MAX_THREADS}, got {n}")));
     }
-    Ok(if n == 0 { ranks.vcpus } else { n as usize })
+    Ok(if n == 0 { default } else { n as usize })
 }
 
 /// Microseconds (as the user writes them) to nanoseconds.

@@ -65,7 +65,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         .push(Instr::Unlock)
         .end_repeat();
     let program = b.build();
-    let threads = threads_of(params, ranks)?;
+    let threads = threads_of(params, vcpus)?;
     Ok(GuestSpec { programs: vec![program; threads], vcpus, locks, lock_kind, finite: true, idle_vcpus: 0 })
 }
 
