@@ -134,19 +134,11 @@ impl Core {
     /// The wake-up of thread `t`, switched out and asleep: it goes where it can run
     /// (see the module notes). Returns the vCPU it woke, if it woke a halted one.
     pub(super) fn wake_asleep(&mut self, t: ThreadId) -> Option<VcpuId> {
-        let now = self.now();
-        let th = &mut self.threads[t];
-        if !th.asleep {
-            return None; // stale: it already runs or waits in a queue
+        // Stale if it already runs or waits in a queue.
+        if !self.threads[t].asleep || !self.resume(t) {
+            return None;
         }
-        th.state = match th.state {
-            ThreadState::Ready | ThreadState::BlockedStart => ThreadState::Ready,
-            ThreadState::BlockedIo => {
-                th.io_done_at = Some(now);
-                ThreadState::Ready
-            }
-            _ => return None,
-        };
+        let th = &mut self.threads[t];
         th.asleep = false;
         let prev = th.vcpu;
         let span = self.doms[th.dom].span.clone();
@@ -161,15 +153,6 @@ impl Core {
         let idle_thread = std::mem::replace(&mut vc.curr, t);
         vc.guest_slice_ns = 0;
         self.threads[idle_thread].asleep = true;
-        let vc = &mut self.vcpus[v];
-        if vc.timer_wake {
-            // Up for its timer: the thread goes on there.
-            vc.timer_wake = false;
-            self.arm(v);
-            return None;
-        }
-        vc.woke_at = Some(now);
-        self.set_state(v, VcpuState::Runnable);
-        Some(v)
+        self.resume_vcpu(v)
     }
 }

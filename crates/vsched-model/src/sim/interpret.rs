@@ -205,37 +205,50 @@ impl Core {
         if self.vcpus[v].curr != t {
             return self.wake_asleep(t);
         }
-        let now = self.now();
-        let pv_spin_ns = self.pv_spin_ns;
-        let vc = &mut self.vcpus[v];
-        let th = &mut self.threads[t];
+        let vc = &self.vcpus[v];
         // Up for its guest timer only (`guest_kernel`): its thread resumes where the vCPU is.
         let timer_woken = vc.timer_wake && matches!(vc.state, VcpuState::Runnable | VcpuState::Running(_));
         if vc.state != VcpuState::Blocked && !timer_woken {
             return None;
         }
+        if !self.resume(t) {
+            return None;
+        }
+        self.resume_vcpu(v)
+    }
+
+    /// Blocked thread `t` takes its wake-up: false if the wake is stale (the wait it was
+    /// meant to end is over: the thread went on when its vCPU was up for its guest timer, and
+    /// now waits for something else).
+    pub(super) fn resume(&mut self, t: ThreadId) -> bool {
+        let now = self.now();
+        let th = &mut self.threads[t];
         th.state = match th.state {
             // Its waker made it ready (a barrier, a message, a driver-domain pass).
-            ThreadState::Ready => ThreadState::Ready,
+            ThreadState::Ready | ThreadState::BlockedStart => ThreadState::Ready,
             ThreadState::BlockedIo => {
                 th.io_done_at = Some(now);
                 ThreadState::Ready
             }
-            ThreadState::BlockedStart => ThreadState::Ready,
             // Kicked: back to spinning at the head of the queue, with a fresh budget.
             ThreadState::HaltedLock { lock, .. } => {
-                ThreadState::SpinLock { lock, kernel: true, budget: Some(pv_spin_ns) }
+                ThreadState::SpinLock { lock, kernel: true, budget: Some(self.pv_spin_ns) }
             }
-            // A stale wake-up: the wait it was meant to end is over (the thread went on when its
-            // vCPU was up for its guest timer) and the thread now waits for something else.
-            _ => return None,
+            _ => return false,
         };
-        if timer_woken {
+        true
+    }
+
+    /// Halted vCPU `v`, or one up for its guest timer, goes on with its (new) current
+    /// thread: a halted one becomes runnable and is returned (the policy must hear of it).
+    pub(super) fn resume_vcpu(&mut self, v: VcpuId) -> Option<VcpuId> {
+        let vc = &mut self.vcpus[v];
+        if vc.timer_wake {
             vc.timer_wake = false;
             self.arm(v);
             return None;
         }
-        vc.woke_at = Some(now);
+        vc.woke_at = Some(self.queue.now());
         self.set_state(v, VcpuState::Runnable);
         Some(v)
     }
