@@ -140,3 +140,34 @@ fn workloads_take_a_threads_parameter() {
     let e = refused("idle_vcpus = 1", "2");
     assert!(e.starts_with("vm[0].idle_vcpus: expected no idle_vcpus beside workload.threads"), "{e}");
 }
+
+#[test]
+fn oversubscribed_guests_run_to_completion_under_every_policy() {
+    // Threads beyond vCPUs in every shape the workloads make (an oversubscribed libgomp
+    // program, a make -j 4 per vCPU with paravirtual kernel locks, kernel spinlock threads
+    // 5 on 2 vCPUs) beside a hog, on a host with every machine cost: every policy schedules
+    // them to the end, with the engine's invariants checked after each event in debug builds.
+    let vms = [
+        vm_toml(
+            "omp",
+            4,
+            "type = \"CON\"",
+            "kind = \"bsp\"\nsupersteps = 20\ncompute_ms = 2\nthreads = 10\nruntime = \"libgomp\"",
+        ),
+        vm_toml("make", 2, "type = \"CON\"\npv_spinlocks = true", "kind = \"kernbench\"\njobs = 24\njob_ms = 5"),
+        vm_toml(
+            "locks",
+            2,
+            "type = \"CON\"",
+            "kind = \"spinlock\"\niterations = 300\nthreads = 5\nmode = \"kernel\"\ncompute_us = 20",
+        ),
+        vm_toml("hog", 2, "", HOG),
+    ];
+    for info in vsched_policies::REGISTRY {
+        let toml = scenario(4, &format!("name = \"{}\"", info.name), &vms, "horizon_s = 30\nuntil = \"all_done\"");
+        let m = run(&toml, 3);
+        for name in ["omp", "make", "locks"] {
+            assert!(vm(&m, name).completion_s.is_some(), "{name} unfinished under {}", info.name);
+        }
+    }
+}
