@@ -217,7 +217,7 @@ impl GuestSpec {
     /// This guest on `vcpus` vCPUs. With fewer programs than vCPUs, the vCPUs beyond them are
     /// halted (`idle_vcpus`): each runs a thread that exits at its first run, so it never runs
     /// again and does not hold back completion. With more, the threads share the vCPUs.
-    pub fn with_idle_vcpus(mut self, vcpus: usize) -> GuestSpec {
+    pub fn on_vcpus(mut self, vcpus: usize) -> GuestSpec {
         self.vcpus = vcpus;
         self.idle_vcpus = vcpus.saturating_sub(self.programs.len());
         if self.idle_vcpus > 0 {

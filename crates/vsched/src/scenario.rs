@@ -609,9 +609,7 @@ impl Scenario {
                 vm_type: v.vm_type,
                 workload: v.workload_name().to_string(),
                 guest: match &v.guest {
-                    Guest::Workload(w, params) => {
-                        (w.build)(params, &v.ranks).expect("validated").with_idle_vcpus(v.vcpus)
-                    }
+                    Guest::Workload(w, params) => (w.build)(params, &v.ranks).expect("validated").on_vcpus(v.vcpus),
                     Guest::Driver => driver_guest(v.vcpus),
                 },
                 pv_spinlocks: v.pv_spinlocks,

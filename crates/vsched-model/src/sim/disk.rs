@@ -161,11 +161,9 @@ impl Core {
     /// Onto the host's disk: FIFO behind what it is already serving.
     fn onto_disk(&mut self, r: u32) {
         let now = self.now();
+        let h = self.host_of(self.disk_reqs[r as usize].t);
         let req = &mut self.disk_reqs[r as usize];
         req.stage = DiskStage::OnDisk;
-        let t = req.t;
-        let h = self.host_of(t);
-        let req = &mut self.disk_reqs[r as usize];
         let start = self.hosts[h].disk_free_at.max(now);
         let service = self.host.io.disk_service_ns(req.bytes);
         self.hosts[h].disk_free_at = start + service;

@@ -39,7 +39,7 @@
 
 use vsched_engine::{Time, NS_PER_US};
 
-use super::state::{Core, GuestThread, ThreadState};
+use super::state::{Core, GuestThread, ThreadState, Vcpu};
 use crate::domain::VcpuState;
 use crate::ids::{ThreadId, VcpuId};
 
@@ -56,6 +56,14 @@ pub(super) fn guest_slice_ns(nr: usize, cpus: usize) -> Time {
     let nr = nr.max(1) as Time;
     let period = if nr > SCHED_NR_LATENCY { nr * SCHED_MIN_GRANULARITY_NS * factor } else { SCHED_LATENCY_NS * factor };
     period / nr
+}
+
+/// Whether thread `t` executes: it is its vCPU's current thread and that vCPU runs. (A
+/// function of the two tables, not of `Core`, so that code holding a domain's locks mutably
+/// can ask.)
+pub(super) fn executing(vcpus: &[Vcpu], threads: &[GuestThread], t: ThreadId) -> bool {
+    let vc = &vcpus[threads[t].vcpu];
+    vc.curr == t && matches!(vc.state, VcpuState::Running(_))
 }
 
 impl GuestThread {
@@ -125,7 +133,7 @@ impl Core {
         let vc = &mut self.vcpus[v];
         vc.curr = next;
         vc.guest_slice_ns = 0;
-        self.threads[next].vcpu = v;
+        debug_assert_eq!(self.threads[next].vcpu, v, "a queued thread waits in its own vCPU's queue");
         self.stall(v, self.host.thread_switch_ns);
         self.arm(v);
         self.trace_state(v);

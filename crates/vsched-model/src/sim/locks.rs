@@ -21,6 +21,7 @@ use rand::Rng;
 use vsched_engine::Time;
 
 use super::events::Ev;
+use super::guest_sched::executing;
 use super::interpret::Step;
 use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
@@ -64,9 +65,8 @@ impl Core {
         let may_take = if pv {
             // A newcomer steals a free lock unless the queue head spins for it.
             l.waiters.front().is_none_or(|&h| {
-                let on_cpu = self.vcpus[self.threads[h].vcpu].curr == h
-                    && matches!(self.vcpus[self.threads[h].vcpu].state, VcpuState::Running(_));
-                !(on_cpu && matches!(self.threads[h].state, ThreadState::SpinLock { .. }))
+                !(executing(&self.vcpus, &self.threads, h)
+                    && matches!(self.threads[h].state, ThreadState::SpinLock { .. }))
             })
         } else {
             dom.lock_kind == LockKind::Tas || l.waiters.is_empty()
@@ -158,8 +158,7 @@ impl Core {
                 let running: Vec<usize> = (0..l.waiters.len())
                     .filter(|&i| {
                         let t = l.waiters[i];
-                        let w = &vcpus[threads[t].vcpu];
-                        w.curr == t && matches!(w.state, VcpuState::Running(_)) && w.run_from <= now
+                        executing(vcpus, threads, t) && vcpus[threads[t].vcpu].run_from <= now
                     })
                     .collect();
                 if running.is_empty() {
@@ -177,8 +176,7 @@ impl Core {
         th.held.push((lock, kernel));
         // The next in line does not execute: its vCPU is preempted, or its guest switched it
         // out (a user-mode waiter whose time slice ran out).
-        let wc = &self.vcpus[th.vcpu];
-        if !(wc.curr == w && matches!(wc.state, VcpuState::Running(_))) {
+        if !executing(&self.vcpus, &self.threads, w) {
             dom.lock_waiter_preemptions += 1;
         }
         // A running waiter continues through a guest event in this same instant.

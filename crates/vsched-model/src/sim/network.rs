@@ -174,11 +174,9 @@ impl Core {
 
     /// Onto the sending host's link: FIFO behind what it is already sending.
     fn onto_wire(&mut self, m: u32) {
+        let h = self.host_of(self.msgs[m as usize].src);
         let msg = &mut self.msgs[m as usize];
         msg.stage = Stage::Wire;
-        let src = msg.src;
-        let h = self.host_of(src);
-        let msg = &mut self.msgs[m as usize];
         let start = self.hosts[h].link_free_at.max(self.queue.now());
         let done = start + NetworkConfig::transfer_ns(msg.bytes, self.network.bandwidth_gbps);
         self.hosts[h].link_free_at = done;
