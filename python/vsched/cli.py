@@ -209,6 +209,10 @@ def catalogue(entries: list[dict[str, Any]]) -> Group:
         parts.append(Text.assemble((entry["name"], "bold"), f"  {entry['description']}"))
         if entry.get("models"):
             parts.append(f"models: {entry['models']}")
+        if entry.get("hypervisor") == "xen":
+            parts.append("Xen: a host has a driver domain (dom0) by default")
+        elif entry.get("hypervisor") == "kvm":
+            parts.append("KVM: no driver domain (the host kernel does the I/O)")
         if entry["params"]:
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 2))
             table.add_column("parameter", no_wrap=True)

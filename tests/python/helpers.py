@@ -12,6 +12,7 @@ name = "tiny"
 
 [host]
 pcpus = 2
+dom0_vcpus = 0   # the two VMs are the whole world (Credit's host would add a Domain-0)
 
 [scheduler]
 name = "credit"

@@ -155,7 +155,7 @@ BAD_SCENARIOS = [
     ("unknown network key", TINY_SCENARIO + "[network]\nlatency = 1\n", ["network.latency", "unknown"]),
     (
         "dom0 weight zero",
-        with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1\ndom0_weight = 0"),
+        with_replaced("dom0_vcpus = 0", "dom0_vcpus = 1\ndom0_weight = 0"),
         ["host.dom0_weight"],
     ),
     ("negative disk seek", with_replaced("pcpus = 2", "pcpus = 2\ndisk_seek_ms = -1"), ["host.disk_seek_ms"]),
@@ -195,8 +195,8 @@ BAD_SCENARIOS = [
     ("every vCPU idle", with_replaced("vcpus = 2", "vcpus = 2\nidle_vcpus = 2"), ["vm[0].idle_vcpus", "fewer"]),
     (
         "VM named like a driver domain",
-        with_replaced("pcpus = 2", "pcpus = 2\ndom0_vcpus = 1").replace('name = "hog"', 'name = "dom0"'),
-        ["vm[1].name", "dom0"],
+        with_replaced("dom0_vcpus = 0", "").replace('name = "hog"', 'name = "dom0"'),
+        ["vm[1].name", "dom0", "host.dom0_vcpus = 0"],
     ),
     (
         "virtual cluster on a missing host",

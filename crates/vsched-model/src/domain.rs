@@ -33,6 +33,9 @@ pub struct DomainInfo {
     pub first_vcpu: VcpuId,
     /// The VM exists now (false before it is created and after it is destroyed).
     pub online: bool,
+    /// The host's driver domain (Xen's Domain-0), which serves the guests' I/O rather than
+    /// being a guest itself.
+    pub driver: bool,
     /// Network packets delivered to the VM's vCPUs so far (messages from other VMs, counted
     /// in MTU-sized packets; messages between ranks of one VM use shared memory and are not
     /// packets). Seed 002's CVS reads its change since a VM was last descheduled.

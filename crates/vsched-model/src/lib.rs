@@ -22,7 +22,7 @@ pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Progra
 pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 pub use params::{ConfigError, ParamDefault, ParamSpec, Params, Value};
-pub use policy::{Decision, Policy, PolicyInfo, YieldReason};
+pub use policy::{Decision, Hypervisor, Policy, PolicyInfo, YieldReason};
 pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
     Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE, INTERRUPTED,

@@ -137,10 +137,32 @@ pub trait Policy {
     }
 }
 
+/// The hypervisor a policy is the scheduler of. It decides what a host has by default: a
+/// Xen host boots a driver domain (Domain-0) with one vCPU per pCPU, which serves the guests'
+/// I/O; on a KVM host that work runs in the host kernel, which vsched does not charge; a
+/// policy of no particular hypervisor (`rr`) gets a bare host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hypervisor {
+    Xen,
+    Kvm,
+    Generic,
+}
+
+impl Hypervisor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hypervisor::Xen => "xen",
+            Hypervisor::Kvm => "kvm",
+            Hypervisor::Generic => "generic",
+        }
+    }
+}
+
 /// How a policy appears in the registry and in `vsched policies`.
 pub struct PolicyInfo {
     pub name: &'static str,
     pub description: &'static str,
+    pub hypervisor: Hypervisor,
     pub params: &'static [ParamSpec],
     /// Builds the policy from checked parameters; range errors name the parameter.
     pub build: fn(&Params) -> Result<Box<dyn Policy>, ConfigError>,

@@ -37,6 +37,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "balance",
     description: "balance scheduling on Credit: sibling vCPUs never share a run queue; no forced co-start",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,
 };

@@ -90,6 +90,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "bcs",
     description: "boost co-scheduling on Credit (seed 004): a CON VM's waiting vCPUs get a COS priority, no IPIs",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,
 };

@@ -506,6 +506,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cfs",
     description: "Linux CFS as KVM's host scheduler: weighted vruntime, wake-up placement and preemption, buddies; PLE exits ignored",
+    hypervisor: vsched_model::Hypervisor::Kvm,
     params: PARAMS,
     build,
 };

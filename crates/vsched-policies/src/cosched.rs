@@ -546,6 +546,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cosched",
     description: "strict co-scheduling (gang): a CON VM's vCPUs start together or not at all, fair-share rounds",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,
 };

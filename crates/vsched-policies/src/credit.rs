@@ -1155,6 +1155,7 @@ impl Credit {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "credit",
     description: "Xen Credit1: weights, caps, 30 ms slices, BOOST/UNDER/OVER, tickling and work stealing",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,
 };

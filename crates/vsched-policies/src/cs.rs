@@ -197,6 +197,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cs",
     description: "hybrid co-scheduling on Credit (seed 004's CS): one CON VM at a time, signals to all pCPUs",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,
 };

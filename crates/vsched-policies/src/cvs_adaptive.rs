@@ -102,9 +102,11 @@ pub struct CvsAdaptive {
 }
 
 impl CvsAdaptive {
-    /// Seed 001 Eq. 1 over the VMs that exist now.
+    /// Seed 001 Eq. 1 over the guest VMs that exist now. The driver domain is not counted:
+    /// Eq. 1 sums "VN(vm_i)" over the VM guests, and its example (8 pCPUs, 4 VMs of 2 vCPUs:
+    /// VOR = (2 + 2 + 2 + 2) / 8) leaves Domain-0 out.
     fn vor(cx: &Cx) -> f64 {
-        let vcpus: usize = cx.domains().filter(|d| d.online).map(|d| d.vcpus).sum();
+        let vcpus: usize = cx.domains().filter(|d| d.online && !d.driver).map(|d| d.vcpus).sum();
         vcpus as f64 / cx.n_pcpus() as f64
     }
 
@@ -265,6 +267,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cvs-adaptive",
     description: "seed 001's consolidation-aware scheduler: co-scheduling, yield-to-head or yield-to-tail by VOR",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,
 };

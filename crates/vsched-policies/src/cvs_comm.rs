@@ -655,6 +655,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cvs-comm",
     description: "communication-driven VM scheduling on Credit (seed 002): the CON VM with most packets received runs, co-scheduled by IPIs",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,
 };

@@ -676,6 +676,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "hybrid",
     description: "Weng's hybrid framework (VEE'09): PE per slot, HIT vCPU by vCPU, CON co-scheduled one VM at a time",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,
 };

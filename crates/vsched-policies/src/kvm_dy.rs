@@ -220,6 +220,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "kvm-dy",
     description: "KVM on CFS with PLE handling: directed yield to a preempted sibling (kvm_vcpu_on_spin)",
+    hypervisor: vsched_model::Hypervisor::Kvm,
     params: cfs::PARAMS,
     build,
 };

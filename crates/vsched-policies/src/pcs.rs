@@ -148,6 +148,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "pcs",
     description: "partial co-scheduling on Credit (seed 004): signals only the pCPUs holding the CON VM's vCPUs",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,
 };

@@ -65,6 +65,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "rr",
     description: "Global round robin with a fixed slice: the ~100-line reference policy",
+    hypervisor: vsched_model::Hypervisor::Generic,
     params: PARAMS,
     build,
 };

@@ -507,6 +507,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     name: "vds",
     description:
         "VD co-scheduling (seed 000): one VM per period on mapped pCPUs, idle pCPUs filled from a virtual domain",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,
 };

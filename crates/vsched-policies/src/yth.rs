@@ -48,6 +48,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "yth",
     description: "yield to head on Credit: after a pause-loop exit one other vCPU runs a slice, then the yielder",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,
 };

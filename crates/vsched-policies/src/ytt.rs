@@ -36,6 +36,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "ytt",
     description: "yield to tail on Credit: a pause-loop exit sends the vCPU behind every vCPU in its run queue",
+    hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,
 };

@@ -143,6 +143,7 @@ pub fn policies_json() -> String {
             json!({
                 "name": p.name,
                 "description": p.description,
+                "hypervisor": p.hypervisor.name(),
                 "vm_lifecycle": scenario::supports_vm_lifecycle(p),
                 "params": params_json(p.params),
             })

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, NetworkConfig, Params, Simulation,
-    Time, Until, Value, VmType,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, Hypervisor, NetworkConfig, Params,
+    Simulation, Time, Until, Value, VmType,
 };
 use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
@@ -329,11 +329,13 @@ impl Scenario {
             }
         };
         let network = network_config(&f.network)?;
-        let dom0_vcpus = h.dom0_vcpus.unwrap_or(0);
-        if dom0_vcpus > 1024 {
+        // A Xen host boots Domain-0 with one vCPU per pCPU unless `dom0_max_vcpus` says
+        // otherwise (docs/misc/xen-command-line.markdown, Xen 4.2); KVM has no driver domain.
+        let dom0_vcpus = h.dom0_vcpus.unwrap_or(if policy.hypervisor == Hypervisor::Xen { h.pcpus } else { 0 });
+        if dom0_vcpus > 4096 {
             return Err(err(
                 "host.dom0_vcpus",
-                format!("expected an integer in 0..=1024 (0 = no driver domain), got {dom0_vcpus}"),
+                format!("expected an integer in 0..=4096 (0 = no driver domain), got {dom0_vcpus}"),
             ));
         }
         let dom0_weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);
@@ -358,7 +360,9 @@ impl Scenario {
             if dom0_vcpus > 0 && (name == "dom0" || name.starts_with("dom0.")) {
                 return Err(err(
                     path,
-                    format!("expected a name other than {name:?}, which names a driver domain (host.dom0_vcpus > 0)"),
+                    format!(
+                        "expected a name other than {name:?}, which names the driver domain (a Xen host has one by default; host.dom0_vcpus = 0 removes it)"
+                    ),
                 ));
             }
             names.push(name.to_string());
@@ -568,6 +572,7 @@ impl Scenario {
                         },
                         first_vcpu: 0,
                         online: true,
+                        driver: matches!(v.guest, Guest::Driver),
                         rx_packets: 0,
                     },
                 )

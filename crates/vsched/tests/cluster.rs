@@ -256,7 +256,7 @@ fn host_1_tick_lag(clocks: &str, seed: u64) -> Time {
         format!("[[vm]]\nname = \"{name}\"\nvcpus = 1\nhost = {host}\n[vm.workload]\nkind = \"cpu_hog\"\n")
     };
     let toml = format!(
-        "[cluster]\nhosts = 2\nclocks = \"{clocks}\"\n[host]\npcpus = 1\ncontext_switch_us = 0\nipi_latency_us = 0\n\
+        "[cluster]\nhosts = 2\nclocks = \"{clocks}\"\n[host]\npcpus = 1\ndom0_vcpus = 0\ncontext_switch_us = 0\nipi_latency_us = 0\n\
          sched_cost_us = 0\nmemory_latency_ns = 0\nl3_latency_cycles = 0\nclocks = \"lockstep\"\n[scheduler]\nname = \"hybrid\"\n{}{}{}{}[run]\nhorizon_s = 0.1\n",
         hog_vm("a0", 0),
         hog_vm("b0", 0),

@@ -257,7 +257,7 @@ fn pcs_with_a_driver_domain_finishes_under_xen_4_0_s_tickle() {
     .unwrap()
     .replace("name = \"credit\"", "name = \"pcs\"")
     .replace("horizon_s = 3000", "horizon_s = 200");
-    assert!(text.contains("xen_version = \"4.0\"") && text.contains("dom0_vcpus = 4"));
+    assert!(text.contains("xen_version = \"4.0\"") && !text.contains("dom0_vcpus"), "Xen's default dom0");
     let m = run(&text, 1);
     let job = m.virtual_clusters[0].completion_s.expect("the job finishes under Xen 4.0.1");
     assert!(job < 100.0, "{job} s");

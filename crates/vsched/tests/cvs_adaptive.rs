@@ -65,6 +65,13 @@ fn cvs_starts_in_the_mode_its_initial_vor_calls_for() {
     assert!(m.host.policy_counters.keys().all(|k| !k.starts_with("cvs.")), "{:?}", m.host.policy_counters);
     assert_eq!(m.host.co_launches, 0);
     // The same VMs under thresholds that call for co-scheduling at VOR 2: gangs launch.
-    let m = run(&scenario(4, "name = \"cvs-adaptive\"\nco_max_vor = 2.0\nyth_max_vor = 3.0", &vms, "horizon_s = 1"), 1);
+    let co = scenario(4, "name = \"cvs-adaptive\"\nco_max_vor = 2.0\nyth_max_vor = 3.0", &vms, "horizon_s = 1");
+    let m = run(&co, 1);
     assert!(m.host.co_launches > 10, "{}", m.host.co_launches);
+    // Xen's default Domain-0 (4 vCPUs here) is no guest: VOR stays 2 and gangs still launch
+    // (counted, it would make VOR 3: yield to head, no launches).
+    let m = run(&co.replacen("dom0_vcpus = 0\n", "", 1), 1);
+    assert_eq!(m.vms[0].name, "dom0");
+    assert!(m.host.co_launches > 10, "{}", m.host.co_launches);
+    assert!(m.host.policy_counters.keys().all(|k| !k.starts_with("cvs.")), "{:?}", m.host.policy_counters);
 }

@@ -145,14 +145,15 @@ fn the_disk_workload_runs_from_a_scenario_file_through_dom0() {
     // `disk`: 3 requests of 4 KiB, no think time; one 1-vCPU dom0; IPIs are free on the ideal
     // host. Each request: 10 µs of blkback, then 12.87 ms + 4096 B / 138 MB/s (29 681.16 ns,
     // rounded to 29 681 ns) on the disk.
-    let dom0_host = format!("{FREE_HOST}\ndom0_vcpus = 1\ndom0_idle_wakes_per_s = 0");
+    let dom0_host = format!("{FREE_HOST}\ndom0_idle_wakes_per_s = 0");
     let text = scenario(
         2,
         "name = \"credit\"",
         &[vm_toml("io", 1, "", "kind = \"disk\"\nrequests = 3")],
         "horizon_s = 1.0\nuntil = \"all_done\"",
     )
-    .replacen("pcpus = 2\n", &format!("pcpus = 2\n{dom0_host}\n"), 1);
+    .replacen("pcpus = 2\n", &format!("pcpus = 2\n{dom0_host}\n"), 1)
+    .replacen("dom0_vcpus = 0", "dom0_vcpus = 1", 1);
     let m = common::run(&text, 1);
     let per_request = 10 * US + 12_870 * US + 29_681;
     assert_eq!(completion_ns(&m, "io"), 3 * per_request);
@@ -170,8 +171,42 @@ fn disk_io_and_dom0_timers_are_deterministic_with_independent_clocks() {
         &[vm_toml("io", 2, "", "kind = \"disk\"\nthink_us = 500"), vm_toml("hog", 2, "", HOG)],
         "horizon_s = 0.5",
     )
-    .replacen("pcpus = 2\n", "pcpus = 2\ndom0_vcpus = 2\n", 1);
+    .replacen("dom0_vcpus = 0", "dom0_vcpus = 2", 1);
     let json = |seed| serde_json::to_string(&common::run(&text, seed)).unwrap();
     assert_eq!(json(7), json(7));
     assert_ne!(json(7), json(8));
+}
+
+/// The domains a scenario builds, as (name, vCPUs).
+fn domains_of(toml: &str) -> Vec<(String, usize)> {
+    let s = vsched::Scenario::parse(toml).unwrap_or_else(|e| panic!("refused: {e}"));
+    s.vms.iter().map(|v| (v.name.clone(), v.vcpus)).collect()
+}
+
+#[test]
+fn a_xen_host_boots_a_driver_domain_by_default_a_kvm_host_none() {
+    // Xen gives Domain-0 one vCPU per pCPU unless dom0_max_vcpus says otherwise; a KVM host
+    // runs its I/O in the host kernel; `rr` belongs to no hypervisor.
+    let text = |policy: &str, host: &str| {
+        format!(
+            "[host]\npcpus = 3\n{host}\n[scheduler]\nname = \"{policy}\"\n{}\n[run]\nhorizon_s = 0.1\n",
+            vm_toml("hog", 1, "", HOG)
+        )
+    };
+    let with_dom0 = vec![("dom0".to_string(), 3), ("hog".to_string(), 1)];
+    let bare = vec![("hog".to_string(), 1)];
+    for p in ["credit", "balance", "ytt", "yth", "cs", "pcs", "bcs", "cds", "hybrid", "vds", "cosched", "cvs-comm"] {
+        assert_eq!(domains_of(&text(p, "")), with_dom0, "{p}");
+        assert_eq!(domains_of(&text(p, "dom0_vcpus = 0")), bare, "{p}: dom0_vcpus = 0 removes it");
+    }
+    for p in ["cfs", "kvm-dy", "rr"] {
+        assert_eq!(domains_of(&text(p, "")), bare, "{p}");
+    }
+    assert_eq!(domains_of(&text("cfs", "dom0_vcpus = 2"))[0], ("dom0".to_string(), 2), "asked for, any host has one");
+    // A cluster's hosts each boot their own.
+    let cluster = text("credit", "")
+        .replace("[host]", "[cluster]\nhosts = 2\n[host]")
+        .replace("[[vm]]\nname = \"hog\"\nvcpus = 1\n", "[[vm]]\nname = \"hog\"\nvcpus = 1\nhost = 1\n");
+    let names: Vec<String> = domains_of(&cluster).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["dom0.0", "dom0.1", "hog"]);
 }

@@ -15,7 +15,7 @@ use vsched_model::{RunMetrics, Span, NS_PER_MS, NS_PER_US};
 /// `hybrid` (with `extra` scheduler parameters).
 fn host(pcpus: u32, ipi_us: u32, extra: &str) -> String {
     format!(
-        "[host]\npcpus = {pcpus}\ncontext_switch_us = 0\nipi_latency_us = {ipi_us}\nsched_cost_us = 0\n\
+        "[host]\npcpus = {pcpus}\ndom0_vcpus = 0\ncontext_switch_us = 0\nipi_latency_us = {ipi_us}\nsched_cost_us = 0\n\
          memory_latency_ns = 0\nl3_latency_cycles = 0\nclocks = \"lockstep\"\n[scheduler]\nname = \"hybrid\"\n{extra}\n"
     )
 }

@@ -187,6 +187,7 @@ impl Simulation {
                     vm_type: cfg.vm_type,
                     first_vcpu: local_first,
                     online,
+                    driver: cfg.driver,
                     rx_packets: 0,
                 },
                 span: first_vcpu..first_vcpu + n,

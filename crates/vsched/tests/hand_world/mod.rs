@@ -33,6 +33,7 @@ impl Bench {
             vm_type: VmType::Hit,
             first_vcpu: 0,
             online: true,
+            driver: false,
             rx_packets: 0,
         };
         Bench {
