@@ -101,22 +101,24 @@ def plan(papers: Sequence[Paper], settings: Settings) -> list[Job]:
 
 
 def check(figure: Figure, result: FigureResult) -> list[tuple[Claim, Verdict]]:
-    """Each claim's verdict. A claim over values some seeds could not produce (a VM that did
-    not finish) does not hold, and says so, rather than being checked on the rest."""
+    """Each claim's verdict. A claim that reads values some seeds could not produce (a VM
+    that did not finish) does not hold, and says so, rather than being checked on the rest;
+    a claim that reads none of them is checked as usual."""
     verdicts = []
-    incomplete = [f"{x} / {s}: {n} runs" for (x, s), n in result.missing.items()]
     for claim in figure.claims:
+        result.read.clear()
+        try:
+            verdict = claim.check(result)
+        except (ValueError, ZeroDivisionError) as error:
+            verdict = Verdict(False, f"could not be checked: {error}")
+        cells = [c for c in result.xs_and_series() if c in result.read]
+        incomplete = [f"{x} / {s}: {result.missing[(x, s)]} runs" for x, s in cells if (x, s) in result.missing]
         if incomplete:
             verdict = Verdict(
                 False, "no value for " + "; ".join(incomplete) + " (e.g. unfinished within the horizon)"
             )
-        else:
-            try:
-                verdict = claim.check(result)
-            except (ValueError, ZeroDivisionError) as error:
-                verdict = Verdict(False, f"could not be checked: {error}")
-            if any(math.isnan(result.value(x, s)) for x in result.xs for s in result.series):
-                verdict = Verdict(False, "some cases have no value")
+        elif any(math.isnan(result.value(x, s)) for x, s in cells):
+            verdict = Verdict(False, "some cases have no value")
         verdicts.append((claim, verdict))
     return verdicts
 

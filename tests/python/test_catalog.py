@@ -273,3 +273,29 @@ def test_the_report_and_claims_give_the_reason_of_a_failing_claim_only() -> None
     assert report.count(reason) == 2  # in the table and under the claim in the figure's section
     assert f"    - why it does not hold: {reason}" in report
     assert "disk cache" not in report
+
+
+def test_a_missing_value_fails_only_the_claims_that_read_it() -> None:
+    # Series C has no value at "2" (its runs did not finish): a claim comparing A and B is
+    # checked on its own values; one that reads C at "2" does not hold, and says why.
+    figure = Figure(
+        id="figy",
+        label="Fig. Y",
+        title="a test figure",
+        xlabel="x",
+        ylabel="y",
+        cases=tuple(Case(x, s, "seed002/fig3-ep-hosts-2.toml") for x in ("1", "2") for s in ("A", "B", "C")),
+        metric=lambda row: None,
+        claims=(
+            Claim("A is below B everywhere", checks.ordered(["A", "B"])),
+            Claim("C is below B at 1", checks.ordered(["C", "B"], at=["1"])),
+            Claim("C is below B everywhere", checks.ordered(["C", "B"])),
+            Claim("A is lowest everywhere", checks.lowest("A")),
+        ),
+    )
+    samples = {("1", "A"): [1.0], ("1", "B"): [2.0], ("1", "C"): [1.5], ("2", "A"): [1.0], ("2", "B"): [2.0]}
+    result = FigureResult(figure, samples, missing={("2", "C"): 3})
+    verdicts = [verdict for _, verdict in reproduce.check(figure, result)]
+    assert [v.holds for v in verdicts] == [True, True, False, False]
+    assert verdicts[2].sim == "no value for 2 / C: 3 runs (e.g. unfinished within the horizon)"
+    assert verdicts[3].sim.startswith("no value for 2 / C")

@@ -132,6 +132,15 @@ pub enum Instr {
     Disk {
         bytes: u64,
     },
+    /// Block until the next request of a client outside the host arrives, a drawn gap from
+    /// now; on a host with a driver domain the request passes its netback first
+    /// (`sim/client.rs`).
+    ClientRequest(Dur),
+    /// Send a reply of `bytes` to the client (through the driver domain's netback, without
+    /// waiting).
+    ClientReply {
+        bytes: u64,
+    },
     /// Start of a loop body run `times` times (None = forever). `end` is the index of the
     /// matching [`Instr::EndRepeat`].
     Repeat {

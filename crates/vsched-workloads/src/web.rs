@@ -2,9 +2,12 @@
 //!
 //! Models the "httperf web server" row of workloads.md (seed 003's web experiment):
 //! independent short requests, interrupt/wake-up driven, measured by throughput and latency.
-//! Requests arrive at each vCPU as a Poisson stream (exponential gaps of mean `io_us`); a
-//! request's latency runs from its arrival to the end of its processing, so it includes the
-//! time the woken vCPU waits for a pCPU (which is what Credit's BOOST shortens).
+//! Requests come from clients outside the host, to each server thread as a Poisson stream
+//! (exponential gaps of mean `io_us`). On a host with a driver domain each request's packet
+//! passes dom0's netback before the server sees it, and each reply's packets pass it on the
+//! way out (`sim/client.rs`). A request's latency runs from its arrival at the NIC to the end
+//! of its processing, so it includes the time it waits for dom0 and the time the woken vCPU
+//! waits for a pCPU (which is what Credit's BOOST shortens).
 
 use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
@@ -27,7 +30,18 @@ const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Float(2_000.0),
         doc: "mean gap between requests (exponential), µs",
     },
+    ParamSpec {
+        name: "reply_bytes",
+        default: ParamDefault::Int(REPLY_BYTES as i64),
+        doc: "bytes of each reply (its packets pass the driver domain's netback)",
+    },
 ];
+
+/// A reply of one packet. Our choice, not a measurement: the papers do not say which page
+/// their server returned (httperf's default asks for "/").
+const REPLY_BYTES: u64 = 1_024;
+/// A reply larger than this is no web request's.
+const MAX_REPLY_BYTES: i64 = 1 << 30;
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let vcpus = ranks.vcpus;
@@ -35,15 +49,23 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let service_us = params.float_in("service_us", 0.0, f64::INFINITY)?;
     let jitter = params.float_in("jitter", 0.0, 10.0)?;
     let io_us = params.float_in("io_us", 0.0, f64::INFINITY)?;
+    let reply_bytes = params.int_at_least("reply_bytes", 0)?;
+    if reply_bytes > MAX_REPLY_BYTES {
+        return Err(
+            params.invalid("reply_bytes", format!("expected at most {MAX_REPLY_BYTES} (1 GiB), got {reply_bytes}"))
+        );
+    }
+    let reply_bytes = reply_bytes as u64;
     if service_us + io_us <= 0.0 {
         return Err(params.invalid("service_us", "expected service_us + io_us > 0"));
     }
     let mut b = ProgramBuilder::new();
     b.repeat((requests > 0).then_some(requests))
-        .push(Instr::Io(Dur::Exp { mean: us(io_us) }))
+        .push(Instr::ClientRequest(Dur::Exp { mean: us(io_us) }))
         .push(Instr::RequestBegin)
         .push(Instr::Compute(Dur::Jitter { mean: us(service_us), cv: jitter }))
         .push(Instr::RequestEnd)
+        .push(Instr::ClientReply { bytes: reply_bytes })
         .end_repeat();
     let program = b.build();
     Ok(GuestSpec {

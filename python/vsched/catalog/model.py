@@ -57,6 +57,8 @@ class FigureResult:
     """(x, series) -> one value per seed (for CDF figures: every quantile of every seed)."""
     missing: dict[tuple[str, str], int] = field(default_factory=dict)
     """(x, series) -> number of seeds whose metric was None (e.g. unfinished runs)."""
+    read: set[tuple[str, str]] = field(default_factory=set)
+    """The cells read since it was last cleared: which values a claim's verdict rests on."""
 
     @property
     def xs(self) -> list[str]:
@@ -66,9 +68,18 @@ class FigureResult:
     def series(self) -> list[str]:
         return list(dict.fromkeys(c.series for c in self.figure.cases))
 
+    def xs_and_series(self) -> list[tuple[str, str]]:
+        """Every (x, series) case, in the figure's order."""
+        return [(x, s) for x in self.xs for s in self.series]
+
+    def seeds(self, x: str, series: str) -> list[float]:
+        """The per-seed values of one case (empty when no seed has one)."""
+        self.read.add((x, series))
+        return self.samples.get((x, series), [])
+
     def value(self, x: str, series: str) -> float:
         """The plotted value: the figure's stat over the seeds (NaN when no seed has one)."""
-        xs = self.samples.get((x, series), [])
+        xs = self.seeds(x, series)
         if not xs:
             return float("nan")
         if self.figure.stat == "std":
@@ -76,11 +87,11 @@ class FigureResult:
         return statistics.fmean(xs)
 
     def mean(self, x: str, series: str) -> float:
-        xs = self.samples.get((x, series), [])
+        xs = self.seeds(x, series)
         return statistics.fmean(xs) if xs else float("nan")
 
     def std(self, x: str, series: str) -> float:
-        xs = self.samples.get((x, series), [])
+        xs = self.seeds(x, series)
         return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 

@@ -6,7 +6,8 @@ one VM beside VMs whose threads multiply two variables in a loop; the figures pl
 application's completion time.
 
 Testbed (§5.1): two quad-core Xeons at 2.4 GHz (8 pCPUs), Xen 4.1.2, Ubuntu 12.04 guests with
-2 GB each. We model it as one 8-pCPU host with a Domain-0 of 8 vCPUs serving light I/O; the
+2 GB each. We model it as one 8-pCPU host with Xen's default Domain-0 (8 vCPUs, idle but for
+its kernel's timer wake-ups); the
 BSP application as the `bsp` workload (50 supersteps of block multiplication ended by a
 barrier, work growing as n³ with the matrix size, strong scaling over the VM's vCPUs; the
 paper does not say how BSPCloud's threads wait, so they block as the guest's thread library
@@ -31,13 +32,13 @@ Two properties of our models shape the results (neither is tuned here):
   by weight × active vCPUs, as Xen's credit1 does), so a wider BSP VM gets more CPU under
   each: in Experiment II Credit's time falls from 36.1 s (3 vCPUs) to 18.0 s (8 vCPUs), and
   VDS stays within a few percent of Credit at every width.
-- Domain-0 (8 HIT vCPUs with light I/O, as in the Experiment I files) costs `cosched` whole
-  rounds: a dom0 vCPU that wakes while gangs fill the host waits for the round boundary,
-  where each runnable HIT vCPU is planned as a unit ahead of the gangs (dom0's virtual time is
-  the lowest) and keeps its pCPU for the round after blocking, so a second 4-wide gang no
-  longer fits. In exp2-vcpus-8 (seed 1) Co_scheduling takes 1,927 s; the same scenario
-  without dom0 takes 17.8 s. (At 4 vCPUs the effect is gone since issue 17: 27.9 s with dom0,
-  97 % utilization.)
+- Domain-0 (8 HIT vCPUs, waking about 10 times a second each for their timers) costs
+  `cosched` whole rounds: a dom0 vCPU that wakes while gangs fill the host waits for the round
+  boundary, where each runnable HIT vCPU is planned as a unit ahead of the gangs (dom0's
+  virtual time is the lowest) and keeps its pCPU for the round after blocking, so a second
+  4-wide gang no longer fits. In exp2-vcpus-8 (seed 1) Co_scheduling takes 299 s, and 27 of
+  the 50 runs do not finish within the 3,000 s horizon; the same scenario without dom0 takes
+  17.8 s.
 
 Not encoded: the conclusion's "the performance has increased by 5 %. Meanwhile, stability has
 also increased by 5 %" (it matches none of the §5 numbers and names no baseline), and §5.5's
@@ -141,9 +142,10 @@ CO_SCHEDULING_BASELINE = Why(
     "gang leaves free, how it shares CPU among VMs, or how it treats Domain-0. vsched's `cosched` is "
     "strict: a pCPU no whole gang fits on idles. Beside three 6-vCPU VMs on 8 pCPUs that idles a "
     "third of the host, so the BSP VM takes 43 % longer than under Credit even with no Domain-0 "
-    "(56.6 s against 39.1 s at 3000 × 3000, 3 seeds); in Fig. 4, Domain-0's wake-ups, planned "
-    "ahead of the gangs at each round, cost the wider BSP VMs whole rounds (about 2,000 s at 8 "
-    "vCPUs, 17.9 s without Domain-0) and make the times vary from run to run. A "
+    "(56.6 s against 39.1 s at 3000 × 3000, 3 seeds); in Fig. 4, Domain-0's timer wake-ups, planned "
+    "ahead of the gangs at each round, cost the wider BSP VMs whole rounds (299 s at 8 vCPUs on "
+    "seed 1, and 27 of 50 runs unfinished after 3,000 s; 17.8 s without Domain-0) and make the "
+    "times vary from run to run. A "
     "Co_scheduling that filled its fragments (the paper credits only VDS with that) could beat "
     "Credit.",
 )

@@ -9,8 +9,8 @@ EP, FT, LU, MG (MPI: 2 processes per domain; BT 1 process in solo-CON and one 4-
 over both domains in dual-CON). Policies: Credit, hybrid co-scheduling (CS), co-descheduling
 (CDS), PCS and BCS, all built on Credit (`credit`, `cs`, `cds`, `pcs`, `bcs`).
 
-Our model (each scenario's header has the details): 4 pCPUs; Domain-0 as a 4-vCPU VM serving
-light I/O (the background activity of a real host); idle guests as `idle` VMs; SPLASH-2 LU as
+Our model (each scenario's header has the details): 4 pCPUs; Xen's default Domain-0 (4
+vCPUs, one per pCPU, idle but for its kernel's timer wake-ups); idle guests as `idle` VMs; SPLASH-2 LU as
 `bsp` (512 barrier phases of 39 ms, `runtime = "pthreads"`: SPLASH-2's POSIX port blocks); NPB
 CG, EP and LU as the MPI models `npb-cg`, `npb-ep`, `npb-lu` at their classes; BT as `npb-lu`
 with BT's shape (200 steps, 13 exchanges per step); FT and MG as `bsp` with their phase counts
@@ -182,7 +182,7 @@ def clearly_below(low: tuple[float, float], high: tuple[float, float]) -> bool:
 
 
 def pooled(r: FigureResult, xs: Sequence[str], series: str) -> list[float]:
-    return [v for x in xs for v in r.samples.get((x, series), [])]
+    return [v for x in xs for v in r.seeds(x, series)]
 
 
 def faster(
@@ -231,7 +231,7 @@ def in_band(series: Sequence[str], x: str, low: float, high: float, unit: str) -
 
 def differences(r: FigureResult, pair: tuple[str, str], series: str) -> list[float]:
     """Per run: |t1 − t2| over the faster of the two domains (seeds paired in order)."""
-    first, second = r.samples.get((pair[0], series), []), r.samples.get((pair[1], series), [])
+    first, second = r.seeds(pair[0], series), r.seeds(pair[1], series)
     return [abs(a - b) / min(a, b) for a, b in zip(first, second)]
 
 
@@ -266,7 +266,7 @@ def difference_within(series: Sequence[str], pair: tuple[str, str], band: Band) 
 
 def quantile_chunks(r: FigureResult, x: str, series: str) -> list[list[float]]:
     """The quantile lists of each VM and run, which `skew_quantiles` laid end to end."""
-    samples = r.samples.get((x, series), [])
+    samples = r.seeds(x, series)
     return [samples[i : i + QUANTILES] for i in range(0, len(samples), QUANTILES)]
 
 
@@ -295,9 +295,11 @@ SOLO_NOTHING_CONTENDS = Why(
     "leaves-out",
     "§VI-A's solo-CON host runs the benchmark's 2-vCPU CON domain beside Domain-0 and three idle "
     "guests on 4 pCPUs, and the paper does not say what load Domain-0 or the idle guests carried. "
-    "As described, nothing contends: in vsched (light I/O in Domain-0, idle guests without kernel "
-    "ticks) a vCPU of the CON domain never waits for a pCPU, so every co-scheduling scheme ties "
-    "Credit. The paper's own solo BT runs a single process, with nothing to co-schedule, and still "
+    "As described, nothing contends: in vsched (an idle Domain-0 and idle guests, whose kernels "
+    "wake about 10 times a second per vCPU) a vCPU of the CON domain almost never waits for a "
+    "pCPU, so every co-scheduling scheme ties "
+    "Credit except CDS, whose descheduling of siblings slows it (SPLASH-2 LU: 26.2 s against "
+    "21.1 s). The paper's own solo BT runs a single process, with nothing to co-schedule, and still "
     "gains 9.4 % (197.67 s to about 180 s): its speed-ups come from something its description of "
     "the host leaves out.",
 )
@@ -305,8 +307,8 @@ SOLO_NOTHING_CONTENDS = Why(
 DUAL_NOTHING_CONTENDS = Why(
     "leaves-out",
     "In dual-CON the two CON domains' 4 vCPUs fill the 4 pCPUs, beside Domain-0 and two idle "
-    "guests whose load the paper does not state. In vsched those are nearly silent (and idle "
-    "guests have no kernel ticks), so under Credit a rank's vCPU is seldom preempted and PCS and "
+    "guests whose load the paper does not state. In vsched those are nearly silent (their kernels "
+    "wake about 10 times a second per vCPU), so under Credit a rank's vCPU is seldom preempted and PCS and "
     "BCS, which avoid CS's contention, tie Credit within about 1 % instead of beating it by the "
     "paper's 8–23 %: the gain needs a background load that preempts ranks under Credit and that "
     "co-scheduling keeps together.",
@@ -921,7 +923,7 @@ NPB_NOTES = {
     "serial compute. Solo: one process in a 2-vCPU domain whose second vCPU stays halted "
     "(`idle_vcpus = 1`). Dual: one 4-rank job over two 2-vCPU domains (a virtual cluster on "
     "the one host) whose messages pass through Domain-0 as the driver domain "
-    "(`host.dom0_vcpus = 4`); x \"dual\" is the job's time. The paper's \"about 180 s\" and "
+    "(4 vCPUs, Xen's default); x \"dual\" is the job's time. The paper's \"about 180 s\" and "
     "\"about 375 s\" are given for every co-scheduling scheme and for both CS and CDS. Under "
     "Xen 4.0.1's `__runq_tickle` a waking Domain-0 vCPU, BOOSTed, preempts the spinning rank "
     "on its pCPU (under current Xen's idlers-first tickle `pcs` never runs Domain-0 at all). "

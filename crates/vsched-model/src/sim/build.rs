@@ -137,6 +137,7 @@ impl Simulation {
                     state: start_state,
                     held: Vec::new(),
                     io_done_at: None,
+                    arrived_at: None,
                     request_start: 0,
                 });
             }

@@ -62,6 +62,11 @@ pub(super) enum Ev {
     Disk {
         r: u32,
     },
+    /// A client's request for thread `t` reached the NIC of a host with a driver domain
+    /// (`client`).
+    Client {
+        t: ThreadId,
+    },
     /// vCPU `v`'s guest-kernel timer: a tick if it runs, a wake-up if it is halted
     /// (`guest_kernel`; stale if `gen` is not its `tick_gen`).
     GuestTimer {
@@ -76,7 +81,7 @@ impl Ev {
     fn priority(&self) -> u8 {
         match self {
             Ev::Guest { .. } | Ev::Irq { .. } => 0,
-            Ev::Wake { .. } | Ev::Net { .. } | Ev::Disk { .. } | Ev::GuestTimer { .. } => 1,
+            Ev::Wake { .. } | Ev::Net { .. } | Ev::Disk { .. } | Ev::Client { .. } | Ev::GuestTimer { .. } => 1,
             Ev::Timer { .. } | Ev::SetType { .. } | Ev::Create { .. } | Ev::Destroy { .. } => 2,
             Ev::Tick { .. } => 3,
             Ev::SliceEnd { .. } => 4,
@@ -210,6 +215,7 @@ impl Simulation {
             Ev::Destroy { d } => self.destroy(d),
             Ev::Net { m } => core.net_stage_done(m),
             Ev::Disk { r } => core.disk_done(r),
+            Ev::Client { t } => core.client_arrival(t),
             Ev::GuestTimer { v, gen } => match core.guest_timer(v, gen) {
                 None => return false,
                 Some(false) => {}

@@ -326,7 +326,8 @@ impl Core {
                     Step::Next
                 }
                 Instr::RequestBegin => {
-                    th.request_start = th.io_done_at.take().unwrap_or(now);
+                    let (arrived, io_done) = (th.arrived_at.take(), th.io_done_at.take());
+                    th.request_start = arrived.or(io_done).unwrap_or(now);
                     Step::Next
                 }
                 Instr::RequestEnd => {
@@ -341,6 +342,8 @@ impl Core {
                 Instr::Recv { from, wait } => self.recv(v, d, from, wait),
                 Instr::NetServe => self.net_serve(v, d),
                 Instr::Disk { bytes } => self.disk_io(v, bytes),
+                Instr::ClientRequest(gap) => self.client_request(v, gap),
+                Instr::ClientReply { bytes } => self.client_reply(v, bytes),
                 Instr::Exit => self.exit(v, d),
             };
             if step == Step::Wait {

@@ -51,6 +51,7 @@
 mod accounting;
 mod build;
 mod cache;
+mod client;
 mod clocks;
 mod collect;
 mod config;

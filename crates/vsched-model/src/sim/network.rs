@@ -37,12 +37,15 @@ use crate::domain::VcpuState;
 use crate::guest::BarrierWait;
 use crate::ids::{DomId, ThreadId, VcpuId};
 
-/// One unit of driver-domain work: a message pass, or a disk request's submission or
-/// completion.
+/// One unit of driver-domain work: a message pass, a disk request's submission or
+/// completion, a client's request received for a thread, or a reply's packets sent
+/// (`client`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Pass {
     Net(u32),
     Disk(u32),
+    ClientRx(ThreadId),
+    ClientTx(u64),
 }
 
 /// Where a message is on its way.
@@ -272,7 +275,8 @@ impl Core {
         match self.curr_thread_mut(v).pass.take() {
             Some(Pass::Net(m)) => self.forward(m),
             Some(Pass::Disk(r)) => self.forward_disk(r),
-            None => {}
+            Some(Pass::ClientRx(t)) => self.forward_client_rx(t),
+            Some(Pass::ClientTx(_)) | None => {}
         }
         let Some(pass) = self.hosts[h].backlog.pop_front() else {
             self.curr_thread_mut(v).state = ThreadState::BlockedNet;
@@ -285,6 +289,7 @@ impl Core {
                 self.msgs[m as usize].packets * self.network.dom0_packet_ns
             }
             Pass::Disk(r) => self.disk_pass_ns(r),
+            Pass::ClientRx(_) | Pass::ClientTx(_) => self.client_pass_ns(pass),
         };
         let th = self.curr_thread_mut(v);
         th.pass = Some(pass);

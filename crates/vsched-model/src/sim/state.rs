@@ -124,6 +124,9 @@ pub(super) struct GuestThread {
     pub(super) held: Vec<(u32, bool)>,
     /// When the I/O that delivers the next request completed.
     pub(super) io_done_at: Option<Time>,
+    /// When a client's request for it reached the NIC, before the driver domain received
+    /// it (`client`): the request's latency starts there.
+    pub(super) arrived_at: Option<Time>,
     pub(super) request_start: Time,
 }
 
