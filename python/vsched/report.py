@@ -266,7 +266,7 @@ def network_table(report: dict[str, Any]) -> Table | None:
 
 
 def io_table(report: dict[str, Any]) -> Table | None:
-    """Disk and driver-domain totals, if a disk request was issued or a dom0 timer fired."""
+    """Disk and driver-domain totals, if a disk request was issued."""
     if not any(run.get("io") for run in report["runs"]):
         return None
     return _metric_table(report, "io", "disk and driver domain", ())

@@ -64,10 +64,13 @@ pub(crate) const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
     doc: "the Xen release whose Credit rules the host's policy follows",
 }];
 
+/// The most pCPUs a host may have (and so the most vCPUs of its driver domain).
+pub(crate) const MAX_PCPUS: u32 = 4096;
+
 /// The host as the simulator takes it, from the `[host]` table.
 pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
-    if h.pcpus == 0 || h.pcpus > 4096 {
-        return Err(err("host.pcpus", format!("expected an integer in 1..=4096, got {}", h.pcpus)));
+    if h.pcpus == 0 || h.pcpus > MAX_PCPUS {
+        return Err(err("host.pcpus", format!("expected an integer in 1..={MAX_PCPUS}, got {}", h.pcpus)));
     }
     let era = h.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE);
     let Some(era) = hardware(era) else {

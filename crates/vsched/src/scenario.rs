@@ -332,10 +332,10 @@ impl Scenario {
         // A Xen host boots Domain-0 with one vCPU per pCPU unless `dom0_max_vcpus` says
         // otherwise (docs/misc/xen-command-line.markdown, Xen 4.2); KVM has no driver domain.
         let dom0_vcpus = h.dom0_vcpus.unwrap_or(if policy.hypervisor == Hypervisor::Xen { h.pcpus } else { 0 });
-        if dom0_vcpus > 4096 {
+        if dom0_vcpus > host::MAX_PCPUS {
             return Err(err(
                 "host.dom0_vcpus",
-                format!("expected an integer in 0..=4096 (0 = no driver domain), got {dom0_vcpus}"),
+                format!("expected an integer in 0..={} (0 = no driver domain), got {dom0_vcpus}", host::MAX_PCPUS),
             ));
         }
         let dom0_weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);

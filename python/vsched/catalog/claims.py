@@ -8,6 +8,7 @@ shapes: who is best, an ordering, a change against a baseline within a band, a s
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Callable
 
@@ -22,6 +23,18 @@ def _at(result: FigureResult, at: Sequence[str] | None) -> list[str]:
 
 def percent(value: float) -> str:
     return f"{100 * value:+.1f} %"
+
+
+def mean_and_error(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and its standard error."""
+    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
+    return statistics.fmean(values), error
+
+
+def clearly_below(low: tuple[float, float], high: tuple[float, float]) -> bool:
+    """Two (mean, standard error) pairs: the first mean is lower by more than twice the
+    standard error of the difference (a smaller gap is a tie)."""
+    return high[0] - low[0] > 2 * (low[1] ** 2 + high[1] ** 2) ** 0.5
 
 
 def lowest(series: str, at: Sequence[str] | None = None) -> Check:

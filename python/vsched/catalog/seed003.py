@@ -53,11 +53,6 @@ def cases(scenario: str) -> tuple[Case, ...]:
     )
 
 
-def standard_error(r: FigureResult, x: str, series: str) -> float:
-    """The standard error of a case's mean over its seeds."""
-    return r.std(x, series) / max(1, len(r.seeds(x, series))) ** 0.5
-
-
 def better(winner: str, loser: str, higher_is_better: bool = False) -> claims.Check:
     """`winner` does better than `loser` at every weight: a lower mean time, or a higher mean
     throughput, by more than twice the standard error of the difference of the two means
@@ -66,11 +61,12 @@ def better(winner: str, loser: str, higher_is_better: bool = False) -> claims.Ch
 
     def check(r: FigureResult) -> Verdict:
         pairs = {x: (r.value(x, winner), r.value(x, loser)) for x in r.xs}
-        noise = {
-            x: 2 * (standard_error(r, x, winner) ** 2 + standard_error(r, x, loser) ** 2) ** 0.5 for x in r.xs
+        stats = {
+            x: (claims.mean_and_error(r.seeds(x, winner)), claims.mean_and_error(r.seeds(x, loser))) for x in r.xs
         }
         wins = {
-            x: (w - lo > noise[x]) if higher_is_better else (lo - w > noise[x]) for x, (w, lo) in pairs.items()
+            x: claims.clearly_below(lo, w) if higher_is_better else claims.clearly_below(w, lo)
+            for x, (w, lo) in stats.items()
         }
         shown = ", ".join(
             f"{x}: {w:.4g} vs {lo:.4g} ({claims.percent(w / lo - 1)})" for x, (w, lo) in pairs.items()

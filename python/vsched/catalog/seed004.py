@@ -169,18 +169,6 @@ def gain(
     return _relative(num, den, xs, band, den_xs, as_gain=True)
 
 
-def mean_and_error(values: Sequence[float]) -> tuple[float, float]:
-    """The mean and its standard error."""
-    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
-    return statistics.fmean(values), error
-
-
-def clearly_below(low: tuple[float, float], high: tuple[float, float]) -> bool:
-    """Two (mean, standard error) pairs: the first mean is lower by more than twice the
-    standard error of the difference (a smaller gap is a tie)."""
-    return high[0] - low[0] > 2 * (low[1] ** 2 + high[1] ** 2) ** 0.5
-
-
 def pooled(r: FigureResult, xs: Sequence[str], series: str) -> list[float]:
     return [v for x in xs for v in r.seeds(x, series)]
 
@@ -194,12 +182,12 @@ def faster(
     of `slow`."""
 
     def check(r: FigureResult) -> Verdict:
-        stats = {s: mean_and_error(pooled(r, xs, s)) for s in [*fast, *slow]}
+        stats = {s: claims.mean_and_error(pooled(r, xs, s)) for s in [*fast, *slow]}
 
         def ahead(f: str, s: str) -> bool:
             if tie is not None:
                 return stats[f][0] <= stats[s][0] * (1 + tie)
-            return stats[s][0] - stats[f][0] >= MIN_GAIN * stats[s][0] and clearly_below(stats[f], stats[s])
+            return stats[s][0] - stats[f][0] >= MIN_GAIN * stats[s][0] and claims.clearly_below(stats[f], stats[s])
 
         holds = all(ahead(f, s) for f in fast for s in slow)
         shown = ", ".join(f"{s} {mean:.4g} ± {error:.2g}" for s, (mean, error) in stats.items())
@@ -244,8 +232,8 @@ def fairer(fair: Sequence[str], unfair: Sequence[str], pair: tuple[str, str]) ->
     `unfair`, by more than twice the standard error of the gap (as `faster`)."""
 
     def check(r: FigureResult) -> Verdict:
-        stats = {s: mean_and_error(differences(r, pair, s)) for s in [*fair, *unfair]}
-        holds = all(clearly_below(stats[f], stats[u]) for f in fair for u in unfair)
+        stats = {s: claims.mean_and_error(differences(r, pair, s)) for s in [*fair, *unfair]}
+        holds = all(claims.clearly_below(stats[f], stats[u]) for f in fair for u in unfair)
         shown = ", ".join(f"{s} {100 * mean:.2f} ± {100 * error:.2f} %" for s, (mean, error) in stats.items())
         return Verdict(holds, f"difference between the domains (mean ± standard error): {shown}")
 

@@ -15,6 +15,7 @@ use super::events::Ev;
 use super::guest_kernel;
 use super::locks::Lock;
 use super::network::NetStats;
+use super::slab::Slab;
 use super::state::{policy_stream, Core, Dom, GuestThread, HostState, Pcpu, ThreadState, Vcpu, CLOCK_PHASE_STREAM};
 use super::Simulation;
 use crate::domain::{DomainInfo, VcpuState};
@@ -266,12 +267,10 @@ impl Simulation {
             hosts,
             jobs,
             job_names,
-            msgs: Vec::new(),
-            free_msgs: Vec::new(),
+            msgs: Slab::new(),
             net: NetStats::default(),
             caches,
-            disk_reqs: Vec::new(),
-            free_disk_reqs: Vec::new(),
+            disk_reqs: Slab::new(),
             io: IoStats::default(),
             ple_window_ns,
             ple_window_max_ns,

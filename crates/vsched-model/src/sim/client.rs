@@ -21,8 +21,6 @@
 //! reads). Not modelled: TCP's connection set-up and acknowledgements (a request is its one
 //! data packet), the client's side, the NIC's interrupt moderation.
 
-use vsched_engine::Time;
-
 use super::events::Ev;
 use super::interpret::Step;
 use super::network::Pass;
@@ -69,14 +67,5 @@ impl Core {
             self.queue_pass(Pass::ClientTx(packets), h);
         }
         Step::Next
-    }
-
-    /// The driver-domain CPU time of a client pass.
-    pub(super) fn client_pass_ns(&self, pass: Pass) -> Time {
-        match pass {
-            Pass::ClientRx(_) => self.network.dom0_packet_ns,
-            Pass::ClientTx(packets) => packets * self.network.dom0_packet_ns,
-            Pass::Net(_) | Pass::Disk(_) => unreachable!("not a client pass"),
-        }
     }
 }

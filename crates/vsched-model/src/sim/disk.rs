@@ -118,16 +118,7 @@ impl Core {
         self.io.bytes += bytes;
         let t = self.vcpus[v].curr;
         let req = DiskReq { t, bytes, issued_at: now, stage: DiskStage::Submit };
-        let r = match self.free_disk_reqs.pop() {
-            Some(r) => {
-                self.disk_reqs[r as usize] = req;
-                r
-            }
-            None => {
-                self.disk_reqs.push(req);
-                (self.disk_reqs.len() - 1) as u32
-            }
-        };
+        let r = self.disk_reqs.insert(req);
         self.threads[t].state = ThreadState::BlockedIo;
         let h = self.vcpus[v].host;
         if self.hosts[h].driver.is_some() {
@@ -141,7 +132,7 @@ impl Core {
 
     /// The driver-domain CPU time of a pass over disk request `r`.
     pub(super) fn disk_pass_ns(&self, r: u32) -> Time {
-        match self.disk_reqs[r as usize].stage {
+        match self.disk_reqs[r].stage {
             DiskStage::Submit => self.host.io.blkback_request_ns,
             _ => 0,
         }
@@ -149,7 +140,7 @@ impl Core {
 
     /// A driver domain finished its pass over disk request `r`.
     pub(super) fn forward_disk(&mut self, r: u32) {
-        match self.disk_reqs[r as usize].stage {
+        match self.disk_reqs[r].stage {
             DiskStage::Submit => self.onto_disk(r),
             // The event-channel notification to the guest: its vCPU wakes at once, as a
             // driver-domain vCPU does (`queue_pass`).
@@ -161,8 +152,8 @@ impl Core {
     /// Onto the host's disk: FIFO behind what it is already serving.
     fn onto_disk(&mut self, r: u32) {
         let now = self.now();
-        let h = self.host_of(self.disk_reqs[r as usize].t);
-        let req = &mut self.disk_reqs[r as usize];
+        let h = self.host_of(self.disk_reqs[r].t);
+        let req = &mut self.disk_reqs[r];
         req.stage = DiskStage::OnDisk;
         let start = self.hosts[h].disk_free_at.max(now);
         let service = self.host.io.disk_service_ns(req.bytes);
@@ -176,9 +167,9 @@ impl Core {
     /// The disk finished request `r`: its interrupt goes to the driver domain, or without
     /// one completes the request at once.
     pub(super) fn disk_done(&mut self, r: u32) {
-        let h = self.host_of(self.disk_reqs[r as usize].t);
+        let h = self.host_of(self.disk_reqs[r].t);
         if self.hosts[h].driver.is_some() {
-            self.disk_reqs[r as usize].stage = DiskStage::Complete;
+            self.disk_reqs[r].stage = DiskStage::Complete;
             self.queue_pass(Pass::Disk(r), h);
         } else {
             self.notify_guest(r, self.now());
@@ -187,11 +178,11 @@ impl Core {
 
     /// Request `r` is complete: its vCPU wakes at `at`.
     fn notify_guest(&mut self, r: u32, at: Time) {
-        let req = &self.disk_reqs[r as usize];
+        let req = &self.disk_reqs[r];
         let t = req.t;
         self.io.completed += 1;
         self.io.latency_sum_ns += at - req.issued_at;
-        self.free_disk_reqs.push(r);
+        self.disk_reqs.release(r);
         self.post(at, Ev::Wake { t });
     }
 }

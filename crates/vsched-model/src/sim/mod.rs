@@ -68,6 +68,7 @@ mod lifecycle;
 mod locks;
 mod network;
 mod ple;
+mod slab;
 mod state;
 mod world;
 

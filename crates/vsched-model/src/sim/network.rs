@@ -105,16 +105,7 @@ impl Core {
         self.net.bytes += bytes;
         let packets = self.network.packets(bytes);
         let msg = Msg { src, dst, bytes, packets, sent_at: now, stage: Stage::Deliver };
-        let m = match self.free_msgs.pop() {
-            Some(m) => {
-                self.msgs[m as usize] = msg;
-                m
-            }
-            None => {
-                self.msgs.push(msg);
-                (self.msgs.len() - 1) as u32
-            }
-        };
+        let m = self.msgs.insert(msg);
         let (from_host, to_host) = (self.host_of(src), self.host_of(dst));
         if self.threads[dst].dom == d {
             let net = &self.network;
@@ -135,7 +126,7 @@ impl Core {
 
     /// Queues message `m` for host `h`'s driver domain, at `stage`.
     fn queue_msg(&mut self, m: u32, stage: Stage, h: usize) {
-        self.msgs[m as usize].stage = stage;
+        self.msgs[m].stage = stage;
         self.queue_pass(Pass::Net(m), h);
     }
 
@@ -157,7 +148,7 @@ impl Core {
 
     /// A driver domain finished its pass over message `m`.
     fn forward(&mut self, m: u32) {
-        match self.msgs[m as usize].stage {
+        match self.msgs[m].stage {
             Stage::Transmit => self.onto_wire(m),
             Stage::Bridge => self.over_bridge(m),
             Stage::Receive => self.deliver(m),
@@ -168,17 +159,17 @@ impl Core {
     /// From one VM to another on the same host, after any driver-domain pass.
     fn over_bridge(&mut self, m: u32) {
         let net = &self.network;
-        let bytes = self.msgs[m as usize].bytes;
+        let bytes = self.msgs[m].bytes;
         let at =
             self.now() + net.intra_host_latency_ns + NetworkConfig::transfer_ns(bytes, net.intra_host_bandwidth_gbps);
-        self.msgs[m as usize].stage = Stage::Deliver;
+        self.msgs[m].stage = Stage::Deliver;
         self.post(at, Ev::Net { m });
     }
 
     /// Onto the sending host's link: FIFO behind what it is already sending.
     fn onto_wire(&mut self, m: u32) {
-        let h = self.host_of(self.msgs[m as usize].src);
-        let msg = &mut self.msgs[m as usize];
+        let h = self.host_of(self.msgs[m].src);
+        let msg = &mut self.msgs[m];
         msg.stage = Stage::Wire;
         let start = self.hosts[h].link_free_at.max(self.queue.now());
         let done = start + NetworkConfig::transfer_ns(msg.bytes, self.network.bandwidth_gbps);
@@ -189,9 +180,9 @@ impl Core {
 
     /// A timed stage of message `m` ended.
     pub(super) fn net_stage_done(&mut self, m: u32) {
-        match self.msgs[m as usize].stage {
+        match self.msgs[m].stage {
             Stage::Wire => {
-                let h = self.host_of(self.msgs[m as usize].dst);
+                let h = self.host_of(self.msgs[m].dst);
                 if self.hosts[h].driver.is_some() {
                     self.queue_msg(m, Stage::Receive, h);
                 } else {
@@ -206,8 +197,8 @@ impl Core {
     /// Message `m` reaches its receiver: it ends a matching wait, or waits in the mailbox.
     fn deliver(&mut self, m: u32) {
         let now = self.now();
-        self.free_msgs.push(m);
-        let Msg { src, dst, packets, sent_at, .. } = self.msgs[m as usize];
+        self.msgs.release(m);
+        let Msg { src, dst, packets, sent_at, .. } = self.msgs[m];
         self.net.latency_sum_ns += now - sent_at;
         self.net.delivered += 1;
         let (from_dom, to_dom) = (self.threads[src].dom, self.threads[dst].dom);
@@ -286,10 +277,12 @@ impl Core {
         let work = match pass {
             Pass::Net(m) => {
                 self.net.driver_passes += 1;
-                self.msgs[m as usize].packets * self.network.dom0_packet_ns
+                self.msgs[m].packets * self.network.dom0_packet_ns
             }
             Pass::Disk(r) => self.disk_pass_ns(r),
-            Pass::ClientRx(_) | Pass::ClientTx(_) => self.client_pass_ns(pass),
+            // A client's request is one packet; a reply, its packets (`client`).
+            Pass::ClientRx(_) => self.network.dom0_packet_ns,
+            Pass::ClientTx(packets) => packets * self.network.dom0_packet_ns,
         };
         let th = self.curr_thread_mut(v);
         th.pass = Some(pass);

@@ -15,6 +15,7 @@ use super::events::Ev;
 use super::guest_kernel::GuestTick;
 use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
+use super::slab::Slab;
 use crate::domain::{DomainInfo, VcpuState};
 use crate::guest::{LockKind, Program};
 use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
@@ -290,12 +291,10 @@ pub(super) struct Core {
     pub(super) jobs: Vec<Vec<ThreadId>>,
     /// Each job's name, for the named ones (virtual clusters).
     pub(super) job_names: Vec<Option<String>>,
-    pub(super) msgs: Vec<Msg>,
-    pub(super) free_msgs: Vec<u32>,
+    pub(super) msgs: Slab<Msg>,
     pub(super) net: NetStats,
     pub(super) caches: CacheFills,
-    pub(super) disk_reqs: Vec<DiskReq>,
-    pub(super) free_disk_reqs: Vec<u32>,
+    pub(super) disk_reqs: Slab<DiskReq>,
     pub(super) io: IoStats,
     pub(super) ple_window_ns: Option<Time>,
     pub(super) ple_window_max_ns: Time,
