@@ -57,6 +57,10 @@ pub trait World {
     /// Whether `v`'s guest is busy-waiting (a lock, a spinning barrier, IPI
     /// acknowledgements, polling for a message).
     fn guest_spinning(&self, v: VcpuId) -> bool;
+    /// Whether an interrupt waits to be injected into `v` where the hypervisor can see it
+    /// without running `v`: posted in its posted-interrupt descriptor (KVM's
+    /// `kvm_arch_dy_has_pending_interrupt`, true only with APICv / posted interrupts).
+    fn pending_interrupt(&self, v: VcpuId) -> bool;
 
     /// Asks `p` to call `pick_next`: at once on `here`, otherwise by an IPI that lands after
     /// the host's IPI latency. Returns whether an IPI was sent (a request already pending
@@ -190,6 +194,12 @@ impl<'a> Cx<'a> {
     #[inline]
     pub fn guest_spinning(&self, v: VcpuId) -> bool {
         self.world.guest_spinning(v)
+    }
+    /// Whether an interrupt is posted for `v` and not yet taken (KVM's
+    /// `kvm_arch_dy_has_pending_interrupt`: only with posted interrupts).
+    #[inline]
+    pub fn pending_interrupt(&self, v: VcpuId) -> bool {
+        self.world.pending_interrupt(v)
     }
 
     // ---- Actions ----

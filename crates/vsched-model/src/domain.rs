@@ -2,6 +2,8 @@
 //! host-level state. No behaviour, no simulator: every world behind [`crate::Cx`] speaks
 //! these types.
 
+use vsched_engine::Time;
+
 use crate::ids::{PcpuId, VcpuId};
 
 /// A VM's type, used by co-scheduling policies (seed 003): HIT (high-throughput) VMs are
@@ -40,6 +42,37 @@ pub struct DomainInfo {
     /// in MTU-sized packets; messages between ranks of one VM use shared memory and are not
     /// packets). Seed 002's CVS reads its change since a VM was last descheduled.
     pub rx_packets: u64,
+    /// The paravirtual features its guest kernel enables.
+    pub pv: Paravirt,
+    /// The time slice its vCPU threads ask of the host scheduler (`sched_setattr`'s
+    /// `sched_runtime`, which EEVDF reads as the entity's slice since Linux 6.12); `None`
+    /// keeps the scheduler's default.
+    pub slice_request_ns: Option<Time>,
+}
+
+/// The paravirtual features a guest kernel turns on, each a per-VM switch, all off by
+/// default. KVM advertises them as CPUID feature bits (`KVM_FEATURE_*`,
+/// arch/x86/include/uapi/asm/kvm_para.h) and Linux's guest enables each one it finds
+/// (`kvm_guest_init`, arch/x86/kernel/kvm.c); the last is a proposal of the literature.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Paravirt {
+    /// `KVM_FEATURE_PV_UNHALT`: paravirtual queued spinlocks, whose waiters halt
+    /// (`kvm_wait`) and are kicked (`KVM_HC_KICK_CPU`) for kernel locks (`sim/locks.rs`).
+    pub spinlocks: bool,
+    /// `KVM_FEATURE_STEAL_TIME`: the host tells the guest whether each vCPU is preempted
+    /// (`steal_time.preempted`), which `vcpu_is_preempted()` reads in the guest's spinning
+    /// decisions.
+    pub steal_time: bool,
+    /// `KVM_FEATURE_PV_TLB_FLUSH` (needs `steal_time`): a TLB shootdown skips preempted
+    /// vCPUs and asks the host to flush them at their next entry (`kvm_flush_tlb_multi`).
+    pub tlb_flush: bool,
+    /// `KVM_FEATURE_PV_SCHED_YIELD` (needs `steal_time`): a vCPU that sent a call-function
+    /// IPI to a preempted vCPU asks the host to yield to it (`KVM_HC_SCHED_YIELD`).
+    pub sched_yield: bool,
+    /// The guest marks its kernel critical sections (spinlock held) in memory the host reads,
+    /// so that a host with `preempt_delay` may put off preempting it (Uhlig et al., VM '04;
+    /// Kashyap et al., eCS, USENIX ATC '18).
+    pub critical_sections: bool,
 }
 
 /// The host-level state of a vCPU.

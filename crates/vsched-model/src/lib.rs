@@ -17,7 +17,7 @@ pub mod sim;
 pub mod trace;
 
 pub use cx::{Cx, World};
-pub use domain::{DomainInfo, VcpuState, VmType};
+pub use domain::{DomainInfo, Paravirt, VcpuState, VmType};
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
 pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};

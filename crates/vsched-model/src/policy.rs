@@ -17,11 +17,31 @@ use crate::domain::{DomainInfo, VmType};
 use crate::ids::{DomId, PcpuId, VcpuId};
 use crate::params::{ConfigError, ParamSpec, Params};
 
-/// Why a vCPU yields.
+/// Why a vCPU yields. The two hypercalls are KVM's (`__kvm_emulate_hypercall`,
+/// arch/x86/kvm/x86.c), which answers both with `kvm_sched_yield(target)`; a policy of
+/// another hypervisor may ignore them, as its guests would not make them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum YieldReason {
     /// A pause-loop exit: the vCPU spun longer than the PLE window.
     PauseLoopExit,
+    /// `KVM_HC_SCHED_YIELD` (guests with `Paravirt::sched_yield`, Linux ≥ 5.2): the vCPU sent
+    /// a call-function IPI to `target`, which the guest sees preempted, and asks that it run.
+    SchedYield { target: VcpuId },
+    /// `KVM_HC_KICK_CPU` (guests with `Paravirt::spinlocks`): the vCPU released a lock and
+    /// kicked `target`, the halted waiter at the head of its queue, which is runnable now;
+    /// KVM then yields to it (since Linux 5.4, "Boost queue head vCPU", commit 266e85a5ec9).
+    Kick { target: VcpuId },
+}
+
+impl YieldReason {
+    /// The same reason with its target renumbered by `f` (global to host-local ids).
+    pub fn map_target(self, f: impl Fn(VcpuId) -> VcpuId) -> YieldReason {
+        match self {
+            YieldReason::PauseLoopExit => YieldReason::PauseLoopExit,
+            YieldReason::SchedYield { target } => YieldReason::SchedYield { target: f(target) },
+            YieldReason::Kick { target } => YieldReason::Kick { target: f(target) },
+        }
+    }
 }
 
 /// What a pCPU does next.
@@ -109,8 +129,9 @@ pub trait Policy {
     /// right after; `v` must not be queued (it is not runnable).
     fn sleep(&mut self, _cx: &mut Cx, _v: VcpuId) {}
 
-    /// `v`, running on `here`, yields (a pause-loop exit). It keeps running unless the policy
-    /// asks for a reschedule (`cx.resched(here)`).
+    /// `v`, running on `here`, yields: a pause-loop exit, or a KVM hypercall naming the vCPU
+    /// it would like to run (`YieldReason`). It keeps running unless the policy asks for a
+    /// reschedule (`cx.resched(here)`). A hypercall's target is runnable or running.
     fn yield_(&mut self, _cx: &mut Cx, _v: VcpuId, _why: YieldReason) {}
 
     /// The critical path: pCPU `pcpu` needs a decision (start of run, slice end, an IPI, the

@@ -857,8 +857,12 @@ impl Policy for Credit {
         self.tickle(cx, v);
     }
 
-    /// `csched_unit_yield` (reached from Xen's PLE handler): set YIELD and reschedule.
-    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, _why: YieldReason) {
+    /// `csched_unit_yield` (reached from Xen's PLE handler): set YIELD and reschedule. KVM's
+    /// hypercalls have no Xen counterpart: ignored.
+    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
+        if why != YieldReason::PauseLoopExit {
+            return;
+        }
         self.vcpus[v].yielding = true;
         cx.resched_here();
     }

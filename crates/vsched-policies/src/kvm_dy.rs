@@ -178,6 +178,7 @@ impl Policy for KvmDy {
     fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
         match why {
             YieldReason::PauseLoopExit => self.on_spin(cx, v),
+            YieldReason::SchedYield { .. } | YieldReason::Kick { .. } => {}
         }
     }
 

@@ -7,6 +7,7 @@
 
 mod guest_kernel;
 mod host;
+mod paravirt;
 pub mod overrides;
 pub mod report;
 pub mod scenario;

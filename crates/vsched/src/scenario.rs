@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, Hypervisor, NetworkConfig, Params,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, Hypervisor, NetworkConfig, Paravirt, Params,
     Simulation, Time, Until, Value, VmType,
 };
 use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
 use crate::guest_kernel::{dom0_tick, guest_tick, TickKeys};
+use crate::paravirt::{paravirt, PvKeys};
 use crate::host::{self, HostSection};
 use crate::overrides;
 
@@ -88,6 +89,12 @@ struct VirtualClusterSection {
     #[serde(rename = "type")]
     vm_type: Option<String>,
     pv_spinlocks: Option<bool>,
+    pv_steal_time: Option<bool>,
+    pv_tlb_flush: Option<bool>,
+    pv_sched_yield: Option<bool>,
+    pv_critical_sections: Option<bool>,
+    /// The slice its vCPU threads request of the host scheduler (EEVDF), µs.
+    sched_slice_us: Option<f64>,
     guest_tick: Option<String>,
     guest_hz: Option<u32>,
     idle_wakes_per_s: Option<f64>,
@@ -113,6 +120,12 @@ struct VmSection {
     #[serde(rename = "type")]
     vm_type: Option<String>,
     pv_spinlocks: Option<bool>,
+    pv_steal_time: Option<bool>,
+    pv_tlb_flush: Option<bool>,
+    pv_sched_yield: Option<bool>,
+    pv_critical_sections: Option<bool>,
+    /// The slice its vCPU threads request of the host scheduler (EEVDF), µs.
+    sched_slice_us: Option<f64>,
     /// vCPUs the guest has but its workload does not use: halted for the whole run.
     idle_vcpus: Option<u32>,
     start_s: Option<f64>,
@@ -183,7 +196,10 @@ pub struct VmSpec {
     pub cap: u32,
     pub vm_type: VmType,
     pub guest: Guest,
-    pub pv_spinlocks: bool,
+    /// Its guest's paravirtual features (`pv_*`).
+    pub pv: Paravirt,
+    /// The slice its vCPU threads request of the host scheduler (`sched_slice_us`).
+    pub slice_request_ns: Option<Time>,
     /// Created at (0: from the start) and destroyed at (never if `None`).
     pub start: Time,
     pub stop: Option<Time>,
@@ -401,11 +417,19 @@ impl Scenario {
                 cap: v.cap,
                 vm_type: v.vm_type.as_deref(),
                 tick: TickKeys { mode: v.guest_tick.as_deref(), hz: v.guest_hz, idle_wakes_per_s: v.idle_wakes_per_s },
+                pv: PvKeys {
+                    spinlocks: v.pv_spinlocks,
+                    steal_time: v.pv_steal_time,
+                    tlb_flush: v.pv_tlb_flush,
+                    sched_yield: v.pv_sched_yield,
+                    critical_sections: v.pv_critical_sections,
+                    sched_slice_us: v.sched_slice_us,
+                },
             };
             let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks)?;
             user.push((
                 Some(i),
-                VmSpec { name: v.name.clone(), host, pv_spinlocks: v.pv_spinlocks.unwrap_or(false), ..spec },
+                VmSpec { name: v.name.clone(), host, ..spec },
             ));
         }
         for (c, vc) in f.virtual_cluster.iter().enumerate() {
@@ -442,17 +466,19 @@ impl Scenario {
                         hz: vc.guest_hz,
                         idle_wakes_per_s: vc.idle_wakes_per_s,
                     },
+                    pv: PvKeys {
+                        spinlocks: vc.pv_spinlocks,
+                        steal_time: vc.pv_steal_time,
+                        tlb_flush: vc.pv_tlb_flush,
+                        sched_yield: vc.pv_sched_yield,
+                        critical_sections: vc.pv_critical_sections,
+                        sched_slice_us: vc.sched_slice_us,
+                    },
                 };
                 let spec = vm_spec(&at, shape, "CON", &vc.workload, ranks)?;
                 user.push((
                     None,
-                    VmSpec {
-                        name,
-                        host,
-                        job: Some(vc.name.clone()),
-                        pv_spinlocks: vc.pv_spinlocks.unwrap_or(false),
-                        ..spec
-                    },
+                    VmSpec { name, host, job: Some(vc.name.clone()), ..spec },
                 ));
             }
         }
@@ -502,7 +528,8 @@ impl Scenario {
                     cap: 0,
                     vm_type: VmType::Hit,
                     guest: Guest::Driver,
-                    pv_spinlocks: false,
+                    pv: Paravirt::default(),
+                    slice_request_ns: None,
                     start: 0,
                     stop: None,
                     host,
@@ -574,6 +601,8 @@ impl Scenario {
                         online: true,
                         driver: matches!(v.guest, Guest::Driver),
                         rx_packets: 0,
+                        pv: v.pv,
+                        slice_request_ns: v.slice_request_ns,
                     },
                 )
             })
@@ -617,7 +646,8 @@ impl Scenario {
                     Guest::Workload(w, params) => (w.build)(params, &v.ranks).expect("validated").on_vcpus(v.vcpus),
                     Guest::Driver => driver_guest(v.vcpus),
                 },
-                pv_spinlocks: v.pv_spinlocks,
+                pv: v.pv,
+                slice_request_ns: v.slice_request_ns,
                 start_at: v.start,
                 stop_at: v.stop,
                 host: v.host,
@@ -646,6 +676,7 @@ struct VmShape<'a> {
     cap: Option<u32>,
     vm_type: Option<&'a str>,
     tick: TickKeys<'a>,
+    pv: PvKeys,
 }
 
 /// Checks a VM's shape and workload (built once with `ranks`, so that errors surface now);
@@ -674,6 +705,7 @@ fn vm_spec(
     }
     let vm_type = parse_type(&at("type"), shape.vm_type.unwrap_or(default_type))?;
     let tick = guest_tick(at, &shape.tick)?;
+    let (pv, slice_request_ns) = paravirt(at, &shape.pv)?;
     let info = vsched_workloads::find(&workload.kind).ok_or_else(|| {
         err(
             at("workload.kind"),
@@ -702,7 +734,8 @@ fn vm_spec(
         cap,
         vm_type,
         guest: Guest::Workload(info, params),
-        pv_spinlocks: false,
+        pv,
+        slice_request_ns,
         start: 0,
         stop: None,
         host: 0,

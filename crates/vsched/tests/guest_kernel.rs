@@ -73,7 +73,7 @@ fn vm_of(name: &str, programs: Vec<Program>, pv: bool) -> vsched_model::DomainCo
     let mut d = domain(name, VmType::Hit, programs);
     d.guest.locks = 1;
     d.guest.finite = true;
-    d.pv_spinlocks = pv;
+    d.pv.spinlocks = pv;
     d
 }
 
@@ -210,13 +210,17 @@ fn a_shootdown_waits_for_running_and_preempted_targets_but_not_halted_ones() {
     let host = || HostConfig { ipi_latency_ns: us(2), ..free_host(2) };
     let sender = program(&[compute(us(10)), Instr::IpiSync, compute(us(10))]);
     let busy = program(&[compute(us(1000))]);
-    let doms = |pv| vec![vm_of("vm", vec![sender.clone(), busy.clone(), busy.clone()], pv)];
+    let doms = |pv: bool| {
+        let mut d = vm_of("vm", vec![sender.clone(), busy.clone(), busy.clone()], false);
+        d.pv = vsched_model::Paravirt { tlb_flush: pv, steal_time: pv, ..Default::default() };
+        vec![d]
+    };
     let m = run_sim(host(), doms(false), pinned(Some(us(100))), 10 * NS_PER_MS);
     let v = vm(&m, "vm");
     assert_eq!(v.ipi_syncs, 1);
     assert!((v.spin_s - 90e-6).abs() < 1e-9, "spin {}", v.spin_s);
-    // With paravirtual features the preempted vCPU 2 is skipped (PV TLB flush): the wait is
-    // the running vCPU 1's 2 µs.
+    // With the paravirtual TLB flush the preempted vCPU 2 is skipped: the wait is the
+    // running vCPU 1's 2 µs.
     let m = run_sim(host(), doms(true), pinned(Some(us(100))), 10 * NS_PER_MS);
     assert!((vm(&m, "vm").spin_s - 2e-6).abs() < 1e-9, "spin {}", vm(&m, "vm").spin_s);
 

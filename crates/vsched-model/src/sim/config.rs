@@ -6,7 +6,7 @@ use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 use super::disk::IoConfig;
 use super::guest_kernel::GuestTick;
 use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
-use crate::domain::VmType;
+use crate::domain::{Paravirt, VmType};
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
 
 /// Host hardware and hypervisor overheads. Defaults come from a hardware era (`hardware`,
@@ -207,8 +207,10 @@ pub struct DomainConfig {
     /// Workload name, for reports.
     pub workload: String,
     pub guest: GuestSpec,
-    /// Paravirtual spinlocks for kernel locks (see `locks`).
-    pub pv_spinlocks: bool,
+    /// The paravirtual features its guest enables.
+    pub pv: Paravirt,
+    /// The slice its vCPU threads request of the host scheduler (`DomainInfo`).
+    pub slice_request_ns: Option<Time>,
     /// When the VM is created (0: exists from the start).
     pub start_at: Time,
     /// When the VM is destroyed, if ever.

@@ -9,7 +9,6 @@ use super::{Simulation, Until, INTERRUPTED};
 use crate::domain::{VcpuState, VmType};
 use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
 use crate::metrics::RunMetrics;
-use crate::policy::YieldReason;
 
 /// Everything that can happen at an instant.
 #[derive(Debug, Clone, Copy)]
@@ -240,13 +239,20 @@ impl Simulation {
                 let local = v - self.core.hosts[h].vcpus.start;
                 with_cx(&mut self.core, h, Some(p), |cx| self.policies[h].sleep(cx, local));
                 self.schedule(p);
-            } else if let Some(v) = self.core.to_yield.pop_front() {
+            } else if let Some(t) = self.core.to_wake.pop_front() {
+                if let Some(v) = self.core.wake(t) {
+                    let h = self.core.vcpus[v].host;
+                    let local = v - self.core.hosts[h].vcpus.start;
+                    with_cx(&mut self.core, h, None, |cx| self.policies[h].wake(cx, local));
+                }
+            } else if let Some((v, why)) = self.core.to_yield.pop_front() {
                 let VcpuState::Running(p) = self.core.vcpus[v].state else {
                     continue;
                 };
                 let h = self.core.pcpus[p].host;
-                let local = v - self.core.hosts[h].vcpus.start;
-                let why = YieldReason::PauseLoopExit;
+                let first = self.core.hosts[h].vcpus.start;
+                let local = v - first;
+                let why = why.map_target(|t| t - first);
                 with_cx(&mut self.core, h, Some(p), |cx| self.policies[h].yield_(cx, local, why));
             } else {
                 break;

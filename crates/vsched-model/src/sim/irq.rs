@@ -2,8 +2,8 @@
 //!
 //! The sender interrupts every other vCPU of its VM that has the address space live, then
 //! spins in kernel mode until each has acknowledged. A halted vCPU (blocked) is in lazy-TLB
-//! mode and is skipped, as Linux skips lazy CPUs; with paravirtual features on, a preempted
-//! vCPU is skipped too (KVM's PV TLB flush sets a flag instead, specs §5). A running target
+//! mode and is skipped, as Linux skips lazy CPUs; with the paravirtual TLB flush on
+//! (`Paravirt::tlb_flush`), a preempted vCPU is skipped too (KVM's PV TLB flush sets a flag instead). A running target
 //! takes the interrupt one IPI latency later; a preempted one when it is next scheduled in
 //! (virtual interrupts are injected at VM entry); a target that halts first handles it on
 //! the way (interrupts are enabled at `sti; hlt`). The acknowledgement is sent as the
@@ -25,7 +25,7 @@ impl Core {
     /// and spin until all have acknowledged (nothing to wait for if there is none).
     pub(super) fn ipi_sync(&mut self, v: VcpuId, d: DomId) -> Step {
         let now = self.now();
-        let pv = self.doms[d].pv_spinlocks;
+        let pv = self.doms[d].info.pv.tlb_flush;
         let targets: Vec<VcpuId> = self.doms[d]
             .span
             .clone()

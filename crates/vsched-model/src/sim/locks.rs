@@ -48,7 +48,7 @@ impl Core {
         let dom = &self.doms[th.dom];
         let l = &dom.locks[lock as usize];
         l.holder.is_none()
-            && if dom.pv_spinlocks && kernel { l.waiters.front() == Some(&t) } else { dom.lock_kind == LockKind::Tas }
+            && if dom.info.pv.spinlocks && kernel { l.waiters.front() == Some(&t) } else { dom.lock_kind == LockKind::Tas }
     }
 
     /// `lock(choice, kernel)`: take the lock if it is free and this thread may take it,
@@ -60,7 +60,7 @@ impl Core {
             LockChoice::Fixed(l) => l,
             LockChoice::Uniform => dom.rng.gen_range(0..dom.locks.len() as u32),
         };
-        let pv = dom.pv_spinlocks && kernel;
+        let pv = dom.info.pv.spinlocks && kernel;
         let l = &mut dom.locks[lock as usize];
         let may_take = if pv {
             // A newcomer steals a free lock unless the queue head spins for it.
@@ -116,7 +116,7 @@ impl Core {
         let dom = &mut self.doms[d];
         let l = &mut dom.locks[lock as usize];
         l.holder = None;
-        if dom.pv_spinlocks && kernel {
+        if dom.info.pv.spinlocks && kernel {
             // Paravirtual: hand over only to a head spinning on a pCPU; kick a halted head.
             // A kernel lock's waiter never leaves its vCPU (preemption is disabled): the
             // head is its vCPU's current thread.

@@ -18,6 +18,7 @@ use vsched_engine::Time;
 
 use super::state::{Core, ThreadState};
 use crate::ids::VcpuId;
+use crate::policy::YieldReason;
 
 impl Core {
     /// When `v`'s current kernel-mode spinning raises a pause-loop exit, if PLE applies.
@@ -45,7 +46,7 @@ impl Core {
             }
             let h = self.vcpus[v].host;
             self.hosts[h].ple_exits += 1;
-            self.to_yield.push_back(v);
+            self.to_yield.push_back((v, YieldReason::PauseLoopExit));
         }
         self.arm(v);
     }

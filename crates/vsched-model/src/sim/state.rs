@@ -19,6 +19,7 @@ use super::slab::Slab;
 use crate::domain::{DomainInfo, VcpuState};
 use crate::guest::{LockKind, Program};
 use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
+use crate::policy::YieldReason;
 use crate::trace::Trace;
 
 /// What a guest thread is doing.
@@ -222,7 +223,6 @@ pub(super) struct Dom {
     /// Co-scheduling launches the policy reported for this VM (`World::co_launch`).
     pub(super) co_launches: u64,
     pub(super) costart: CoStart,
-    pub(super) pv_spinlocks: bool,
     pub(super) created_at: Time,
     /// When its workload started (its creation, or a seeded offset after it: `clocks`).
     pub(super) started_at: Time,
@@ -305,7 +305,11 @@ pub(super) struct Core {
     // Work for the current instant.
     pub(super) to_advance: VecDeque<VcpuId>,
     pub(super) to_sleep: VecDeque<(VcpuId, PcpuId)>,
-    pub(super) to_yield: VecDeque<VcpuId>,
+    /// Running vCPUs that yield, and why (targets are global ids).
+    pub(super) to_yield: VecDeque<(VcpuId, YieldReason)>,
+    /// Threads woken in this instant by the host itself (a kick hypercall wakes its target
+    /// before the kicker's yield is handled).
+    pub(super) to_wake: VecDeque<ThreadId>,
     pub(super) unfinished: usize,
     pub(super) trace: Option<Trace>,
     pub(super) error: Option<String>,

@@ -104,6 +104,10 @@ impl World for HostView<'_> {
         self.core.threads[self.vc(v).curr].state.spinning()
     }
 
+    fn pending_interrupt(&self, v: VcpuId) -> bool {
+        self.core.host.posted_interrupts && !self.vc(v).irqs.is_empty()
+    }
+
     fn resched(&mut self, p: PcpuId) -> bool {
         let now = self.core.queue.now();
         let p = self.pcpu_base + p;

@@ -35,6 +35,8 @@ impl Bench {
             online: true,
             driver: false,
             rx_packets: 0,
+            pv: Default::default(),
+            slice_request_ns: None,
         };
         Bench {
             now: 0,
@@ -142,6 +144,9 @@ impl World for Bench {
         false
     }
     fn guest_spinning(&self, _v: VcpuId) -> bool {
+        false
+    }
+    fn pending_interrupt(&self, _v: VcpuId) -> bool {
         false
     }
     fn resched(&mut self, p: PcpuId) -> bool {
