@@ -57,10 +57,11 @@ pub trait World {
     /// Whether `v`'s guest is busy-waiting (a lock, a spinning barrier, IPI
     /// acknowledgements, polling for a message).
     fn guest_spinning(&self, v: VcpuId) -> bool;
-    /// Whether an interrupt waits to be injected into `v` where the hypervisor can see it
-    /// without running `v`: posted in its posted-interrupt descriptor (KVM's
-    /// `kvm_arch_dy_has_pending_interrupt`, true only with APICv / posted interrupts).
+    /// Whether an interrupt was sent to `v` and `v` has not taken it yet.
     fn pending_interrupt(&self, v: VcpuId) -> bool;
+    /// Whether the host posts interrupts (APICv): pending ones then sit in a descriptor the
+    /// hypervisor reads without running the vCPU.
+    fn posted_interrupts(&self) -> bool;
 
     /// Asks `p` to call `pick_next`: at once on `here`, otherwise by an IPI that lands after
     /// the host's IPI latency. Returns whether an IPI was sent (a request already pending
@@ -195,11 +196,16 @@ impl<'a> Cx<'a> {
     pub fn guest_spinning(&self, v: VcpuId) -> bool {
         self.world.guest_spinning(v)
     }
-    /// Whether an interrupt is posted for `v` and not yet taken (KVM's
-    /// `kvm_arch_dy_has_pending_interrupt`: only with posted interrupts).
+    /// Whether an interrupt was sent to `v` (an IPI) and `v` has not taken it yet. KVM's
+    /// `kvm_arch_dy_has_pending_interrupt` is this and [`Cx::posted_interrupts`].
     #[inline]
     pub fn pending_interrupt(&self, v: VcpuId) -> bool {
         self.world.pending_interrupt(v)
+    }
+    /// Whether the host posts interrupts (APICv).
+    #[inline]
+    pub fn posted_interrupts(&self) -> bool {
+        self.world.posted_interrupts()
     }
 
     // ---- Actions ----

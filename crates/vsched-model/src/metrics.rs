@@ -16,6 +16,10 @@
 //!   least one other vCPU; the sender's wait for acknowledgements is part of `spin_s`.
 //! - `pv_halts`, `pv_kicks`: paravirtual spinlock waiters that halted after spinning their
 //!   threshold, and kicks of halted waiters by unlocks.
+//! - `pv_tlb_flushes_deferred`: preempted vCPUs a shootdown skipped with the paravirtual TLB
+//!   flush (each flushes at its next entry); `pv_sched_yields`: `KVM_HC_SCHED_YIELD`
+//!   hypercalls its vCPUs made after an IPI to a preempted vCPU (what the host did with them is
+//!   in the policy's counters).
 //! - `wake_latency_us_mean`: mean time from a wake-up of a thread to running (its guest
 //!   timer's wake-ups are not counted here).
 //! - `guest_ticks`: tick interrupts its guest kernel took on running vCPUs (one per vCPU
@@ -111,6 +115,8 @@ pub struct VmMetrics {
     pub ipi_syncs: u64,
     pub pv_halts: u64,
     pub pv_kicks: u64,
+    pub pv_tlb_flushes_deferred: u64,
+    pub pv_sched_yields: u64,
     pub guest_ticks: u64,
     pub timer_wakes: u64,
     pub host: usize,

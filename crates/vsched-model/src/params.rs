@@ -39,11 +39,28 @@ impl fmt::Display for Value {
 }
 
 /// The declaration of one parameter.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct ParamSpec {
     pub name: &'static str,
     pub default: ParamDefault,
     pub doc: &'static str,
+}
+
+/// `a` then `b` as one list, at compile time: a policy built on another declares the base's
+/// parameters and its own (`N` must be `a.len() + b.len()`).
+pub const fn concat_params<const N: usize>(a: &[ParamSpec], b: &[ParamSpec]) -> [ParamSpec; N] {
+    assert!(a.len() + b.len() == N, "N must be the total length");
+    let mut out = [ParamSpec { name: "", default: ParamDefault::Bool(false), doc: "" }; N];
+    let mut i = 0;
+    while i < a.len() {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - a.len()];
+        i += 1;
+    }
+    out
 }
 
 /// A default value; `&'static` so specs can live in constants.

@@ -153,7 +153,7 @@ impl Cfs {
         Self::fair(self.wakeup_gran_ns, self.se[v].weight)
     }
 
-    fn nr_running(&self, p: PcpuId) -> usize {
+    pub(crate) fn nr_running(&self, p: PcpuId) -> usize {
         self.rqs[p].tree.len() + self.rqs[p].curr.is_some() as usize
     }
 
@@ -317,6 +317,16 @@ impl Cfs {
         }
         cx.resched(p); // the yielder calls schedule()
         YieldTo::Yielded
+    }
+}
+
+impl crate::kvm::LinuxSched for Cfs {
+    fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
+        Cfs::yield_to(self, cx, me, target)
+    }
+
+    fn single_task_running(&self, p: PcpuId) -> bool {
+        self.nr_running(p) == 1
     }
 }
 

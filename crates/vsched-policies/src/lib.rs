@@ -15,6 +15,8 @@ pub mod cs;
 pub mod cvs_adaptive;
 pub mod cvs_comm;
 pub mod hybrid;
+/// Not a policy: KVM's PLE handler and yield hypercalls, over `cfs` or `eevdf`.
+mod kvm;
 pub mod kvm_dy;
 pub mod pcs;
 /// Not a policy: what `cosched` and `vds` share.

@@ -222,6 +222,8 @@ impl Simulation {
                 ipi_syncs: 0,
                 pv_halts: 0,
                 pv_kicks: 0,
+                pv_tlb_flushes_deferred: 0,
+                pv_sched_yields: 0,
                 working_set_bytes: cfg.working_set_bytes,
                 tick: cfg.tick,
                 tick_phase: guest_kernel::tick_phase(&streams, lockstep, cfg.tick, d),

@@ -121,6 +121,8 @@ impl Core {
             ipi_syncs: dom.ipi_syncs,
             pv_halts: dom.pv_halts,
             pv_kicks: dom.pv_kicks,
+            pv_tlb_flushes_deferred: dom.pv_tlb_flushes_deferred,
+            pv_sched_yields: dom.pv_sched_yields,
             guest_ticks: dom.guest_ticks,
             timer_wakes: dom.timer_wakes,
             host: dom.host,

@@ -2,8 +2,7 @@
 //!
 //! The sender interrupts every other vCPU of its VM that has the address space live, then
 //! spins in kernel mode until each has acknowledged. A halted vCPU (blocked) is in lazy-TLB
-//! mode and is skipped, as Linux skips lazy CPUs; with the paravirtual TLB flush on
-//! (`Paravirt::tlb_flush`), a preempted vCPU is skipped too (KVM's PV TLB flush sets a flag instead). A running target
+//! mode and is skipped, as Linux skips lazy CPUs. A running target
 //! takes the interrupt one IPI latency later; a preempted one when it is next scheduled in
 //! (virtual interrupts are injected at VM entry); a target that halts first handles it on
 //! the way (interrupts are enabled at `sti; hlt`). The acknowledgement is sent as the
@@ -13,19 +12,33 @@
 //! ICR write per target in x2APIC physical mode, `__x2apic_send_IPI_mask`) traps, costing
 //! the sender `vm_exit_ns` each; without posted interrupts the target takes an exit to
 //! have the interrupt injected, `vm_exit_ns` more before its handler.
+//!
+//! Paravirtual features of the guest (`Paravirt`, arch/x86/kernel/kvm.c):
+//! - `tlb_flush` (`kvm_flush_tlb_multi`, Linux ≥ 4.16): a target the guest sees preempted
+//!   (steal time's `preempted` flag, set while its vCPU is runnable but not running) is not
+//!   interrupted; the guest sets `KVM_VCPU_FLUSH_TLB` in its steal-time record instead, and KVM
+//!   flushes its TLB at its next entry (`record_steal_time`). That flush costs the target no
+//!   modelled time (the refill that follows is the same either way); it is counted.
+//! - `sched_yield` (`kvm_smp_send_call_func_ipi`, Linux ≥ 5.2): after sending, the sender
+//!   looks for a target that is preempted and, for the first one, makes the
+//!   `KVM_HC_SCHED_YIELD` hypercall (an exit, `vm_exit_ns`) asking the host to run it
+//!   (`YieldReason::SchedYield`). With `tlb_flush` on, a shootdown has no preempted target
+//!   left, so only shootdowns of guests without it yield.
 
 use super::events::Ev;
 use super::interpret::Step;
 use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
 use crate::ids::{DomId, VcpuId};
+use crate::policy::YieldReason;
 
 impl Core {
     /// `ipi_sync`: interrupt every other vCPU of the domain that has the address space live
     /// and spin until all have acknowledged (nothing to wait for if there is none).
     pub(super) fn ipi_sync(&mut self, v: VcpuId, d: DomId) -> Step {
         let now = self.now();
-        let pv = self.doms[d].info.pv.tlb_flush;
+        let pv = self.doms[d].info.pv;
+        let mut deferred = 0;
         let targets: Vec<VcpuId> = self.doms[d]
             .span
             .clone()
@@ -33,11 +46,16 @@ impl Core {
                 u != v
                     && match self.vcpus[u].state {
                         VcpuState::Running(_) => true,
-                        VcpuState::Runnable => !pv,
+                        VcpuState::Runnable if pv.tlb_flush => {
+                            deferred += 1;
+                            false
+                        }
+                        VcpuState::Runnable => true,
                         VcpuState::Blocked | VcpuState::Offline => false,
                     }
             })
             .collect();
+        self.doms[d].pv_tlb_flushes_deferred += deferred;
         if targets.is_empty() {
             return Step::Next;
         }
@@ -47,8 +65,14 @@ impl Core {
         }
         self.curr_thread_mut(v).state = ThreadState::SpinIpi { pending: targets.len() as u32 };
         self.vcpus[v].ple_from = now.max(self.vcpus[v].run_from);
-        for u in targets {
+        for &u in &targets {
             self.send_irq(v, u);
+        }
+        let preempted = targets.iter().copied().find(|&u| self.vcpus[u].state == VcpuState::Runnable);
+        if let Some(target) = preempted.filter(|_| pv.sched_yield) {
+            self.stall(v, self.host.vm_exit_ns); // the hypercall
+            self.doms[d].pv_sched_yields += 1;
+            self.to_yield.push_back((v, YieldReason::SchedYield { target }));
         }
         self.wait_running(v)
     }

@@ -230,6 +230,8 @@ pub(super) struct Dom {
     pub(super) ipi_syncs: u64,
     pub(super) pv_halts: u64,
     pub(super) pv_kicks: u64,
+    pub(super) pv_tlb_flushes_deferred: u64,
+    pub(super) pv_sched_yields: u64,
     /// Its workload's working set, for cache refills (`cache`).
     pub(super) working_set_bytes: u64,
     /// Its guest kernel's timer interrupts and the phase of its tick grid (`guest_kernel`).

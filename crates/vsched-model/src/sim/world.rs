@@ -105,7 +105,11 @@ impl World for HostView<'_> {
     }
 
     fn pending_interrupt(&self, v: VcpuId) -> bool {
-        self.core.host.posted_interrupts && !self.vc(v).irqs.is_empty()
+        !self.vc(v).irqs.is_empty()
+    }
+
+    fn posted_interrupts(&self) -> bool {
+        self.core.host.posted_interrupts
     }
 
     fn resched(&mut self, p: PcpuId) -> bool {

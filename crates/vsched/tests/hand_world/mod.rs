@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use vsched_engine::{RngStreams, StreamRng};
-use vsched_model::{Cx, DomId, DomainInfo, PcpuId, Policy, Time, VcpuId, VcpuState, VmType, World};
+use vsched_model::{Cx, DomId, DomainInfo, PcpuId, Policy, Time, VcpuId, VcpuState, VmType, World, YieldReason};
 
 /// One host: `n_pcpus` pCPUs and one domain of `vcpus` vCPUs; the test sets the clock and
 /// applies decisions itself.
@@ -20,6 +20,12 @@ pub struct Bench {
     /// Every pCPU the policy asked to reschedule, in order (the test clears it).
     pub resched: Vec<PcpuId>,
     pub counters: BTreeMap<&'static str, u64>,
+    /// What the guest of each vCPU shows the hypervisor (all false unless the test says).
+    pub in_kernel: Vec<bool>,
+    pub spinning: Vec<bool>,
+    pub pending_irq: Vec<bool>,
+    /// The host posts interrupts (APICv).
+    pub posted: bool,
     rng: StreamRng,
 }
 
@@ -46,6 +52,10 @@ impl Bench {
             curr: vec![None; n_pcpus],
             resched: Vec::new(),
             counters: BTreeMap::new(),
+            in_kernel: vec![false; vcpus],
+            spinning: vec![false; vcpus],
+            pending_irq: vec![false; vcpus],
+            posted: false,
             rng: RngStreams::new(1).stream(0),
         }
     }
@@ -79,6 +89,13 @@ impl Bench {
         self.here = Some(p);
         policy.sleep(&mut Cx::new(self), v);
         self.schedule(policy, p)
+    }
+
+    /// Running `v` yields for `why`, on its pCPU.
+    pub fn yield_(&mut self, policy: &mut dyn Policy, v: VcpuId, why: YieldReason) {
+        let VcpuState::Running(p) = self.states[v] else { panic!("vCPU {v} is not running") };
+        self.here = Some(p);
+        policy.yield_(&mut Cx::new(self), v, why);
     }
 
     /// Blocked `v` wakes (from no pCPU in particular).
@@ -140,14 +157,17 @@ impl World for Bench {
     fn resched_pending(&self, p: PcpuId) -> bool {
         self.resched.contains(&p)
     }
-    fn guest_in_kernel(&self, _v: VcpuId) -> bool {
-        false
+    fn guest_in_kernel(&self, v: VcpuId) -> bool {
+        self.in_kernel[v]
     }
-    fn guest_spinning(&self, _v: VcpuId) -> bool {
-        false
+    fn guest_spinning(&self, v: VcpuId) -> bool {
+        self.spinning[v]
     }
-    fn pending_interrupt(&self, _v: VcpuId) -> bool {
-        false
+    fn pending_interrupt(&self, v: VcpuId) -> bool {
+        self.pending_irq[v]
+    }
+    fn posted_interrupts(&self) -> bool {
+        self.posted
     }
     fn resched(&mut self, p: PcpuId) -> bool {
         self.resched.push(p);

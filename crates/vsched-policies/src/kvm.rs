@@ -1,0 +1,325 @@
+//! KVM's own scheduling code, on top of the Linux scheduler that runs its vCPU threads. Not a
+//! policy by itself: `kvm-dy` puts it on `cfs`, `kvm-eevdf` on `eevdf`.
+//!
+//! # Why a layer
+//! Under KVM a vCPU is a host thread, so the Linux scheduler (CFS until 6.5, EEVDF since 6.6)
+//! decides who runs. KVM adds only reactions to what a guest does, all of which end in the
+//! scheduler's `yield_to` (kernel/sched/core.c):
+//! - **A pause-loop exit** (`handle_pause` → `kvm_vcpu_on_spin`, virt/kvm/kvm_main.c, in its
+//!   single-loop form of Linux 6.11): the spinning vCPU donates its pCPU to a sibling it
+//!   guesses holds what it waits for.
+//! - **`KVM_HC_SCHED_YIELD`** (Linux ≥ 5.2) and **`KVM_HC_KICK_CPU`** (which has yielded since
+//!   5.4, commit 266e85a5ec9): `kvm_sched_yield(vcpu, target)` (arch/x86/kvm/x86.c) yields to
+//!   the named vCPU if the yielder's run queue holds something else
+//!   (`single_task_running`), the target is `ready`, and it is not the yielder itself.
+//!
+//! # The PLE handler (`kvm_vcpu_on_spin`)
+//! Scan the VM's other vCPUs (candidate order below); skip:
+//! - one that is not `ready` (set when its thread is scheduled out while runnable, or woken;
+//!   cleared when it runs): running, blocked and never-run vCPUs. Our blocked vCPUs have no
+//!   pending event, so `vcpu_dy_runnable` never rescues one;
+//! - one preempted in guest user mode while the spinner is in kernel mode (always, for a PLE
+//!   exit), unless an interrupt is posted for it (`kvm_arch_dy_has_pending_interrupt`,
+//!   Linux ≥ 5.3, commit d73eb57b80b "Boost vCPUs that are delivering interrupts": the
+//!   spinner may wait for that vCPU to take an IPI). KVM sees posted interrupts only with
+//!   APICv, so the rule needs the host's posted interrupts; `boost_pending_irq = false`
+//!   turns it off (the kernels before 5.3);
+//! - `kvm_vcpu_eligible_for_directed_yield`: a candidate that is itself spinning is eligible
+//!   every other time it is checked (`dy_eligible` toggles), so two waiters do not bounce the
+//!   pCPU between them for ever. KVM knows a vCPU spins because it is inside its own
+//!   `kvm_vcpu_on_spin`; ours handles the exit in no time, so "preempted while busy-waiting"
+//!   (`Cx::guest_spinning`) stands for it. The spinner's own toggle is cleared after its scan.
+//!
+//! `yield_to` the first eligible candidate: on success it becomes `last_boosted` and the scan
+//! ends; after 3 -ESRCH failures (both run queues hold one entity) the scan gives up.
+//!
+//! # Candidate order (`candidates`, a research knob)
+//! - `"round-robin"` — Linux: from the vCPU after `last_boosted`, wrapping around.
+//! - `"random"` — a uniformly random order each scan, so the first eligible candidate is a
+//!   uniform pick among the eligible ones: the baseline against which smarter choices are
+//!   usually measured.
+//! - `"pending-irq-first"` — vCPUs with an interrupt pending (posted or not) first, then the
+//!   rest, each group round robin: the idea of boosting IPI receivers first (Kim et al.,
+//!   "Demand-based coordinated scheduling for SMP VMs", ASPLOS '13; Ishiguro et al.,
+//!   "Mitigating excessive vCPU spinning in VM-agnostic KVM", VEE '21), reduced to what the
+//!   host sees.
+//!
+//! Counters: `kvm_dy.yields` (successful PLE `yield_to`), `kvm_dy.esrch` (failed ones),
+//! `kvm_dy.gave_up` (scans stopped by the third failure), `kvm_dy.no_target` (scans that
+//! ended without a yield otherwise); `kvm.sched_yield.attempted` / `.successful` and
+//! `kvm.kick_yield.attempted` / `.successful` (KVM's `directed_yield_attempted` /
+//! `_successful` statistics, split by hypercall).
+//!
+//! Not modelled: `vcpu_dy_runnable` for blocked vCPUs with pending events (ours have none
+//! that KVM could see), `kvm_arch_vcpu_preempted_in_kernel`'s AMD/Intel differences (both
+//! report the mode the guest was preempted in).
+
+use rand::RngCore;
+use vsched_model::{
+    Cx, Decision, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, Time, VcpuId, VmType, YieldReason,
+};
+
+use crate::cfs::YieldTo;
+
+/// `kvm_vcpu_on_spin`'s `try = 3`: -ESRCH failures before the scan gives up.
+const YIELD_TRIES: u32 = 3;
+
+/// KVM's parameters, which `kvm-dy` and `kvm-eevdf` add to their scheduler's.
+pub(crate) const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "candidates",
+        default: ParamDefault::Str("round-robin"),
+        doc: "order in which a PLE exit tries siblings: \"round-robin\" (Linux), \"random\", \"pending-irq-first\"",
+    },
+    ParamSpec {
+        name: "boost_pending_irq",
+        default: ParamDefault::Bool(true),
+        doc: "a preempted user-mode sibling with a posted interrupt is a candidate (Linux >= 5.3)",
+    },
+];
+
+/// What KVM needs of the Linux scheduler beneath it.
+pub(crate) trait LinuxSched: Policy {
+    /// core.c `yield_to`: `me`, running, asks that the queued `target` run next.
+    fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo;
+    /// `single_task_running()` on pCPU `p`: its run queue holds only its current entity.
+    fn single_task_running(&self, p: PcpuId) -> bool;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Candidates {
+    RoundRobin,
+    Random,
+    PendingIrqFirst,
+}
+
+// ---- State, by scope ----
+
+/// What KVM keeps per vCPU for directed yield (`struct kvm_vcpu`).
+#[derive(Clone, Copy, Default)]
+struct VcpuState {
+    /// `vcpu->ready`: scheduled out while runnable, or woken; not run since.
+    ready: bool,
+    /// `vcpu->preempted`: scheduled out while runnable; not run since.
+    preempted: bool,
+    /// `vcpu->spin_loop.dy_eligible`.
+    dy_eligible: bool,
+}
+
+pub(crate) struct Kvm<S> {
+    sched: S,
+    candidates: Candidates,
+    boost_pending_irq: bool,
+    /// Per VM: `kvm->last_boosted_vcpu`, an index within the VM.
+    last_boosted: Vec<usize>,
+    vcpus: Vec<VcpuState>,
+    /// The scan order of the current PLE exit (indices within the VM), kept to reuse.
+    order: Vec<usize>,
+}
+
+impl<S: LinuxSched> Kvm<S> {
+    /// KVM on `sched`, configured from `params` (which hold `PARAMS`).
+    pub(crate) fn new(sched: S, params: &Params) -> Result<Self, vsched_model::ConfigError> {
+        let candidates = match params.choice("candidates", &["round-robin", "random", "pending-irq-first"])?.as_str() {
+            "random" => Candidates::Random,
+            "pending-irq-first" => Candidates::PendingIrqFirst,
+            _ => Candidates::RoundRobin,
+        };
+        Ok(Kvm {
+            sched,
+            candidates,
+            boost_pending_irq: params.bool("boost_pending_irq"),
+            last_boosted: Vec::new(),
+            vcpus: Vec::new(),
+            order: Vec::new(),
+        })
+    }
+
+    /// The filters of `kvm_vcpu_on_spin` for candidate `c`, ending with
+    /// `kvm_vcpu_eligible_for_directed_yield` (which flips a spinning candidate's toggle).
+    fn eligible(&mut self, cx: &Cx, c: VcpuId, yield_to_kernel_mode: bool) -> bool {
+        let s = self.vcpus[c];
+        // `ready` implies Runnable; the state check guards against a stale flag.
+        if !s.ready || cx.state(c) != vsched_model::VcpuState::Runnable {
+            return false;
+        }
+        let irq_posted = self.boost_pending_irq && cx.posted_interrupts() && cx.pending_interrupt(c);
+        if s.preempted && yield_to_kernel_mode && !irq_posted && !cx.guest_in_kernel(c) {
+            return false;
+        }
+        if cx.guest_spinning(c) {
+            self.vcpus[c].dy_eligible = !s.dy_eligible;
+            return s.dy_eligible;
+        }
+        true
+    }
+
+    /// Fills `self.order` with the VM's vCPU indices in the order this scan tries them.
+    fn scan_order(&mut self, cx: &mut Cx, first: VcpuId, n: usize, last: usize) {
+        self.order.clear();
+        self.order.extend((1..=n).map(|k| (last + k) % n));
+        match self.candidates {
+            Candidates::RoundRobin => {}
+            Candidates::Random => {
+                // Fisher-Yates, from the policy's own seeded stream.
+                for i in (1..n).rev() {
+                    let j = (cx.rng().next_u64() % (i as u64 + 1)) as usize;
+                    self.order.swap(i, j);
+                }
+            }
+            // A stable sort keeps each group in round-robin order.
+            Candidates::PendingIrqFirst => self.order.sort_by_key(|&i| !cx.pending_interrupt(first + i)),
+        }
+    }
+
+    /// `kvm_vcpu_on_spin(me, yield_to_kernel_mode)`.
+    fn on_spin(&mut self, cx: &mut Cx, me: VcpuId) {
+        let d = cx.dom_of(me);
+        let vcpus = cx.vcpus_of(d);
+        let (first, n) = (vcpus.start, vcpus.len());
+        // VMX and SVM pass "the spinner is in kernel mode"; a PLE exit only happens there.
+        let kernel = cx.guest_in_kernel(me);
+        self.scan_order(cx, first, n, self.last_boosted[d]);
+        let mut tries = YIELD_TRIES;
+        let mut yielded = false;
+        for k in 0..n {
+            let i = self.order[k];
+            let c = first + i;
+            if c == me || !self.eligible(cx, c, kernel) {
+                continue;
+            }
+            match self.sched.yield_to(cx, me, c) {
+                YieldTo::Yielded => {
+                    self.last_boosted[d] = i;
+                    cx.count("kvm_dy.yields");
+                    yielded = true;
+                    break;
+                }
+                YieldTo::Esrch => {
+                    cx.count("kvm_dy.esrch");
+                    tries -= 1;
+                    if tries == 0 {
+                        cx.count("kvm_dy.gave_up");
+                        break;
+                    }
+                }
+            }
+        }
+        if !yielded && tries > 0 {
+            cx.count("kvm_dy.no_target");
+        }
+        // "Ensure vcpu is not eligible during next spinloop".
+        self.vcpus[me].dy_eligible = false;
+    }
+
+    /// `kvm_sched_yield(me, target)`: the answer to both yield hypercalls. `kvm_vcpu_yield_to`
+    /// returns 0 for a target that is running (core.c `yield_to` checks `task_on_cpu`).
+    fn sched_yield(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId, counters: [&'static str; 2]) {
+        cx.count(counters[0]);
+        let Some(p) = cx.running_on(me) else { return };
+        if self.sched.single_task_running(p)
+            || target == me
+            || !self.vcpus[target].ready
+            || cx.state(target) != vsched_model::VcpuState::Runnable
+        {
+            return;
+        }
+        if self.sched.yield_to(cx, me, target) == YieldTo::Yielded {
+            cx.count(counters[1]);
+        }
+    }
+}
+
+impl<S: LinuxSched> Policy for Kvm<S> {
+    fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
+        self.sched.admit(pcpus, domains)
+    }
+
+    fn init(&mut self, cx: &mut Cx) {
+        self.sched.init(cx);
+        self.last_boosted = vec![0; cx.domains().len()];
+        self.vcpus = vec![VcpuState::default(); cx.n_vcpus()];
+    }
+
+    fn tick_period_ns(&self) -> Option<Time> {
+        self.sched.tick_period_ns()
+    }
+
+    fn ticks_aligned(&self) -> bool {
+        self.sched.ticks_aligned()
+    }
+
+    fn ple_window_grow(&self) -> u32 {
+        self.sched.ple_window_grow()
+    }
+
+    fn supports_vm_lifecycle(&self) -> bool {
+        self.sched.supports_vm_lifecycle()
+    }
+
+    /// A new vCPU is neither ready nor preempted (`kvm_vcpu_init`).
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.vcpus[v] = VcpuState::default();
+        self.sched.vcpu_insert(cx, v);
+    }
+
+    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.vcpus[v] = VcpuState::default();
+        self.sched.vcpu_remove(cx, v);
+    }
+
+    /// `kvm_vcpu_wake_up` sets `ready` (not `preempted`).
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.vcpus[v].ready = true;
+        self.sched.wake(cx, v);
+    }
+
+    fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.sched.sleep(cx, v);
+    }
+
+    /// A pause-loop exit (`handle_pause` → `kvm_vcpu_on_spin`) or a yield hypercall
+    /// (`kvm_sched_yield`).
+    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
+        match why {
+            YieldReason::PauseLoopExit => self.on_spin(cx, v),
+            YieldReason::SchedYield { target } => {
+                self.sched_yield(cx, v, target, ["kvm.sched_yield.attempted", "kvm.sched_yield.successful"])
+            }
+            YieldReason::Kick { target } => {
+                self.sched_yield(cx, v, target, ["kvm.kick_yield.attempted", "kvm.kick_yield.successful"])
+            }
+        }
+    }
+
+    /// The scheduler decides; KVM's preempt notifiers (`kvm_sched_out` / `kvm_sched_in`) keep
+    /// `ready` and `preempted`.
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        let decision = self.sched.pick_next(cx, p, prev);
+        if let Some(u) = prev.filter(|&u| decision.next != Some(u) && cx.running_on(u) == Some(p)) {
+            self.vcpus[u].ready = true;
+            self.vcpus[u].preempted = true;
+        }
+        if let Some(v) = decision.next {
+            self.vcpus[v].ready = false;
+            self.vcpus[v].preempted = false;
+        }
+        decision
+    }
+
+    fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
+        self.sched.tick(cx, p)
+    }
+
+    fn timer(&mut self, cx: &mut Cx, id: u64) {
+        self.sched.timer(cx, id)
+    }
+
+    fn vm_type_changed(&mut self, cx: &mut Cx, d: vsched_model::DomId, old: VmType) {
+        self.sched.vm_type_changed(cx, d, old)
+    }
+
+    fn check(&self, cx: &Cx) -> Result<(), String> {
+        self.sched.check(cx)
+    }
+}
