@@ -142,6 +142,26 @@ BAD_SCENARIOS = [
         ["vm[0].pv_spinlocks"],
     ),
     (
+        "pv TLB flush without steal time",
+        with_replaced("vcpus = 2", "vcpus = 2\npv_tlb_flush = true"),
+        ["vm[0].pv_tlb_flush", "pv_steal_time"],
+    ),
+    (
+        "pv sched_yield without steal time",
+        with_replaced("vcpus = 2", "vcpus = 2\npv_sched_yield = true"),
+        ["vm[0].pv_sched_yield", "pv_steal_time"],
+    ),
+    (
+        "slice request below Linux's clamp",
+        with_replaced("vcpus = 2", "vcpus = 2\nsched_slice_us = 50"),
+        ["vm[0].sched_slice_us", "100..=100000"],
+    ),
+    (
+        "preemption delay too long",
+        with_replaced("pcpus = 2", "pcpus = 2\npreempt_delay_us = 1e6"),
+        ["host.preempt_delay_us"],
+    ),
+    (
         "kernbench with no jobs",
         with_replaced('kind = "cpu_hog"', 'kind = "kernbench"\njobs = 0'),
         ["vm[1].workload.jobs"],

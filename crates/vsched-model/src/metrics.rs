@@ -20,6 +20,9 @@
 //!   flush (each flushes at its next entry); `pv_sched_yields`: `KVM_HC_SCHED_YIELD`
 //!   hypercalls its vCPUs made after an IPI to a preempted vCPU (what the host did with them is
 //!   in the policy's counters).
+//! - `preempt_delays`, `preempt_delays_completed`, `preempt_delays_expired`: reschedules put
+//!   off because a vCPU was inside a marked critical section, those whose section ended
+//!   within the bound, and those the bound cut short (`sim/preempt_delay.rs`).
 //! - `wake_latency_us_mean`: mean time from a wake-up of a thread to running (its guest
 //!   timer's wake-ups are not counted here).
 //! - `guest_ticks`: tick interrupts its guest kernel took on running vCPUs (one per vCPU
@@ -117,6 +120,9 @@ pub struct VmMetrics {
     pub pv_kicks: u64,
     pub pv_tlb_flushes_deferred: u64,
     pub pv_sched_yields: u64,
+    pub preempt_delays: u64,
+    pub preempt_delays_completed: u64,
+    pub preempt_delays_expired: u64,
     pub guest_ticks: u64,
     pub timer_wakes: u64,
     pub host: usize,

@@ -97,6 +97,13 @@ pub trait Policy {
         1
     }
 
+    /// How long the hypervisor puts off rescheduling a vCPU whose guest marks that it is
+    /// inside a critical section (`sim/preempt_delay.rs`), in ns; 0 (the default) never does.
+    /// The scenario's `host.preempt_delay_us` overrides it.
+    fn preempt_delay_ns(&self) -> Time {
+        0
+    }
+
     /// How late the hypervisor's timer subsystem may fire a timer (slice ends, ticks, policy
     /// timers), in ns; each firing is delayed by a uniform draw in `[0, slop)`. Xen batches
     /// timers within `timer_slop` (50 µs, `xen/common/timer.c`); the default 0 is a

@@ -44,6 +44,12 @@
 //!   "Mitigating excessive vCPU spinning in VM-agnostic KVM", VEE '21), reduced to what the
 //!   host sees.
 //!
+//! # Delayed preemption (`preempt_delay_us`, a research knob; off by default)
+//! Not in Linux: the eCS proposal (Kashyap et al., USENIX ATC '18) patches the host scheduler
+//! to put off preempting a vCPU whose guest marked a critical section. The mechanism is the
+//! simulator's, for every policy (`sim/preempt_delay.rs`); this parameter turns it on for
+//! the KVM policies (`host.preempt_delay_us` does for any).
+//!
 //! Counters: `kvm_dy.yields` (successful PLE `yield_to`), `kvm_dy.esrch` (failed ones),
 //! `kvm_dy.gave_up` (scans stopped by the third failure), `kvm_dy.no_target` (scans that
 //! ended without a yield otherwise); `kvm.sched_yield.attempted` / `.successful` and
@@ -57,12 +63,16 @@
 use rand::RngCore;
 use vsched_model::{
     Cx, Decision, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, Time, VcpuId, VmType, YieldReason,
+    NS_PER_US,
 };
 
 use crate::cfs::YieldTo;
 
 /// `kvm_vcpu_on_spin`'s `try = 3`: -ESRCH failures before the scan gives up.
 const YIELD_TRIES: u32 = 3;
+
+/// The longest delay `preempt_delay_us` accepts (as `host.preempt_delay_us`).
+const MAX_PREEMPT_DELAY_US: i64 = 100_000;
 
 /// KVM's parameters, which `kvm-dy` and `kvm-eevdf` add to their scheduler's.
 pub(crate) const PARAMS: &[ParamSpec] = &[
@@ -75,6 +85,11 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         name: "boost_pending_irq",
         default: ParamDefault::Bool(true),
         doc: "a preempted user-mode sibling with a posted interrupt is a candidate (Linux >= 5.3)",
+    },
+    ParamSpec {
+        name: "preempt_delay_us",
+        default: ParamDefault::Int(0),
+        doc: "put off preempting a vCPU in a guest-marked critical section by at most this, µs (eCS); 0 = off",
     },
 ];
 
@@ -110,6 +125,8 @@ pub(crate) struct Kvm<S> {
     sched: S,
     candidates: Candidates,
     boost_pending_irq: bool,
+    /// The bound of delayed preemption (`sim/preempt_delay.rs`); 0: off.
+    preempt_delay_ns: Time,
     /// Per VM: `kvm->last_boosted_vcpu`, an index within the VM.
     last_boosted: Vec<usize>,
     vcpus: Vec<VcpuState>,
@@ -125,10 +142,17 @@ impl<S: LinuxSched> Kvm<S> {
             "pending-irq-first" => Candidates::PendingIrqFirst,
             _ => Candidates::RoundRobin,
         };
+        let preempt_delay_us = params.int_at_least("preempt_delay_us", 0)?;
+        if preempt_delay_us > MAX_PREEMPT_DELAY_US {
+            let message =
+                format!("expected at most {MAX_PREEMPT_DELAY_US} µs (100 ms; 0 = off), got {preempt_delay_us}");
+            return Err(params.invalid("preempt_delay_us", message));
+        }
         Ok(Kvm {
             sched,
             candidates,
             boost_pending_irq: params.bool("boost_pending_irq"),
+            preempt_delay_ns: preempt_delay_us as Time * NS_PER_US,
             last_boosted: Vec::new(),
             vcpus: Vec::new(),
             order: Vec::new(),
@@ -251,6 +275,10 @@ impl<S: LinuxSched> Policy for Kvm<S> {
 
     fn ple_window_grow(&self) -> u32 {
         self.sched.ple_window_grow()
+    }
+
+    fn preempt_delay_ns(&self) -> Time {
+        self.preempt_delay_ns
     }
 
     fn supports_vm_lifecycle(&self) -> bool {

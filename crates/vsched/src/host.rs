@@ -49,6 +49,8 @@ pub(crate) struct HostSection {
     pub(crate) posted_interrupts: Option<bool>,
     pub(crate) ipi_virtualization: Option<bool>,
     pub(crate) timer_slop_us: Option<f64>,
+    /// The longest a reschedule is put off inside a marked guest critical section.
+    pub(crate) preempt_delay_us: Option<f64>,
     pub(crate) workload_start_spread_ms: Option<f64>,
     /// The disk and blkback (`vsched_model::IoConfig`), and the driver domain's idle wake-ups.
     pub(crate) disk_seek_ms: Option<f64>,
@@ -112,6 +114,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
             }
         },
         timer_slop_ns: h.timer_slop_us.map(|us| micros("host.timer_slop_us", Some(us), 0)).transpose()?,
+        preempt_delay_ns: h.preempt_delay_us.map(|us| micros("host.preempt_delay_us", Some(us), 0)).transpose()?,
         workload_start_spread_ns: match h.workload_start_spread_ms {
             None => defaults.workload_start_spread_ns,
             Some(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => (ms * 1e6).round() as u64,
@@ -124,6 +127,9 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         },
         io: io_config(h)?,
     };
+    if matches!(host.preempt_delay_ns, Some(delay) if delay > 100_000_000) {
+        return Err(err("host.preempt_delay_us", "expected at most 100000 microseconds (100 ms; 0 = off)"));
+    }
     if matches!(host.timer_slop_ns, Some(slop) if slop > 10_000_000) {
         return Err(err("host.timer_slop_us", "expected at most 10000 microseconds (10 ms)"));
     }

@@ -172,6 +172,7 @@ impl Simulation {
                     tick_gen: 0,
                     timer_wake: false,
                     idle_phase: guest_kernel::idle_phase(&streams, lockstep, cfg.tick, vcpus.len()),
+                    delay_until: None,
                 });
                 if online {
                     hs.n_waiting += 1;
@@ -224,6 +225,9 @@ impl Simulation {
                 pv_kicks: 0,
                 pv_tlb_flushes_deferred: 0,
                 pv_sched_yields: 0,
+                preempt_delays: 0,
+                preempt_delays_completed: 0,
+                preempt_delays_expired: 0,
                 working_set_bytes: cfg.working_set_bytes,
                 tick: cfg.tick,
                 tick_phase: guest_kernel::tick_phase(&streams, lockstep, cfg.tick, d),
@@ -257,6 +261,7 @@ impl Simulation {
         let ple_window_ns = host.ple_window_ns();
         let ple_window_max_ns = host.cycles_ns(host.ple_window_max_cycles);
         let ple_grow = host.ple_grow.unwrap_or_else(|| policies[0].ple_window_grow());
+        let preempt_delay_ns = host.preempt_delay_ns.unwrap_or_else(|| policies[0].preempt_delay_ns());
         let pv_spin_ns = host.pv_spin_ns();
         let caches = CacheFills::new(&host, n_hosts);
         let core = Core {
@@ -278,6 +283,7 @@ impl Simulation {
             ple_window_ns,
             ple_window_max_ns,
             ple_grow,
+            preempt_delay_ns,
             pv_spin_ns,
             events: 0,
             to_advance: VecDeque::new(),

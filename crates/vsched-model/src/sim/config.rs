@@ -39,6 +39,9 @@ pub struct HostConfig {
     /// (and then the window resets to `ple_window_cycles` when the vCPU is scheduled in).
     /// `None`: the policy's hypervisor's own (`Policy::ple_window_grow`).
     pub ple_grow: Option<u32>,
+    /// The longest a reschedule of a vCPU inside a marked critical section is put off
+    /// (`preempt_delay`); `None`: the policy's own (`Policy::preempt_delay_ns`), 0 = off.
+    pub preempt_delay_ns: Option<Time>,
     /// KVM's `ple_window_max`: the window never grows beyond this.
     pub ple_window_max_cycles: u64,
     /// A guest's IPI handler (a TLB flush and its acknowledgement).
@@ -109,6 +112,7 @@ impl HostConfig {
             ple_window_cycles: 4096,
             ple_gap_cycles: 128,
             ple_grow: None,
+            preempt_delay_ns: None,
             // KVM_VMX_DEFAULT_PLE_WINDOW_MAX (UINT_MAX): unbounded in practice.
             ple_window_max_cycles: u32::MAX as u64,
             ipi_handler_ns: hw.ipi_handler_ns,

@@ -21,6 +21,9 @@ use crate::policy::Decision;
 impl Simulation {
     /// Asks the policy what `p` runs next and makes it so.
     pub(super) fn schedule(&mut self, p: PcpuId) {
+        if self.core.defer_preemption(p) {
+            return;
+        }
         let h = self.core.pcpus[p].host;
         let (pbase, vbase) = (self.core.hosts[h].pcpus.start, self.core.hosts[h].vcpus.start);
         let prev = self.core.pcpus[p].curr.map(|v| v - vbase);
@@ -187,6 +190,7 @@ impl Core {
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         vc.irq_gen = vc.irq_gen.wrapping_add(1);
+        vc.delay_until = None; // a grace ends with the vCPU's turn
         if preempted {
             if !self.threads[vc.curr].held.is_empty() {
                 self.doms[vc.dom].lock_holder_preemptions += 1;

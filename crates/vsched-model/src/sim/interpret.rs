@@ -296,6 +296,9 @@ impl Core {
                     if self.unlock(d, lock, kernel) {
                         self.stall(v, self.host.vm_exit_ns); // the kick hypercall
                     }
+                    if kernel {
+                        self.section_ended(v);
+                    }
                     Step::Next
                 }
                 Instr::IpiSync => self.ipi_sync(v, d),

@@ -18,6 +18,7 @@
 //! | `guest_kernel` | the guest kernels' timers: ticks of running vCPUs, timer wakes of halted ones |
 //! | `guest_sched` | the guest kernels' schedulers: threads that outnumber vCPUs, time slices, wake-up placement |
 //! | `ple` | pause-loop exits |
+//! | `preempt_delay` | putting off a reschedule inside a marked guest critical section |
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
 //! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
@@ -68,6 +69,7 @@ mod lifecycle;
 mod locks;
 mod network;
 mod ple;
+mod preempt_delay;
 mod slab;
 mod state;
 mod world;

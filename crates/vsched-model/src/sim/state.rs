@@ -175,6 +175,9 @@ pub(super) struct Vcpu {
     pub(super) timer_wake: bool,
     /// Where its idle timer falls on its own grid (a tickless guest, `guest_kernel`).
     pub(super) idle_phase: Time,
+    /// The end of the grace a reschedule was put off to, inside a marked critical section
+    /// (`preempt_delay`).
+    pub(super) delay_until: Option<Time>,
 }
 
 pub(super) struct Pcpu {
@@ -232,6 +235,9 @@ pub(super) struct Dom {
     pub(super) pv_kicks: u64,
     pub(super) pv_tlb_flushes_deferred: u64,
     pub(super) pv_sched_yields: u64,
+    pub(super) preempt_delays: u64,
+    pub(super) preempt_delays_completed: u64,
+    pub(super) preempt_delays_expired: u64,
     /// Its workload's working set, for cache refills (`cache`).
     pub(super) working_set_bytes: u64,
     /// Its guest kernel's timer interrupts and the phase of its tick grid (`guest_kernel`).
@@ -302,6 +308,9 @@ pub(super) struct Core {
     pub(super) ple_window_max_ns: Time,
     /// The PLE window's growth per exit: the scenario's, else the policy's hypervisor's.
     pub(super) ple_grow: u32,
+    /// The longest a reschedule is put off inside a marked critical section; 0: never
+    /// (`preempt_delay`).
+    pub(super) preempt_delay_ns: Time,
     pub(super) pv_spin_ns: Time,
     pub(super) events: u64,
     // Work for the current instant.
