@@ -16,6 +16,8 @@ pub mod cvs_adaptive;
 pub mod cvs_comm;
 pub mod hybrid;
 pub mod kvm_dy;
+/// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
+mod linux_fair;
 pub mod pcs;
 /// Not a policy: what `cosched` and `vds` share.
 mod rounds;
