@@ -14,6 +14,7 @@ mod credit_pick;
 pub mod cs;
 pub mod cvs_adaptive;
 pub mod cvs_comm;
+pub mod eevdf;
 pub mod hybrid;
 pub mod kvm_dy;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
@@ -50,6 +51,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cvs_adaptive::INFO,
     cvs_comm::INFO,
     cfs::INFO,
+    eevdf::INFO,
     kvm_dy::INFO,
 ];
 
