@@ -699,3 +699,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     params: PARAMS,
     build,
 };
+
+#[cfg(test)]
+#[path = "eevdf_tests.rs"]
+mod tests;
