@@ -148,16 +148,16 @@ fn a_shorter_requested_slice_preempts_a_protected_vcpu_on_wake_up() {
         vec![s, domain("G", VmType::Hit, vec![hog()])]
     };
     let (s, g) = (0, 1);
-    let base = ("base_slice_us", Value::Int(3000));
-    let (m, spans) = run_eevdf(free_host(1), &[base.clone()], doms(None), 6 * MS);
+    let base = || ("base_slice_us", Value::Int(3000));
+    let (m, spans) = run_eevdf(free_host(1), &[base()], doms(None), 6 * MS);
     assert_eq!(on(&spans, 0), vec![(g, 0, 4 * MS), (s, 4 * MS, 6 * MS)]);
     assert_eq!(counter(&m, "eevdf.wakeup_preemptions"), 0);
 
-    let (m, spans) = run_eevdf(free_host(1), &[base.clone()], doms(Some(500)), 6 * MS);
+    let (m, spans) = run_eevdf(free_host(1), &[base()], doms(Some(500)), 6 * MS);
     assert_eq!(&on(&spans, 0)[..2], &[(g, 0, 500 * US), (s, 500 * US, 4 * MS)]);
     assert_eq!(counter(&m, "eevdf.wakeup_preemptions"), 1);
 
-    let (m, spans) = run_eevdf(free_host(1), &[base, off("preempt_short")], doms(Some(500)), 6 * MS);
+    let (m, spans) = run_eevdf(free_host(1), &[base(), off("preempt_short")], doms(Some(500)), 6 * MS);
     assert_eq!(on(&spans, 0), vec![(g, 0, 4 * MS), (s, 4 * MS, 6 * MS)]);
     assert_eq!(counter(&m, "eevdf.wakeup_preemptions"), 0);
 }
@@ -183,16 +183,16 @@ fn a_wake_up_preempts_exactly_when_the_woken_vcpu_would_be_picked() {
         vec![s, domain("A", VmType::Hit, vec![hog()]), domain("B", VmType::Hit, vec![hog()])]
     };
     let (s, a, b) = (0, 1, 2);
-    let base = ("base_slice_us", Value::Int(3000));
+    let base = || ("base_slice_us", Value::Int(3000));
     for request in [None, Some(2000)] {
-        let (m, spans) = run_eevdf(free_host(1), &[base.clone()], doms(request), 14 * MS);
+        let (m, spans) = run_eevdf(free_host(1), &[base()], doms(request), 14 * MS);
         assert_eq!(
             on(&spans, 0),
             vec![(a, 0, 4 * MS), (b, 4 * MS, 8 * MS), (a, 8 * MS, 12 * MS), (b, 12 * MS, 14 * MS)]
         );
         assert_eq!(counter(&m, "eevdf.wakeup_preemptions"), 0, "request {request:?}");
     }
-    let (m, spans) = run_eevdf(free_host(1), &[base], doms(Some(1999)), 14 * MS);
+    let (m, spans) = run_eevdf(free_host(1), &[base()], doms(Some(1999)), 14 * MS);
     assert_eq!(&on(&spans, 0)[2..], &[(a, 8 * MS, 10 * MS), (s, 10 * MS, 12 * MS), (b, 12 * MS, 14 * MS)]);
     assert_eq!(counter(&m, "eevdf.wakeup_preemptions"), 1);
 }
