@@ -44,10 +44,10 @@
 //!   pCPU if idle, else an idle pCPU of its socket, else its previous pCPU; new vCPUs to the
 //!   least loaded; an idle pCPU pulls the least recently run waiting vCPU from the busiest
 //!   queue, and each tick a pCPU pulls one from a queue at least 2 longer. Queues are
-//!   compared by runnable entities, and delayed ones do not move (can_migrate_task of Linux ≥
-//!   6.14 and later 6.12.y). A pulled vCPU keeps its lag and its relative deadline
-//!   (PLACE_REL_DEADLINE); `update_curr` runs on the queue it leaves, as `detach_task`'s
-//!   dequeue does.
+//!   compared by runnable entities, and delayed ones do not move (`can_migrate_task` since
+//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one). A pulled
+//!   vCPU keeps its lag and its relative deadline (PLACE_REL_DEADLINE); `update_curr` runs on
+//!   the queue it leaves, as `detach_task`'s dequeue does.
 //! - `yield_to` (for KVM's PLE handler, as in `cfs`): core.c `yield_to`, fair.c
 //!   `yield_to_task_fair` and `yield_task_fair`: -ESRCH if both queues hold a single entity
 //!   (delayed ones count, as `rq->nr_running` counts them in 6.12); otherwise the target
