@@ -61,10 +61,11 @@
 //! no min-slice propagation); PELT (balancing counts entities, every tick, no cache-hot
 //! check); NUMA/SMT/MC domains and wake_affine; NEXT_BUDDY on wake-up (off by default);
 //! HRTICK; reweighting (weights never change here). `calc_delta_fair` divides exactly where
-//! Linux multiplies by an inverse weight (1 ns apart at most). Later changes not in 6.12.0:
-//! the 0.70 ms base slice (6.15, commit 2ae891b82695, backported to 6.12.y: set
-//! `base_slice_us = 700`), a yield that also forfeits the rest of the slice's vruntime (6.17,
-//! commit 79104becf42b), RUN_TO_PARITY's protection shortened to the queue's minimum slice.
+//! Linux multiplies by an inverse weight (under 10⁻⁶ apart up to VM weight 1024). Later
+//! changes not in 6.12.0: the 0.70 ms base slice (6.15, commit 2ae891b82695, backported to
+//! 6.12.y: set `base_slice_us = 700`), a yield that also forfeits the rest of the slice's
+//! vruntime (6.17, commit 79104becf42b), RUN_TO_PARITY's protection shortened to the queue's
+//! minimum slice.
 //!
 //! A pause-loop exit reaches `yield_` and does nothing here: KVM with PLE handling off.
 //!

@@ -20,7 +20,8 @@ pub(crate) fn load_weight(domain_weight: u32) -> i64 {
 }
 
 /// `calc_delta_fair`: wall time to vruntime for an entity of load weight `w`. Linux
-/// multiplies by a 32-bit inverse weight; exact division differs by a nanosecond at most.
+/// multiplies by a 32-bit inverse weight, ⌊2³²/w⌋, which is exact when w is a power of two
+/// and otherwise runs short by less than w/2³² of the result (under 10⁻⁶ for w ≤ 4096).
 pub(crate) fn fair(delta: i64, w: i64) -> i64 {
     delta * NICE_0_LOAD / w
 }
