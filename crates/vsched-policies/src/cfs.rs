@@ -46,6 +46,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::linux_fair::{self, fair};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, YieldReason,
     NS_PER_S, NS_PER_US,
@@ -62,12 +63,6 @@ const MIN_GRANULARITY_US: i64 = 750;
 const WAKEUP_GRANULARITY_US: i64 = 1_000;
 /// CONFIG_HZ of common distribution kernels: a 4 ms tick.
 const TICK_HZ: i64 = 250;
-/// `NICE_0_LOAD`: the load weight of a nice-0 thread.
-const NICE_0_LOAD: i64 = 1024;
-/// The domain weight that maps to `NICE_0_LOAD` (Xen's default weight).
-const NICE_0_DOMAIN_WEIGHT: i64 = 256;
-/// `get_update_sysctl_factor` caps the CPU count at 8.
-const SCALING_MAX_CPUS: usize = 8;
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "latency_us", default: ParamDefault::Int(LATENCY_US), doc: "sched_latency, unscaled, µs" },
@@ -143,14 +138,9 @@ pub struct Cfs {
 }
 
 impl Cfs {
-    /// `calc_delta_fair`: wall time to vruntime for an entity of weight `w`.
-    fn fair(delta: i64, w: i64) -> i64 {
-        delta * NICE_0_LOAD / w
-    }
-
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.
     fn gran(&self, v: VcpuId) -> i64 {
-        Self::fair(self.wakeup_gran_ns, self.se[v].weight)
+        fair(self.wakeup_gran_ns, self.se[v].weight)
     }
 
     pub(crate) fn nr_running(&self, p: PcpuId) -> usize {
@@ -193,7 +183,7 @@ impl Cfs {
         let delta = cx.now() - e.exec_start;
         e.exec_start = cx.now();
         e.sum_exec += delta;
-        e.vruntime += Self::fair(delta as i64, e.weight);
+        e.vruntime += fair(delta as i64, e.weight);
         self.update_min(p);
     }
 
@@ -235,8 +225,7 @@ impl Cfs {
     /// `place_entity`: START_DEBIT for a new vCPU, GENTLE_FAIR_SLEEPERS for a waking one.
     fn place(&mut self, p: PcpuId, v: VcpuId, initial: bool) {
         let min = self.rqs[p].min_vruntime;
-        let target =
-            if initial { min + Self::fair(self.slice(p, v), self.se[v].weight) } else { min - self.latency_ns / 2 };
+        let target = if initial { min + fair(self.slice(p, v), self.se[v].weight) } else { min - self.latency_ns / 2 };
         let e = &mut self.se[v];
         e.vruntime = if initial { target } else { e.vruntime.max(target) };
     }
@@ -257,13 +246,9 @@ impl Cfs {
     /// Moves the least recently run waiting vCPU of the busiest other queue to `p`, if that
     /// queue holds at least `min_gap` more entities than `p` and one is waiting.
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let n = self.rqs.len();
-        let nr_p = self.nr_running(p);
-        let busiest = (1..n)
-            .map(|k| (p + k) % n)
-            .filter(|&q| !self.rqs[q].tree.is_empty() && self.nr_running(q) >= (nr_p + min_gap).max(2))
-            .max_by_key(|&q| (self.nr_running(q), std::cmp::Reverse((q + n - p) % n)))?;
-        let v = self.rqs[busiest].tree.iter().map(|&(_, u)| u).min_by_key(|&u| (self.se[u].last_ran, u))?;
+        let busiest =
+            linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), |q| !self.rqs[q].tree.is_empty())?;
+        let v = linux_fair::coldest(self.rqs[busiest].tree.iter().map(|&(_, u)| u), |u| self.se[u].last_ran)?;
         self.tree_remove(v);
         self.clear_buddies(busiest, v);
         self.update_min(busiest);
@@ -333,12 +318,7 @@ impl crate::kvm::LinuxSched for Cfs {
 impl Policy for Cfs {
     /// Contract: per-pCPU queues exist; tunables are scaled for this host.
     fn init(&mut self, cx: &mut Cx) {
-        let cpus = cx.n_pcpus().min(SCALING_MAX_CPUS) as i64;
-        let factor = match self.scaling.as_str() {
-            "none" => 1,
-            "linear" => cpus,
-            _ => 1 + cpus.ilog2() as i64,
-        };
+        let factor = linux_fair::tunable_factor(&self.scaling, cx.n_pcpus());
         self.latency_ns *= factor;
         self.min_gran_ns *= factor;
         self.wakeup_gran_ns *= factor;
@@ -369,9 +349,9 @@ impl Policy for Cfs {
     /// vslice after its min_vruntime; mid-run it may preempt like a wake-up
     /// (`wake_up_new_task`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        let weight = (cx.domain(cx.dom_of(v)).weight as i64 * NICE_0_LOAD / NICE_0_DOMAIN_WEIGHT).max(1);
+        let weight = linux_fair::load_weight(cx.domain(cx.dom_of(v)).weight);
         self.se[v] = Entity { weight, last_ran: cx.now(), ..Entity::default() };
-        let p = (0..self.rqs.len()).min_by_key(|&q| self.nr_running(q)).unwrap_or(0);
+        let p = linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q));
         self.update_curr(cx, p);
         self.se[v].cpu = p;
         self.place(p, v, true);
@@ -395,11 +375,7 @@ impl Policy for Cfs {
     /// `try_to_wake_up`: choose a pCPU, place, enqueue, maybe preempt.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
-        let n = self.rqs.len();
-        // `select_idle_cpu` scans the last-level-cache domain of the target (`sd_llc`): the
-        // previous pCPU's socket.
-        let llc = cx.socket_of(prev);
-        let p = (0..n).map(|k| (prev + k) % n).find(|&q| cx.socket_of(q) == llc && self.idle(q)).unwrap_or(prev);
+        let p = linux_fair::wake_cpu(cx, prev, |q| self.idle(q));
         if p != prev {
             self.migrate(v, p);
         }

@@ -14,10 +14,14 @@ mod credit_pick;
 pub mod cs;
 pub mod cvs_adaptive;
 pub mod cvs_comm;
+pub mod eevdf;
 pub mod hybrid;
 /// Not a policy: KVM's PLE handler and yield hypercalls, over `cfs` or `eevdf`.
 mod kvm;
 pub mod kvm_dy;
+pub mod kvm_eevdf;
+/// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
+mod linux_fair;
 pub mod pcs;
 /// Not a policy: what `cosched` and `vds` share.
 mod rounds;
@@ -50,7 +54,9 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cvs_adaptive::INFO,
     cvs_comm::INFO,
     cfs::INFO,
+    eevdf::INFO,
     kvm_dy::INFO,
+    kvm_eevdf::INFO,
 ];
 
 /// Looks a policy up by name.

@@ -1,0 +1,25 @@
+//! `kvm-eevdf` — KVM as it runs on a current Linux: EEVDF (`eevdf`, Linux 6.12) with KVM's
+//! PLE handler and yield hypercalls on top (`kvm.rs`).
+//!
+//! Suits: the KVM baseline of today's clouds. Known weakness: EEVDF honours the next buddy
+//! that `yield_to` sets only with PICK_BUDDY (Linux ≥ 6.14, `pick_buddy = true`); on 6.12.0
+//! a directed yield only pushes the yielder's deadline one slice later, so the boosted
+//! sibling runs only if it is then the earliest eligible deadline.
+
+use vsched_model::{concat_params, ConfigError, ParamSpec, Params, Policy, PolicyInfo};
+
+use crate::{eevdf, kvm};
+
+const PARAMS: [ParamSpec; eevdf::PARAMS.len() + kvm::PARAMS.len()] = concat_params(eevdf::PARAMS, kvm::PARAMS);
+
+fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    Ok(Box::new(kvm::Kvm::new(eevdf::from_params(params)?, params)?))
+}
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "kvm-eevdf",
+    description: "KVM on EEVDF (Linux 6.12) with PLE handling and yield hypercalls (kvm_vcpu_on_spin, kvm_sched_yield)",
+    hypervisor: vsched_model::Hypervisor::Kvm,
+    params: &PARAMS,
+    build,
+};

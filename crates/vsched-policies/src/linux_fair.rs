@@ -1,0 +1,76 @@
+//! What Linux's fair class does alike under CFS (`cfs.rs`, Linux ≤ 6.5) and EEVDF
+//! (`eevdf.rs`, Linux ≥ 6.6): load weights, the scaling of tunables with the CPU count, and
+//! the simplified placement and balancing rules both models use (kernel/sched/fair.c:
+//! `select_idle_sibling`, `find_idlest_cpu`, `newidle_balance`, `load_balance`; the file
+//! headers say what is left out). Each queue is described to these rules by closures, so
+//! the two run-queue structures need not agree.
+
+use vsched_model::{Cx, PcpuId, Time, VcpuId};
+
+/// `NICE_0_LOAD` (scaled down, as `avg_vruntime` uses it): the load weight of a nice-0 thread.
+pub(crate) const NICE_0_LOAD: i64 = 1024;
+/// The domain weight that maps to `NICE_0_LOAD` (Xen's default weight).
+const NICE_0_DOMAIN_WEIGHT: i64 = 256;
+/// `get_update_sysctl_factor` caps the CPU count at 8.
+const SCALING_MAX_CPUS: usize = 8;
+
+/// The load weight of a vCPU thread of a VM of `domain_weight`: proportional, 256 ↔ 1024.
+pub(crate) fn load_weight(domain_weight: u32) -> i64 {
+    (domain_weight as i64 * NICE_0_LOAD / NICE_0_DOMAIN_WEIGHT).max(1)
+}
+
+/// `calc_delta_fair`: wall time to vruntime for an entity of load weight `w`. Linux
+/// multiplies by a 32-bit inverse weight, ⌊2³²/w⌋, which is exact when w is a power of two
+/// and otherwise runs short by less than w/2³² of the result (under 10⁻⁶ for w ≤ 4096).
+pub(crate) fn fair(delta: i64, w: i64) -> i64 {
+    delta * NICE_0_LOAD / w
+}
+
+/// `get_update_sysctl_factor` (`sysctl_sched_tunable_scaling`): what the unscaled tunables
+/// are multiplied by on a host of `pcpus` CPUs. `scaling` is "log", "linear" or "none".
+pub(crate) fn tunable_factor(scaling: &str, pcpus: usize) -> i64 {
+    let cpus = pcpus.clamp(1, SCALING_MAX_CPUS) as i64;
+    match scaling {
+        "none" => 1,
+        "linear" => cpus,
+        _ => 1 + cpus.ilog2() as i64,
+    }
+}
+
+/// `select_task_rq_fair` for a wake-up, reduced to `select_idle_sibling` in the last-level
+/// cache domain (no `wake_affine`): the previous pCPU if idle, else an idle pCPU of its
+/// socket (round robin from the previous one), else the previous one.
+pub(crate) fn wake_cpu(cx: &Cx, prev: PcpuId, idle: impl Fn(PcpuId) -> bool) -> PcpuId {
+    let n = cx.n_pcpus();
+    let llc = cx.socket_of(prev);
+    (0..n).map(|k| (prev + k) % n).find(|&q| cx.socket_of(q) == llc && idle(q)).unwrap_or(prev)
+}
+
+/// `find_idlest_cpu` for a new thread: the pCPU with the fewest entities, lowest index on ties.
+pub(crate) fn least_loaded(n: usize, nr: impl Fn(PcpuId) -> usize) -> PcpuId {
+    (0..n).min_by_key(|&q| nr(q)).unwrap_or(0)
+}
+
+/// The queue `p` pulls from: the other pCPU with the most entities (`nr`), at least
+/// `min_gap` more than `p` and at least 2, with an entity waiting that may move
+/// (`has_waiting`); the nearest after `p` on ties. `min_gap` 0 is the newly idle balance
+/// (`newidle_balance`), 2 the periodic one (`load_balance`, counting entities, not load).
+pub(crate) fn busiest(
+    p: PcpuId,
+    n: usize,
+    min_gap: usize,
+    nr: impl Fn(PcpuId) -> usize,
+    has_waiting: impl Fn(PcpuId) -> bool,
+) -> Option<PcpuId> {
+    let nr_p = nr(p);
+    (1..n)
+        .map(|k| (p + k) % n)
+        .filter(|&q| has_waiting(q) && nr(q) >= (nr_p + min_gap).max(2))
+        .max_by_key(|&q| (nr(q), std::cmp::Reverse((q + n - p) % n)))
+}
+
+/// The waiting entity `detach_tasks` takes: the least recently run (it walks `cfs_tasks`
+/// from its cold end), lowest id on ties.
+pub(crate) fn coldest(waiting: impl Iterator<Item = VcpuId>, last_ran: impl Fn(VcpuId) -> Time) -> Option<VcpuId> {
+    waiting.min_by_key(|&u| (last_ran(u), u))
+}
