@@ -7,8 +7,8 @@
 
 mod guest_kernel;
 mod host;
-mod paravirt;
 pub mod overrides;
+mod paravirt;
 pub mod report;
 pub mod scenario;
 

@@ -8,15 +8,15 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use vsched_model::{
-    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, Hypervisor, NetworkConfig, Paravirt, Params,
-    Simulation, Time, Until, Value, VmType,
+    driver_guest, ConfigError, DomainConfig, DomainInfo, GuestTick, HostConfig, Hypervisor, NetworkConfig, Params,
+    Paravirt, Simulation, Time, Until, Value, VmType,
 };
 use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
 use crate::guest_kernel::{dom0_tick, guest_tick, TickKeys};
-use crate::paravirt::{paravirt, PvKeys};
 use crate::host::{self, HostSection};
 use crate::overrides;
+use crate::paravirt::{paravirt, PvKeys};
 
 /// Default VM weight (Xen's `CSCHED_DEFAULT_WEIGHT`).
 pub const DEFAULT_WEIGHT: u32 = 256;
@@ -427,10 +427,7 @@ impl Scenario {
                 },
             };
             let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks)?;
-            user.push((
-                Some(i),
-                VmSpec { name: v.name.clone(), host, ..spec },
-            ));
+            user.push((Some(i), VmSpec { name: v.name.clone(), host, ..spec }));
         }
         for (c, vc) in f.virtual_cluster.iter().enumerate() {
             let at = |field: &str| format!("virtual_cluster[{c}].{field}");
@@ -476,10 +473,7 @@ impl Scenario {
                     },
                 };
                 let spec = vm_spec(&at, shape, "CON", &vc.workload, ranks)?;
-                user.push((
-                    None,
-                    VmSpec { name, host, job: Some(vc.name.clone()), ..spec },
-                ));
+                user.push((None, VmSpec { name, host, job: Some(vc.name.clone()), ..spec }));
             }
         }
         let r = &f.run;
