@@ -2,59 +2,15 @@
 //! spinlocks that halt and are kicked, TLB-shootdown IPIs, and VMs created and destroyed
 //! during a run.
 //!
-//! Most runs here use `Pinned`, a test policy that keeps each vCPU on one pCPU and ignores
+//! Most runs here use `Pinned` (tests/common.rs), a test policy that keeps each vCPU on one pCPU and ignores
 //! yields, on a host without overheads, so every instant below can be derived by hand.
 
 mod common;
-use std::collections::VecDeque;
-
 use common::*;
 use vsched_model::{
     Cx, Decision, Dur, HostConfig, Instr, LockChoice, PcpuId, Policy, Program, Simulation, Time, Until, VcpuId, VmType,
     FOREVER, NS_PER_MS, NS_PER_US,
 };
-
-/// vCPU `v` runs only on pCPU `v % pcpus`; each pCPU round-robins its vCPUs with a fixed
-/// slice (`None`: until the vCPU blocks). Pause-loop exits are ignored.
-struct Pinned {
-    slice_ns: Option<Time>,
-    queues: Vec<VecDeque<VcpuId>>,
-}
-
-fn pinned(slice_ns: Option<Time>) -> Box<dyn Policy> {
-    Box::new(Pinned { slice_ns, queues: Vec::new() })
-}
-
-impl Policy for Pinned {
-    fn supports_vm_lifecycle(&self) -> bool {
-        true
-    }
-    fn init(&mut self, cx: &mut Cx) {
-        self.queues = vec![VecDeque::new(); cx.n_pcpus()];
-    }
-    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.wake(cx, v);
-    }
-    fn vcpu_remove(&mut self, _cx: &mut Cx, v: VcpuId) {
-        self.queues.iter_mut().for_each(|q| q.retain(|&u| u != v));
-    }
-    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
-        let p = v % cx.n_pcpus();
-        self.queues[p].push_back(v);
-        if cx.curr(p).is_none() {
-            cx.resched(p);
-        }
-    }
-    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        if let Some(u) = prev.filter(|&u| cx.is_runnable(u)) {
-            self.queues[p].push_back(u);
-        }
-        match self.queues[p].pop_front() {
-            Some(v) => Decision { next: Some(v), slice_ns: self.slice_ns },
-            None => Decision::idle(),
-        }
-    }
-}
 
 fn us(x: u64) -> Time {
     x * NS_PER_US
