@@ -154,6 +154,28 @@ fn a_mutex_waiter_sleeps_when_the_owner_blocks_and_the_unlock_wakes_it() {
     assert_us("completion", v.completion_s.unwrap(), 155.0);
 }
 
+#[test]
+fn a_spinner_beats_the_woken_mutex_sleeper_which_then_gets_a_handoff() {
+    // vCPU 0 takes the mutex at 0, computes 10, blocks 10–60 in an I/O, computes 40 and
+    // unlocks at 100. vCPU 1 asks at 20 (owner blocked: it sleeps), vCPU 2 at 70 (owner
+    // running: it spins), vCPU 3 at 120. The unlock at 100 releases the mutex: spinning
+    // vCPU 2 takes it in that instant (100–130) and the unlock wakes vCPU 1, which runs at
+    // 100, finds the mutex taken, asks for a handoff and spins. The unlock at 130 hands it to
+    // vCPU 1 (130–140) although vCPU 3 has spun since 120; vCPU 3 takes it at 140 (140–160).
+    let programs = vec![
+        program(&[lock(true), compute(us(10)), Instr::Io(Dur::Fixed(us(50))), compute(us(40)), Instr::Unlock]),
+        program(&[compute(us(20)), lock(true), compute(us(10)), Instr::Unlock]),
+        program(&[compute(us(70)), lock(true), compute(us(30)), Instr::Unlock]),
+        program(&[compute(us(120)), lock(true), compute(us(20)), Instr::Unlock]),
+    ];
+    let m = run_sim(free_host(4), vec![vm_of(programs, LockKind::Mutex)], pinned(None));
+    let v = vm(&m, "vm");
+    assert_us("completion", v.completion_s.unwrap(), 160.0);
+    // Spinning: vCPU 2 70–100, vCPU 1 100–130, vCPU 3 120–140. Without the handoff vCPU 3
+    // would take the mutex at 130 and vCPU 1 spin on to 150: 90.
+    assert_us("spin", v.spin_s, 30.0 + 30.0 + 20.0);
+}
+
 /// What a policy heard, in order: wake-ups and yields, with their instants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Heard {
