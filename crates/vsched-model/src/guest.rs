@@ -103,8 +103,10 @@ pub enum BarrierWait {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Instr {
     Compute(Dur),
-    /// Acquire a lock, spinning while it is held. `kernel` spinning is subject to pause-loop
-    /// exiting (Intel PLE only fires at CPL 0); user-mode spinning is not.
+    /// Acquire a lock, waiting as its kind says while it is held (spinning; a mutex also
+    /// sleeps, a paravirtual spinlock also halts). `kernel` spinning is subject to pause-loop
+    /// exiting (Intel PLE only fires at CPL 0); user-mode spinning is not. A mutex is a
+    /// kernel lock whatever `kernel` says.
     Lock {
         choice: LockChoice,
         kernel: bool,

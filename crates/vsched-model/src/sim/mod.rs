@@ -19,7 +19,9 @@
 //! | `guest_sched` | the guest kernels' schedulers: threads that outnumber vCPUs, time slices, wake-up placement |
 //! | `ple` | pause-loop exits |
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
-//! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
+//! | `locks` | guest locks: ticket, test-and-set, preemptable ticket, and each kind's rules |
+//! | `queued` | queued spinlocks: MCS and the paravirtual qspinlock |
+//! | `mutex` | the kernel mutex with optimistic spinning |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
 //! | `disk` | disk requests through the driver domain's blkback |
 //! | `costart` | the co-start skew metric |
