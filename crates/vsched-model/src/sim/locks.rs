@@ -244,7 +244,7 @@ impl Core {
                 }
             }
         };
-        let Some(w) = next else { return None };
+        let w = next?;
         l.holder = Some(w);
         let th = &mut self.threads[w];
         let kernel = matches!(th.state, ThreadState::SpinLock { kernel: true, .. });

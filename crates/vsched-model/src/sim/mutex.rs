@@ -1,19 +1,21 @@
 //! The kernel mutex (`LockKind::Mutex`): a sleeping lock with optimistic spinning, after
 //! kernel/locking/mutex.c (`__mutex_lock_common`, `mutex_optimistic_spin`,
-//! `mutex_spin_on_owner`, `__mutex_unlock_slowpath`, Linux 5.16 to 6.x; the handoff since
+//! `mutex_spin_on_owner`, `__mutex_unlock_slowpath`, Linux 5.17 to 6.x; the handoff since
 //! Linux 4.10), reduced to what the hypervisor sees.
 //!
 //! - **Lock.** A free mutex is taken at once, waiters or not (`__mutex_trylock`: only a
 //!   handoff reserves it). A held one is spun for while its owner is on a CPU, else the
 //!   thread sleeps: it joins the tail of the wait list and blocks, so its vCPU runs another
 //!   thread or halts (`mutex_can_spin_on_owner`, then `list_add_tail`, `schedule`).
-//! - **"On a CPU"** is the guest's view, `owner_on_cpu()` (include/linux/sched.h, Linux 5.16):
+//! - **"On a CPU"** is the guest's view, `owner_on_cpu()` (include/linux/sched.h, commit
+//!   c0bed69daf4b, Linux 5.17; the same test inline in mutex.c since Linux 4.10):
 //!   `owner->on_cpu && !vcpu_is_preempted(task_cpu(owner))`. An owner switched out by its own
 //!   guest, or whose vCPU halted, is off its CPU. An owner whose vCPU the host preempted
 //!   (`VcpuState::Runnable`) still looks on its CPU unless the guest has steal time
 //!   (`Paravirt::steal_time`): then `vcpu_is_preempted()` reads `steal_time.preempted`
 //!   (`__kvm_vcpu_is_preempted`, arch/x86/kernel/kvm.c), which KVM sets when it schedules out
-//!   a vCPU thread that is still runnable (`kvm_arch_vcpu_put` → `kvm_steal_time_set_preempted`).
+//!   a vCPU thread that is still runnable (`kvm_arch_vcpu_put` →
+//!   `kvm_steal_time_set_preempted`, only `if (vcpu->preempted)` in current KVM).
 //! - **Spinning** (`mutex_spin_on_owner`) is kernel-mode busy waiting with preemption
 //!   disabled, so pause-loop exits apply. A spinner re-reads the owner continually: it stops
 //!   and sleeps as soon as the owner is off its CPU (if the spinner itself is not running, as
