@@ -57,11 +57,12 @@ pub struct DomainInfo {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Paravirt {
     /// `KVM_FEATURE_PV_UNHALT`: paravirtual queued spinlocks, whose waiters halt
-    /// (`kvm_wait`) and are kicked (`KVM_HC_KICK_CPU`) for kernel locks (`sim/locks.rs`).
+    /// (`kvm_wait`) and are kicked (`KVM_HC_KICK_CPU`, after which KVM yields to the kicked
+    /// vCPU) for kernel locks of every spinlock kind (`sim/queued.rs`).
     pub spinlocks: bool,
     /// `KVM_FEATURE_STEAL_TIME`: the host tells the guest whether each vCPU is preempted
     /// (`steal_time.preempted`), which `vcpu_is_preempted()` reads in the guest's spinning
-    /// decisions.
+    /// decisions: a mutex waiter stops spinning on a preempted owner (`sim/mutex.rs`).
     pub steal_time: bool,
     /// `KVM_FEATURE_PV_TLB_FLUSH` (needs `steal_time`): a TLB shootdown skips preempted
     /// vCPUs and asks the host to flush them at their next entry (`kvm_flush_tlb_multi`).

@@ -51,7 +51,7 @@ impl Dur {
     }
 }
 
-/// Spinlock flavour.
+/// A guest lock's algorithm (`sim/locks.rs` and its siblings say what each does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockKind {
     /// FIFO tickets: the lock passes to the next waiter in line even if that waiter's vCPU
@@ -59,6 +59,16 @@ pub enum LockKind {
     Ticket,
     /// Test-and-set: whichever spinner is running when the lock frees takes it.
     Tas,
+    /// Queued (MCS) spinlock, Linux's native qspinlock: waiters queue FIFO and the head of the
+    /// queue takes the lock when it executes; newcomers cannot pass a queue.
+    Mcs,
+    /// Ouyang and Lange's preemptable ticket spinlock (VEE 2013): FIFO tickets, but a waiter
+    /// that has waited longer than a timeout proportional to its place in line may take a
+    /// free lock out of order.
+    PreemptableTicket,
+    /// A kernel sleeping lock (`struct mutex`): waiters spin while the owner is on a CPU and
+    /// sleep once it is not (optimistic spinning, kernel/locking/mutex.c).
+    Mutex,
 }
 
 /// Which lock an acquisition takes.
@@ -93,8 +103,10 @@ pub enum BarrierWait {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Instr {
     Compute(Dur),
-    /// Acquire a lock, spinning while it is held. `kernel` spinning is subject to pause-loop
-    /// exiting (Intel PLE only fires at CPL 0); user-mode spinning is not.
+    /// Acquire a lock, waiting as its kind says while it is held (spinning; a mutex also
+    /// sleeps, a paravirtual spinlock also halts). `kernel` spinning is subject to pause-loop
+    /// exiting (Intel PLE only fires at CPL 0); user-mode spinning is not. A mutex is a
+    /// kernel lock whatever `kernel` says.
     Lock {
         choice: LockChoice,
         kernel: bool,

@@ -9,13 +9,19 @@
 //! - `spin_s`: the part of `cpu_s` spent spinning on locks or barriers (wasted).
 //! - `steal_s`: time its vCPUs were runnable but not running (waiting in a run queue).
 //! - `lock_holder_preemptions`: times a vCPU was descheduled while holding a lock.
-//! - `lock_waiter_preemptions`: times a ticket lock was handed to a waiter whose vCPU was
-//!   not running (the lock then sits idle until that vCPU runs).
+//! - `lock_waiter_preemptions`: unlocks that left a spinlock to a next waiter in line that
+//!   was not executing (its vCPU preempted or halted, or switched out by its guest): a
+//!   ticket lock's next ticket, which then owns the lock and keeps it idle until it runs; an
+//!   MCS or paravirtual queue's head (halted or preempted), which the lock then waits for
+//!   (a paravirtual lock may be stolen meanwhile); a preemptable ticket lock's next ticket,
+//!   which the others pass once their timeouts run out. Test-and-set locks and mutexes
+//!   count none.
 //! - `ple_exits`: pause-loop exits.
 //! - `ipi_syncs`: guest IPI rounds (`ipi_sync`, e.g. TLB shootdowns) that interrupted at
 //!   least one other vCPU; the sender's wait for acknowledgements is part of `spin_s`.
-//! - `pv_halts`, `pv_kicks`: paravirtual spinlock waiters that halted after spinning their
-//!   threshold, and kicks of halted waiters by unlocks.
+//! - `pv_halts`, `pv_kicks`: paravirtual spinlock waiters that halted (after spinning their
+//!   threshold, or early behind a halted waiter), and kicks of halted waiters by unlocks.
+//! - `spin_s` includes a mutex waiter's optimistic spinning, not its sleep.
 //! - `pv_tlb_flushes_deferred`: preempted vCPUs a shootdown skipped with the paravirtual TLB
 //!   flush (each flushes at its next entry); `pv_sched_yields`: `KVM_HC_SCHED_YIELD`
 //!   hypercalls its vCPUs made after an IPI to a preempted vCPU (what the host did with them is

@@ -25,11 +25,10 @@
 //! a shootdown every few ms, blocking between jobs — keeps its real time scale.
 
 use vsched_model::{
-    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params,
-    ProgramBuilder,
+    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockChoice, ParamDefault, ParamSpec, Params, ProgramBuilder,
 };
 
-use crate::{threads_of, us, Ranks, WorkloadInfo};
+use crate::{lock_kind_of, threads_of, us, Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
@@ -63,8 +62,10 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "lock_kind",
         default: ParamDefault::Str("ticket"),
-        doc:
-            "\"ticket\" (Linux 2.6.25–4.1) or \"tas\" (a guest qspinlock without PV support falls back to test-and-set)",
+        doc: "the kernel locks: \"ticket\" (Linux 2.6.25–4.1), \"tas\" (a guest qspinlock without PV support \
+              falls back to test-and-set), \"mcs\" (the native qspinlock, Linux 4.2 on), \"preemptable-ticket\" \
+              (Ouyang and Lange, VEE 2013) or \"mutex\" (the sections under kernel mutexes instead); with the \
+              VM's pv_spinlocks every spinlock kind is the paravirtual qspinlock",
     },
     ParamSpec {
         name: "threads",
@@ -92,10 +93,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let shootdowns = params.int_at_least("shootdowns_per_job", 0)? as u64;
     let exec_io_us = params.float_in("exec_io_us", 0.0, 1e9)?;
     let link_ms = params.float_in("link_ms", 0.0, 1e6)?;
-    let lock_kind = match params.choice("lock_kind", &["ticket", "tas"])?.as_str() {
-        "ticket" => LockKind::Ticket,
-        _ => LockKind::Tas,
-    };
+    let lock_kind = lock_kind_of(params)?;
     // Sections per job, split into one chunk per shootdown (at least one chunk).
     let sections = ((job_ms * 1000.0 / every_us).round() as u64).max(1);
     let chunks = shootdowns.clamp(1, sections);

@@ -23,7 +23,7 @@ pub mod working_set;
 #[cfg(test)]
 mod testkit;
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
+use vsched_model::{ConfigError, GuestSpec, LockKind, ParamDefault, ParamSpec, Params};
 
 /// How a workload appears in the registry and in `vsched workloads`.
 pub struct WorkloadInfo {
@@ -79,6 +79,23 @@ pub fn names() -> Vec<&'static str> {
 /// The most threads a program may ask for: far beyond any guest of the papers, small enough
 /// that a typo cannot ask the simulator for millions.
 pub const MAX_THREADS: i64 = 4096;
+
+/// The names a `lock_kind` parameter takes, and the kind each one names
+/// (`vsched_model::LockKind`; `sim/locks.rs` and its siblings say what each does).
+const LOCK_KINDS: [(&str, LockKind); 5] = [
+    ("ticket", LockKind::Ticket),
+    ("tas", LockKind::Tas),
+    ("mcs", LockKind::Mcs),
+    ("preemptable-ticket", LockKind::PreemptableTicket),
+    ("mutex", LockKind::Mutex),
+];
+
+/// A workload's `lock_kind` parameter.
+pub(crate) fn lock_kind_of(params: &Params) -> Result<LockKind, ConfigError> {
+    let names = LOCK_KINDS.map(|(name, _)| name);
+    let name = params.choice("lock_kind", &names)?;
+    Ok(LOCK_KINDS.iter().find(|(n, _)| *n == name).expect("a listed choice").1)
+}
 
 /// The `threads` parameter of a threaded program.
 pub(crate) const THREADS_PARAM: ParamSpec = ParamSpec {

@@ -8,11 +8,9 @@
 //! Waiters spin in guest kernel mode by default, so pause-loop exiting applies
 //! (`mode = "user"` for user-level spinlocks, which PLE does not see).
 
-use vsched_model::{
-    ConfigError, Dur, GuestSpec, Instr, LockChoice, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder,
-};
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockChoice, ParamDefault, ParamSpec, Params, ProgramBuilder};
 
-use crate::{threads_of, us, Ranks, WorkloadInfo, THREADS_PARAM};
+use crate::{lock_kind_of, threads_of, us, Ranks, WorkloadInfo, THREADS_PARAM};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { name: "iterations", default: ParamDefault::Int(10_000), doc: "lock acquisitions per thread" },
@@ -31,7 +29,11 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "lock_kind",
         default: ParamDefault::Str("ticket"),
-        doc: "\"ticket\" (FIFO) or \"tas\" (test-and-set)",
+        doc: "\"ticket\" (FIFO), \"tas\" (test-and-set), \"mcs\" (queued: Linux's native qspinlock), \
+              \"preemptable-ticket\" (FIFO, but a waiter past a timeout proportional to its place in line may \
+              take a free lock out of order: Ouyang and Lange, VEE 2013) or \"mutex\" (a kernel mutex: spins \
+              while the owner is on a CPU, else sleeps; kernel mode whatever `mode` says); with the VM's \
+              pv_spinlocks, kernel-mode spinlocks of every kind are paravirtual queued spinlocks",
     },
     ParamSpec {
         name: "mode",
@@ -51,10 +53,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     }
     let jitter = params.float_in("jitter", 0.0, 10.0)?;
     let locks = params.int_at_least("locks", 1)? as u32;
-    let lock_kind = match params.choice("lock_kind", &["ticket", "tas"])?.as_str() {
-        "ticket" => LockKind::Ticket,
-        _ => LockKind::Tas,
-    };
+    let lock_kind = lock_kind_of(params)?;
     let kernel = params.choice("mode", &["kernel", "user"])? == "kernel";
     let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
     let mut b = ProgramBuilder::new();

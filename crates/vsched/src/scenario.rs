@@ -868,7 +868,11 @@ kind = "cpu_hog"
         assert!(e.starts_with("scheduler.name: unknown policy \"fifo\"; expected one of rr, credit"), "{e}");
         let e = error_of(&MINIMAL.replace("cpu_hog", "hog"));
         assert!(e.starts_with("vm[0].workload.kind: unknown workload \"hog\"; expected one of cpu_hog"), "{e}");
-        let e = error_of(&MINIMAL.replace("kind = \"cpu_hog\"", "kind = \"spinlock\"\nlock_kind = \"mcs\""));
-        assert_eq!(e, "vm[0].workload.lock_kind: expected one of \"ticket\", \"tas\", got \"mcs\"");
+        let e = error_of(&MINIMAL.replace("kind = \"cpu_hog\"", "kind = \"spinlock\"\nlock_kind = \"rwlock\""));
+        assert_eq!(
+            e,
+            "vm[0].workload.lock_kind: expected one of \"ticket\", \"tas\", \"mcs\", \"preemptable-ticket\", \
+             \"mutex\", got \"rwlock\""
+        );
     }
 }

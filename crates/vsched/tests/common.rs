@@ -1,12 +1,12 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use vsched::Scenario;
 use vsched_model::{
-    Clocks, DomainConfig, Dur, GuestSpec, GuestTick, HostConfig, Instr, Params, Policy, Program, ProgramBuilder,
-    RunMetrics, Span, Value, VmMetrics, VmType, FOREVER,
+    Clocks, Cx, Decision, DomainConfig, Dur, GuestSpec, GuestTick, HostConfig, Instr, Params, PcpuId, Policy, Program,
+    ProgramBuilder, RunMetrics, Span, Time, Value, VcpuId, VmMetrics, VmType, FOREVER,
 };
 
 /// Runs a scenario given as TOML text with one seed.
@@ -113,4 +113,46 @@ pub fn program(steps: &[Instr]) -> Program {
 /// A program that computes for ever.
 pub fn hog() -> Program {
     program(&[Instr::Compute(Dur::Fixed(FOREVER))])
+}
+
+/// vCPU `v` runs only on pCPU `v % pcpus`; each pCPU round-robins its vCPUs with a fixed
+/// slice (`None`: until the vCPU blocks). Pause-loop exits are ignored.
+pub struct Pinned {
+    slice_ns: Option<Time>,
+    queues: Vec<VecDeque<VcpuId>>,
+}
+
+pub fn pinned(slice_ns: Option<Time>) -> Box<dyn Policy> {
+    Box::new(Pinned { slice_ns, queues: Vec::new() })
+}
+
+impl Policy for Pinned {
+    fn supports_vm_lifecycle(&self) -> bool {
+        true
+    }
+    fn init(&mut self, cx: &mut Cx) {
+        self.queues = vec![VecDeque::new(); cx.n_pcpus()];
+    }
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.wake(cx, v);
+    }
+    fn vcpu_remove(&mut self, _cx: &mut Cx, v: VcpuId) {
+        self.queues.iter_mut().for_each(|q| q.retain(|&u| u != v));
+    }
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
+        let p = v % cx.n_pcpus();
+        self.queues[p].push_back(v);
+        if cx.curr(p).is_none() {
+            cx.resched(p);
+        }
+    }
+    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        if let Some(u) = prev.filter(|&u| cx.is_runnable(u)) {
+            self.queues[p].push_back(u);
+        }
+        match self.queues[p].pop_front() {
+            Some(v) => Decision { next: Some(v), slice_ns: self.slice_ns },
+            None => Decision::idle(),
+        }
+    }
 }

@@ -137,6 +137,7 @@ impl Simulation {
                     loops: Vec::new(),
                     state: start_state,
                     held: Vec::new(),
+                    ticket: 0,
                     io_done_at: None,
                     arrived_at: None,
                     request_start: 0,
@@ -263,6 +264,7 @@ impl Simulation {
         let ple_grow = host.ple_grow.unwrap_or_else(|| policies[0].ple_window_grow());
         let preempt_delay_ns = host.preempt_delay_ns.unwrap_or_else(|| policies[0].preempt_delay_ns());
         let pv_spin_ns = host.pv_spin_ns();
+        let pmt_unit_ns = host.pmt_unit_ns();
         let caches = CacheFills::new(&host, n_hosts);
         let core = Core {
             host,
@@ -285,6 +287,7 @@ impl Simulation {
             ple_grow,
             preempt_delay_ns,
             pv_spin_ns,
+            pmt_unit_ns,
             events: 0,
             to_advance: VecDeque::new(),
             to_sleep: VecDeque::new(),

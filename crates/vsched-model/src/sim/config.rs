@@ -146,6 +146,13 @@ impl HostConfig {
     pub fn pv_spin_ns(&self) -> Time {
         self.cycles_ns((1 << 15) * self.spin_iteration_cycles)
     }
+
+    /// A preemptable ticket lock waiter's timeout per waiter ahead of it: `TIMEOUT_UNIT`
+    /// (1 << 14) iterations of its wait loop (the authors' patch published with Ouyang and
+    /// Lange, VEE 2013, `__ticket_spin_lock`, github.com/drouyang/pmtlock vee13/pmtlock-v1.0).
+    pub fn pmt_unit_ns(&self) -> Time {
+        self.cycles_ns((1 << 14) * self.spin_iteration_cycles)
+    }
 }
 
 /// The network between and within hosts (see `network`). Defaults are a 10 GbE-class

@@ -192,10 +192,13 @@ impl Core {
         vc.irq_gen = vc.irq_gen.wrapping_add(1);
         vc.delay_until = None; // a grace ends with the vCPU's turn
         if preempted {
-            if !self.threads[vc.curr].held.is_empty() {
+            let t = vc.curr;
+            if !self.threads[t].held.is_empty() {
                 self.doms[vc.dom].lock_holder_preemptions += 1;
             }
             self.set_state(v, VcpuState::Runnable);
+            // A preempted mutex owner: its spinners see it if the guest has steal time.
+            self.mutex_owner_moved(t);
         }
     }
 

@@ -126,6 +126,7 @@ impl ThreadState {
                 | ThreadState::BlockedRecv { .. }
                 | ThreadState::BlockedNet
                 | ThreadState::HaltedLock { .. }
+                | ThreadState::SleepMutex { .. }
                 | ThreadState::Exited
         )
     }

@@ -41,6 +41,7 @@ use vsched_engine::{Time, NS_PER_US};
 
 use super::state::{Core, GuestThread, ThreadState, Vcpu};
 use crate::domain::VcpuState;
+use crate::guest::LockKind;
 use crate::ids::{ThreadId, VcpuId};
 
 /// CFS's targeted preemption latency and minimum granularity before scaling
@@ -68,12 +69,13 @@ pub(super) fn executing(vcpus: &[Vcpu], threads: &[GuestThread], t: ThreadId) ->
 
 impl GuestThread {
     /// Whether the guest may switch this thread out now (it is not inside the kernel with
-    /// preemption disabled).
-    fn preemptible(&self) -> bool {
+    /// preemption disabled). A kernel spinlock's holder is not; a mutex's (`mutexes`) is:
+    /// its critical section runs with preemption enabled.
+    fn preemptible(&self, mutexes: bool) -> bool {
         !matches!(
             self.state,
             ThreadState::SpinLock { kernel: true, .. } | ThreadState::SpinIpi { .. } | ThreadState::HaltedLock { .. }
-        ) && !self.held.iter().any(|&(_, kernel)| kernel)
+        ) && (mutexes || !self.held.iter().any(|&(_, kernel)| kernel))
     }
 }
 
@@ -110,14 +112,19 @@ impl Core {
     }
 
     /// A guest tick on running vCPU `v`: its thread is preempted if it has run its slice
-    /// and another waits.
+    /// and another waits. A mutex spinner is not preemptible but sees `need_resched()` and
+    /// goes to sleep (`sim/mutex.rs`).
     pub(super) fn guest_tick_preempt(&mut self, v: VcpuId) {
         let vc = &self.vcpus[v];
-        if vc.guest_rq.is_empty() || !self.curr_thread(v).preemptible() {
+        let mutexes = self.doms[vc.dom].lock_kind == LockKind::Mutex;
+        if vc.guest_rq.is_empty() || !(mutexes || self.curr_thread(v).preemptible(false)) {
             return;
         }
         let cpus = self.doms[vc.dom].info.vcpus;
         if vc.guest_slice_ns < guest_slice_ns(vc.guest_rq.len() + 1, cpus) {
+            return;
+        }
+        if mutexes && (self.mutex_spinner_resched(v) || !self.curr_thread(v).preemptible(true)) {
             return;
         }
         let vc = &mut self.vcpus[v];
@@ -131,12 +138,14 @@ impl Core {
     fn switch_to(&mut self, v: VcpuId, next: ThreadId) {
         self.sync(v);
         let vc = &mut self.vcpus[v];
-        vc.curr = next;
+        let prev = std::mem::replace(&mut vc.curr, next);
         vc.guest_slice_ns = 0;
         debug_assert_eq!(self.threads[next].vcpu, v, "a queued thread waits in its own vCPU's queue");
         self.stall(v, self.host.thread_switch_ns);
         self.arm(v);
         self.trace_state(v);
+        // A mutex owner switched out is off its CPU: its spinners see it.
+        self.mutex_owner_moved(prev);
     }
 
     /// The wake-up of thread `t`, switched out and asleep: it goes where it can run

@@ -8,12 +8,14 @@
 //! a generation number; descheduling bumps the generation, which cancels the event in O(1)
 //! (a stale event is dropped when it surfaces and is not counted).
 //!
-//! Instructions that wait on others live with what they wait on: locks in `locks`,
+//! Instructions that wait on others live with what they wait on: locks in `locks` (and
+//! `queued`, `mutex`),
 //! `ipi_sync` in `irq`, `send`/`recv` and the driver domain's `NetServe` in `network`, `disk` in `disk`.
 
 use vsched_engine::Time;
 
 use super::events::Ev;
+use super::locks::WaitAction;
 use super::state::{Core, SpinLimit, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
@@ -70,7 +72,7 @@ impl Core {
     /// (Re)schedules the single pending guest event of a running vCPU.
     pub(super) fn arm(&mut self, v: VcpuId) {
         let now = self.now();
-        let free = matches!(self.curr_thread(v).state, ThreadState::SpinLock { .. }) && self.lock_free_for(v);
+        let due = self.wait_action(v) != WaitAction::Spin;
         let ple_at = self.ple_deadline(v);
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
@@ -83,8 +85,8 @@ impl Core {
             _ if vc.timer_wake => Some(from),
             ThreadState::Ready | ThreadState::Unstarted { .. } => Some(from),
             ThreadState::Computing { left } => Some(from.saturating_add(left)),
-            // The lock is free for us: grab it as soon as we execute.
-            ThreadState::SpinLock { .. } if free => Some(from),
+            // Something to do about the lock (take it, halt, sleep): as soon as we execute.
+            ThreadState::SpinLock { .. } if due => Some(from),
             ThreadState::SpinLock { budget, .. } => match (ple_at, budget.map(|b| from + b)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -102,6 +104,7 @@ impl Core {
             | ThreadState::BlockedNet
             | ThreadState::BlockedStart
             | ThreadState::HaltedLock { .. }
+            | ThreadState::SleepMutex { .. }
             | ThreadState::Exited => None,
         };
         if let Some(at) = at {
@@ -192,6 +195,8 @@ impl Core {
         self.set_state(v, VcpuState::Blocked);
         self.arm_idle_timer(v);
         self.to_sleep.push_back((v, p));
+        // A mutex owner that blocks is off its CPU: its spinners see it.
+        self.mutex_owner_moved(self.vcpus[v].curr);
     }
 
     /// Thread `t`'s wake-up arrived (I/O done, a kick, an interrupt): it resumes, and its
@@ -234,6 +239,8 @@ impl Core {
             ThreadState::HaltedLock { lock, .. } => {
                 ThreadState::SpinLock { lock, kernel: true, budget: Some(self.pv_spin_ns) }
             }
+            // Woken on a mutex's wait list: it tries again when it runs (`sim/mutex.rs`).
+            ThreadState::SleepMutex { lock, .. } => ThreadState::SpinLock { lock, kernel: true, budget: None },
             _ => return false,
         };
         true
@@ -263,19 +270,29 @@ impl Core {
             self.sync(v);
         }
         let th = &mut self.threads[w];
-        let blocked = matches!(th.state, ThreadState::BlockedBarrier | ThreadState::BlockedRecv { .. });
+        let blocked = matches!(
+            th.state,
+            ThreadState::BlockedBarrier
+                | ThreadState::BlockedRecv { .. }
+                | ThreadState::SleepMutex { woken: false, .. }
+        );
         th.state = ThreadState::Ready;
         if blocked {
-            // A blocked waiter is woken by an interrupt: an IPI from the releasing vCPU, or
-            // the virtual NIC's.
-            let at = self.queue.now() + self.host.ipi_latency_ns;
-            self.hosts[self.vcpus[v].host].ipis += 1;
-            self.post(at, Ev::Wake { t: w });
+            self.send_wake(w);
         } else if current {
             self.arm(v);
             self.trace_state(v);
         }
         blocked
+    }
+
+    /// Blocked thread `w` is woken by an interrupt: an IPI from the vCPU that releases it, or
+    /// the virtual NIC's, which arrives one IPI latency later.
+    pub(super) fn send_wake(&mut self, w: ThreadId) {
+        let v = self.threads[w].vcpu;
+        let at = self.queue.now() + self.host.ipi_latency_ns;
+        self.hosts[self.vcpus[v].host].ipis += 1;
+        self.post(at, Ev::Wake { t: w });
     }
 
     /// Interprets `v`'s program from its current instruction until it must wait.
@@ -293,8 +310,9 @@ impl Core {
                 Instr::Lock { choice, kernel } => self.lock(v, d, choice, kernel),
                 Instr::Unlock => {
                     let (lock, kernel) = th.held.pop().expect("workload unlocks a lock it does not hold");
-                    if self.unlock(d, lock, kernel) {
-                        self.stall(v, self.host.vm_exit_ns); // the kick hypercall
+                    // A kick hypercall, or the exit of a wake-up IPI.
+                    if let Some(ns) = self.unlock(v, d, lock, kernel) {
+                        self.stall(v, ns);
                     }
                     if kernel {
                         self.section_ended(v);

@@ -1,30 +1,34 @@
-//! Guest spinlocks: test-and-set, ticket, and paravirtual.
+//! Guest locks: the lock table, and what each kind does when a thread asks for a lock, while
+//! it waits, and at the unlock. The queued kinds (MCS, paravirtual) live in `queued`, the
+//! mutex in `mutex`; ticket, test-and-set and preemptable ticket locks are here.
 //!
 //! A test-and-set lock goes to one of the waiters executing at the unlock (chosen at
 //! random: they race); a ticket lock to the next ticket in line whether its vCPU runs or
 //! not (a lock-waiter preemption if it does not). Spinning burns the waiter's pCPU time and
 //! raises pause-loop exits in kernel mode (`ple`).
 //!
-//! Paravirtual spinlocks (a VM option; kernel locks only):
-//! Linux's pv qspinlock (kernel/locking/qspinlock_paravirt.h), reduced to its scheduling
-//! effects: waiters queue FIFO; a queued waiter spins `SPIN_THRESHOLD` (2^15) iterations of
-//! `spin_iteration_cycles`, then halts (`pv_wait`, the vCPU blocks); an unlock hands the lock
-//! to the queue head if it is spinning on a pCPU, otherwise leaves it free and kicks the head
-//! if it halted (`pv_kick`, woken one IPI latency later). While the head is not spinning on a
-//! pCPU a newcomer may steal the free lock (`pv_hybrid_queued_unfair_trylock`). Not
-//! modelled: a waiter halting early when its predecessor's vCPU is preempted, and the
-//! directed yield that KVM's kick hypercall adds.
+//! Preemptable ticket lock (Ouyang and Lange, "Preemptable ticket spinlocks: improving
+//! consolidated performance in the cloud", VEE 2013; the rule below is the authors' patch
+//! published with the paper, `__ticket_spin_lock` in github.com/drouyang/pmtlock
+//! vee13/pmtlock-v1.0.patch, Linux 3.5): a thread takes a ticket; if no one is ahead of it
+//! it competes for the lock at once. Otherwise it waits in line for a timeout of
+//! `TIMEOUT_UNIT` (2^14) loop iterations per ticket between its own and the one being
+//! served, restarted whenever the line moves (an unlock); when its turn comes, or the
+//! timeout runs out, it spins on a test-and-set flag and takes the lock whenever it finds it
+//! free, out of order if need be. The timeout counts iterations of the waiter's loop, as
+//! the patch does, so it only runs down while the waiter runs (`HostConfig::pmt_unit_ns`
+//! turns the count into spinning time). An unlock moves the line by one whoever held the
+//! lock.
 
 use std::collections::VecDeque;
 
 use rand::Rng;
 use vsched_engine::Time;
 
-use super::events::Ev;
 use super::guest_sched::executing;
 use super::interpret::Step;
+use super::queued::queued_may_take;
 use super::state::{Core, ThreadState};
-use crate::domain::VcpuState;
 use crate::guest::{LockChoice, LockKind};
 use crate::ids::{DomId, ThreadId, VcpuId};
 
@@ -32,27 +36,85 @@ use crate::ids::{DomId, ThreadId, VcpuId};
 #[derive(Default)]
 pub(super) struct Lock {
     pub(super) holder: Option<ThreadId>,
-    /// Ticket order (ticket locks), the set of spinners (test-and-set), or the FIFO of
-    /// queued waiters (paravirtual).
+    /// Ticket order (ticket locks), the set of spinners (test-and-set), the FIFO of queued
+    /// waiters (MCS, paravirtual), or the wait list of sleepers (mutex).
     pub(super) waiters: VecDeque<ThreadId>,
+    /// Mutex: its optimistic spinners, in arrival order.
+    pub(super) spinners: VecDeque<ThreadId>,
+    /// Mutex: the first waiter asked that the lock be handed to it (`MUTEX_FLAG_HANDOFF`).
+    pub(super) handoff: bool,
+    /// Preemptable ticket: the next ticket to hand out, and the one being served (the count
+    /// of unlocks so far).
+    pub(super) next_ticket: u64,
+    pub(super) head: u64,
+}
+
+/// How a domain's lock behaves for an acquisition in kernel mode or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flavour {
+    Ticket,
+    Tas,
+    /// MCS, or (`pv`) Linux's paravirtual qspinlock.
+    Queued {
+        pv: bool,
+    },
+    Preemptable,
+    Mutex,
+}
+
+/// What a lock waiter does as soon as it executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WaitAction {
+    /// Keeps spinning (until its budget runs out or a pause-loop exit).
+    Spin,
+    /// Takes the free lock.
+    Take,
+    /// Halts: a paravirtual waiter whose predecessor in the queue halted (`pv_wait_early`).
+    Halt,
+    /// Mutex: goes to sleep, the owner being off its CPU.
+    Sleep,
+    /// Mutex: the woken first waiter finds the lock taken and asks for a handoff.
+    Handoff,
 }
 
 impl Core {
-    /// Whether the lock waiter vCPU `v` runs may take its lock now: it is free and either
-    /// anyone may grab it (test-and-set) or the waiter heads a paravirtual lock's queue. (A
-    /// ticket lock is handed over by the unlock itself.)
-    pub(super) fn lock_free_for(&self, v: VcpuId) -> bool {
+    /// The behaviour of domain `d`'s locks taken in kernel mode or not. Paravirtual spinlocks
+    /// replace every spinlock kind for kernel locks (`pv_lock_ops` replace the native ones);
+    /// a mutex is a mutex whatever the spinlocks are.
+    pub(super) fn flavour(&self, d: DomId, kernel: bool) -> Flavour {
+        let dom = &self.doms[d];
+        match dom.lock_kind {
+            LockKind::Mutex => Flavour::Mutex,
+            _ if dom.info.pv.spinlocks && kernel => Flavour::Queued { pv: true },
+            LockKind::Ticket => Flavour::Ticket,
+            LockKind::Tas => Flavour::Tas,
+            LockKind::Mcs => Flavour::Queued { pv: false },
+            LockKind::PreemptableTicket => Flavour::Preemptable,
+        }
+    }
+
+    /// What the lock waiter vCPU `v` runs does as soon as it executes (`Spin` for a thread
+    /// that waits for no lock). A ticket lock is handed over by the unlock itself.
+    pub(super) fn wait_action(&self, v: VcpuId) -> WaitAction {
         let t = self.vcpus[v].curr;
         let th = &self.threads[t];
-        let ThreadState::SpinLock { lock, kernel, .. } = th.state else { return false };
-        let dom = &self.doms[th.dom];
-        let l = &dom.locks[lock as usize];
-        l.holder.is_none()
-            && if dom.info.pv.spinlocks && kernel { l.waiters.front() == Some(&t) } else { dom.lock_kind == LockKind::Tas }
+        let ThreadState::SpinLock { lock, kernel, budget } = th.state else { return WaitAction::Spin };
+        let l = &self.doms[th.dom].locks[lock as usize];
+        let free = l.holder.is_none();
+        match self.flavour(th.dom, kernel) {
+            Flavour::Ticket => WaitAction::Spin,
+            Flavour::Tas if free => WaitAction::Take,
+            Flavour::Tas => WaitAction::Spin,
+            Flavour::Queued { pv } => self.queued_action(l, t, pv),
+            // Its turn came or its timeout ran out (no budget left): it may take a free lock.
+            Flavour::Preemptable if free && budget.is_none() => WaitAction::Take,
+            Flavour::Preemptable => WaitAction::Spin,
+            Flavour::Mutex => self.mutex_action(l, t),
+        }
     }
 
     /// `lock(choice, kernel)`: take the lock if it is free and this thread may take it,
-    /// else queue and spin (a paravirtual waiter with a spinning budget).
+    /// else wait as its kind says.
     pub(super) fn lock(&mut self, v: VcpuId, d: DomId, choice: LockChoice, kernel: bool) -> Step {
         let now = self.now();
         let dom = &mut self.doms[d];
@@ -60,18 +122,30 @@ impl Core {
             LockChoice::Fixed(l) => l,
             LockChoice::Uniform => dom.rng.gen_range(0..dom.locks.len() as u32),
         };
-        let pv = dom.info.pv.spinlocks && kernel;
-        let l = &mut dom.locks[lock as usize];
-        let may_take = if pv {
-            // A newcomer steals a free lock unless the queue head spins for it.
-            l.waiters.front().is_none_or(|&h| {
-                !(executing(&self.vcpus, &self.threads, h)
-                    && matches!(self.threads[h].state, ThreadState::SpinLock { .. }))
-            })
-        } else {
-            dom.lock_kind == LockKind::Tas || l.waiters.is_empty()
-        };
+        let flavour = self.flavour(d, kernel);
+        if flavour == Flavour::Mutex {
+            return self.mutex_lock(v, d, lock);
+        }
         let t = self.vcpus[v].curr;
+        let dom = &mut self.doms[d];
+        let l = &mut dom.locks[lock as usize];
+        let mut budget = None;
+        let may_take = match flavour {
+            Flavour::Ticket => l.waiters.is_empty(),
+            Flavour::Tas => true,
+            Flavour::Queued { pv } => queued_may_take(&self.vcpus, &self.threads, l, pv),
+            Flavour::Preemptable => {
+                let ticket = l.next_ticket;
+                l.next_ticket += 1;
+                self.threads[t].ticket = ticket;
+                // Nobody ahead (no holder, no waiter): straight to the test-and-set.
+                if ticket > l.head {
+                    budget = Some(self.pmt_unit_ns * (ticket - l.head));
+                }
+                ticket == l.head
+            }
+            Flavour::Mutex => unreachable!("handled above"),
+        };
         let th = &mut self.threads[t];
         if l.holder.is_none() && may_take {
             l.holder = Some(t);
@@ -79,80 +153,81 @@ impl Core {
             return Step::Next;
         }
         l.waiters.push_back(t);
-        let budget = pv.then_some(self.pv_spin_ns);
+        if flavour == (Flavour::Queued { pv: true }) {
+            budget = Some(self.pv_spin_ns);
+        }
         th.state = ThreadState::SpinLock { lock, kernel, budget };
         let vc = &mut self.vcpus[v];
         vc.ple_from = now.max(vc.run_from);
         self.wait_running(v)
     }
 
-    /// The guest event of a lock waiter: take the lock if it is free for it, halt a
-    /// paravirtual waiter whose spinning budget ran out (`pv_wait`), or check for a
-    /// pause-loop exit and keep spinning.
+    /// The guest event of a spinning lock waiter: take the lock, halt a paravirtual waiter
+    /// (its budget ran out: `pv_wait`, or its predecessor halted: `pv_wait_early`), end a
+    /// preemptable-ticket waiter's timeout, or check for a pause-loop exit and keep spinning.
     pub(super) fn lock_wait_event(&mut self, v: VcpuId, lock: u32, kernel: bool, budget: Option<Time>) {
-        let free = self.lock_free_for(v);
-        let t = self.vcpus[v].curr;
-        let th = &mut self.threads[t];
-        if free {
-            let l = &mut self.doms[th.dom].locks[lock as usize];
-            l.waiters.retain(|&w| w != t);
-            l.holder = Some(t);
-            th.held.push((lock, kernel));
-            th.state = ThreadState::Ready;
-            self.to_advance.push_back(v);
-        } else if budget == Some(0) {
-            th.state = ThreadState::HaltedLock { lock, kicked: false };
-            self.doms[th.dom].pv_halts += 1;
-            self.block(v);
-        } else {
-            self.maybe_ple_exit(v);
+        let d = self.curr_thread(v).dom;
+        let flavour = self.flavour(d, kernel);
+        if flavour == Flavour::Mutex {
+            return self.mutex_wait_event(v, lock);
         }
-    }
-
-    /// Releases `lock` of domain `d` (taken in kernel mode or not) and hands it on. True if
-    /// the unlock kicked a halted paravirtual waiter (`KVM_HC_KICK_CPU`, a hypercall).
-    pub(super) fn unlock(&mut self, d: DomId, lock: u32, kernel: bool) -> bool {
-        let now = self.now();
-        let dom = &mut self.doms[d];
-        let l = &mut dom.locks[lock as usize];
-        l.holder = None;
-        if dom.info.pv.spinlocks && kernel {
-            // Paravirtual: hand over only to a head spinning on a pCPU; kick a halted head.
-            // A kernel lock's waiter never leaves its vCPU (preemption is disabled): the
-            // head is its vCPU's current thread.
-            let Some(&h) = l.waiters.front() else { return false };
-            let hv = self.threads[h].vcpu;
-            let hc = &self.vcpus[hv];
-            let th = &mut self.threads[h];
-            match (hc.state, th.state) {
-                (VcpuState::Running(_), ThreadState::SpinLock { .. }) if hc.run_from <= now => {
-                    l.waiters.pop_front();
-                    l.holder = Some(h);
-                    th.held.push((lock, kernel));
-                    self.release_waiter(h);
-                }
-                (_, ThreadState::HaltedLock { lock, kicked: false }) => {
-                    th.state = ThreadState::HaltedLock { lock, kicked: true };
-                    dom.pv_kicks += 1;
-                    self.hosts[dom.host].ipis += 1;
-                    let at = now + self.host.ipi_latency_ns;
-                    self.post(at, Ev::Wake { t: h });
-                    return true;
-                }
-                // Head about to execute: it takes the lock when it does (if nobody steals it).
-                (VcpuState::Running(_), _) => {
-                    self.sync(hv);
-                    self.arm(hv);
+        let mut action = self.wait_action(v);
+        if budget == Some(0) {
+            match flavour {
+                Flavour::Queued { pv: true } if action != WaitAction::Take => action = WaitAction::Halt,
+                Flavour::Preemptable => {
+                    self.curr_thread_mut(v).state = ThreadState::SpinLock { lock, kernel, budget: None };
+                    action = self.wait_action(v);
                 }
                 _ => {}
             }
-            return false;
         }
+        match action {
+            WaitAction::Take => {
+                self.take_waited(v, lock, kernel);
+                if flavour == (Flavour::Queued { pv: true }) {
+                    self.pv_new_head(d, lock);
+                }
+            }
+            WaitAction::Halt => self.pv_halt(v, lock),
+            _ => self.maybe_ple_exit(v),
+        }
+    }
+
+    /// The waiter on running vCPU `v` takes the free `lock` and goes on at once.
+    pub(super) fn take_waited(&mut self, v: VcpuId, lock: u32, kernel: bool) {
+        let t = self.vcpus[v].curr;
+        let th = &mut self.threads[t];
+        let l = &mut self.doms[th.dom].locks[lock as usize];
+        l.waiters.retain(|&w| w != t);
+        l.spinners.retain(|&w| w != t);
+        l.handoff = false;
+        l.holder = Some(t);
+        th.held.push((lock, kernel));
+        th.state = ThreadState::Ready;
+        self.to_advance.push_back(v);
+    }
+
+    /// Vcpu `v` releases `lock` of domain `d` (taken in kernel mode or not) and hands it on.
+    /// Returns how long the unlock stops `v` (a hypercall, an IPI's exit), if it does.
+    pub(super) fn unlock(&mut self, v: VcpuId, d: DomId, lock: u32, kernel: bool) -> Option<Time> {
+        match self.flavour(d, kernel) {
+            Flavour::Mutex => return self.mutex_unlock(d, lock),
+            Flavour::Queued { pv } => return self.queued_unlock(v, d, lock, kernel, pv),
+            Flavour::Preemptable => {
+                self.pmt_unlock(d, lock);
+                return None;
+            }
+            Flavour::Ticket | Flavour::Tas => {}
+        }
+        let dom = &mut self.doms[d];
+        let l = &mut dom.locks[lock as usize];
+        l.holder = None;
         let next = match dom.lock_kind {
             // Ticket: the next ticket in line owns the lock now, running or not.
             LockKind::Ticket => l.waiters.pop_front(),
             // Test-and-set: one of the spinners that is executing right now wins the race.
-            LockKind::Tas => {
+            _ => {
                 let now = self.queue.now();
                 let (vcpus, threads) = (&self.vcpus, &self.threads);
                 let running: Vec<usize> = (0..l.waiters.len())
@@ -169,7 +244,7 @@ impl Core {
                 }
             }
         };
-        let Some(w) = next else { return false };
+        let w = next?;
         l.holder = Some(w);
         let th = &mut self.threads[w];
         let kernel = matches!(th.state, ThreadState::SpinLock { kernel: true, .. });
@@ -181,6 +256,72 @@ impl Core {
         }
         // A running waiter continues through a guest event in this same instant.
         self.release_waiter(w);
-        false
+        None
+    }
+
+    /// Preemptable ticket unlock (`__ticket_spin_unlock`: the head moves, the flag clears).
+    /// Every waiter still in its timed wait sees the head move and restarts its timeout from
+    /// its new distance; the one whose turn it is now stops waiting. Then the waiters that
+    /// may compete and are executing race for the flag, as at a test-and-set lock.
+    fn pmt_unlock(&mut self, d: DomId, lock: u32) {
+        let now = self.now();
+        let unit = self.pmt_unit_ns;
+        let l = &mut self.doms[d].locks[lock as usize];
+        l.holder = None;
+        l.head += 1;
+        let head = l.head;
+        let waiters: Vec<ThreadId> = l.waiters.iter().copied().collect();
+        let mut turn_preempted = false;
+        for &w in &waiters {
+            let wv = self.threads[w].vcpu;
+            let running = executing(&self.vcpus, &self.threads, w);
+            if running {
+                self.sync(wv);
+            }
+            let th = &mut self.threads[w];
+            let ticket = th.ticket;
+            if ticket == head && !running {
+                turn_preempted = true;
+            }
+            if let ThreadState::SpinLock { budget: budget @ Some(_), .. } = &mut th.state {
+                *budget = (ticket > head).then(|| unit * (ticket - head));
+            }
+        }
+        // A lock-waiter preemption as at a ticket lock: the next in line does not execute.
+        // Here the lock does not wait for it, only for the others' timeouts.
+        let dom = &mut self.doms[d];
+        if turn_preempted {
+            dom.lock_waiter_preemptions += 1;
+        }
+        let racers: Vec<ThreadId> = waiters
+            .iter()
+            .copied()
+            .filter(|&w| {
+                let vc = &self.vcpus[self.threads[w].vcpu];
+                executing(&self.vcpus, &self.threads, w)
+                    && vc.run_from <= now
+                    && matches!(self.threads[w].state, ThreadState::SpinLock { budget: None, .. })
+            })
+            .collect();
+        let winner = match racers.len() {
+            0 => None,
+            1 => Some(racers[0]),
+            n => Some(racers[dom.rng.gen_range(0..n)]),
+        };
+        if let Some(w) = winner {
+            let l = &mut dom.locks[lock as usize];
+            l.waiters.retain(|&u| u != w);
+            l.holder = Some(w);
+            let th = &mut self.threads[w];
+            let kernel = matches!(th.state, ThreadState::SpinLock { kernel: true, .. });
+            th.held.push((lock, kernel));
+            self.release_waiter(w);
+        }
+        // The others' timeouts changed: their next guest events with them.
+        for w in waiters {
+            if Some(w) != winner && executing(&self.vcpus, &self.threads, w) {
+                self.arm(self.threads[w].vcpu);
+            }
+        }
     }
 }

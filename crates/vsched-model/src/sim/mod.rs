@@ -20,7 +20,9 @@
 //! | `ple` | pause-loop exits |
 //! | `preempt_delay` | putting off a reschedule inside a marked guest critical section |
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
-//! | `locks` | spinlocks, ticket, test-and-set and paravirtual |
+//! | `locks` | guest locks: ticket, test-and-set, preemptable ticket, and each kind's rules |
+//! | `queued` | queued spinlocks: MCS and the paravirtual qspinlock |
+//! | `mutex` | the kernel mutex with optimistic spinning |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
 //! | `disk` | disk requests through the driver domain's blkback |
 //! | `costart` | the co-start skew metric |
@@ -67,9 +69,11 @@ mod interpret;
 mod irq;
 mod lifecycle;
 mod locks;
+mod mutex;
 mod network;
 mod ple;
 mod preempt_delay;
+mod queued;
 mod slab;
 mod state;
 mod world;

@@ -36,8 +36,9 @@ pub(super) enum ThreadState {
     Computing {
         left: Time,
     },
-    /// Waiting for a lock; `budget` is what is left of a paravirtual waiter's spinning
-    /// before it halts.
+    /// Waiting for a lock, spinning. `budget` is spinning time left before something
+    /// changes: a paravirtual waiter halts when it runs out; a preemptable-ticket waiter may
+    /// then take the lock out of order (None once it may). Other kinds have none.
     SpinLock {
         lock: u32,
         kernel: bool,
@@ -47,6 +48,12 @@ pub(super) enum ThreadState {
     HaltedLock {
         lock: u32,
         kicked: bool,
+    },
+    /// A mutex waiter asleep on the lock's wait list (`sim/mutex.rs`); `woken` once an unlock
+    /// woke it.
+    SleepMutex {
+        lock: u32,
+        woken: bool,
     },
     /// Waiting for `pending` IPI acknowledgements (`ipi_sync`).
     SpinIpi {
@@ -124,6 +131,8 @@ pub(super) struct GuestThread {
     pub(super) state: ThreadState,
     /// Locks held, innermost last, each with whether it was taken in kernel mode.
     pub(super) held: Vec<(u32, bool)>,
+    /// Its ticket at the preemptable ticket lock it waits for (`sim/locks.rs`).
+    pub(super) ticket: u64,
     /// When the I/O that delivers the next request completed.
     pub(super) io_done_at: Option<Time>,
     /// When a client's request for it reached the NIC, before the driver domain received
@@ -312,6 +321,8 @@ pub(super) struct Core {
     /// (`preempt_delay`).
     pub(super) preempt_delay_ns: Time,
     pub(super) pv_spin_ns: Time,
+    /// A preemptable ticket lock's timeout per place in line (`HostConfig::pmt_unit_ns`).
+    pub(super) pmt_unit_ns: Time,
     pub(super) events: u64,
     // Work for the current instant.
     pub(super) to_advance: VecDeque<VcpuId>,
