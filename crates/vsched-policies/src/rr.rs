@@ -40,9 +40,12 @@ impl Policy for RoundRobin {
         cx.kick_idle_from(0);
     }
 
-    /// Contract: a yield gives up the rest of the slice (the vCPU goes to the tail).
-    fn yield_(&mut self, cx: &mut Cx, _v: VcpuId, _why: YieldReason) {
-        cx.resched_here();
+    /// Contract: a pause-loop exit gives up the rest of the slice (the vCPU goes to the
+    /// tail); KVM's yield hypercalls are not this hypervisor's, and change nothing.
+    fn yield_(&mut self, cx: &mut Cx, _v: VcpuId, why: YieldReason) {
+        if why == YieldReason::PauseLoopExit {
+            cx.resched_here();
+        }
     }
 
     /// Contract: requeue a still-runnable `prev` at the tail, run the head.
