@@ -9,6 +9,7 @@
 pub mod cx;
 pub mod domain;
 pub mod guest;
+pub mod hand_world;
 pub mod ids;
 pub mod metrics;
 pub mod params;

@@ -13,9 +13,8 @@
 //! wait, `ready` and `preempted`. v0 is the spinner.
 
 mod common;
-mod hand_world;
 use common::*;
-use hand_world::{start, Bench};
+use vsched_model::hand_world::{start, Bench};
 use vsched_model::{
     Dur, HostConfig, Instr, Paravirt, Policy, Time, Value, VmType, YieldReason, FOREVER, NS_PER_MS, NS_PER_US,
 };

@@ -4,10 +4,9 @@
 //! simulator does not produce yet, such as pCPUs whose ticks are not aligned.
 
 mod common;
-mod hand_world;
 
 use common::policy;
-use hand_world::{start, Bench};
+use vsched_model::hand_world::{start, Bench};
 use vsched_model::NS_PER_MS;
 
 #[test]

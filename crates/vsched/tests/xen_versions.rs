@@ -4,10 +4,9 @@
 //! parameter changes nothing.
 
 mod common;
-mod hand_world;
 
 use common::*;
-use hand_world::{start, Bench};
+use vsched_model::hand_world::{start, Bench};
 use vsched_model::{Policy, Simulation, Until, Value, VcpuState, VmType, NS_PER_MS};
 
 const MS: u64 = NS_PER_MS;

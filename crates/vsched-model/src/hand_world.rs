@@ -1,13 +1,12 @@
-//! `Bench`: a minimal hand-driven world behind `Cx` (no events: the test calls the
-//! callbacks and moves the clock). It runs registered policies unchanged, in situations the
-//! test sets up exactly, such as pCPUs whose ticks are not aligned or a wake-up while given
-//! pCPUs are idle.
-#![allow(dead_code)]
+//! `Bench`: a minimal hand-driven world behind `Cx` (no events: the caller calls the
+//! callbacks and moves the clock). It runs policies unchanged, in situations a test sets up
+//! exactly, such as pCPUs whose ticks are not aligned or a wake-up while given pCPUs are
+//! idle; the policies' own unit tests and the integration tests share it.
 
 use std::collections::BTreeMap;
 
 use vsched_engine::{RngStreams, StreamRng};
-use vsched_model::{Cx, DomId, DomainInfo, PcpuId, Policy, Time, VcpuId, VcpuState, VmType, World, YieldReason};
+use crate::{Cx, DomId, DomainInfo, PcpuId, Policy, Time, VcpuId, VcpuState, VmType, World, YieldReason};
 
 /// One host: `n_pcpus` pCPUs and one domain of `vcpus` vCPUs; the test sets the clock and
 /// applies decisions itself.
@@ -96,6 +95,12 @@ impl Bench {
         let VcpuState::Running(p) = self.states[v] else { panic!("vCPU {v} is not running") };
         self.here = Some(p);
         policy.yield_(&mut Cx::new(self), v, why);
+    }
+
+    /// A `Cx` on this world, as if a callback ran on `here`.
+    pub fn cx(&mut self, here: Option<PcpuId>) -> Cx<'_> {
+        self.here = here;
+        Cx::new(self)
     }
 
     /// Blocked `v` wakes (from no pCPU in particular).
@@ -188,11 +193,19 @@ impl World for Bench {
 
 /// Starts `policy` on `world`: init, every vCPU inserted, every pCPU scheduled once.
 pub fn start(world: &mut Bench, policy: &mut dyn Policy) {
+    let all: Vec<PcpuId> = (0..world.curr.len()).collect();
+    start_on(world, policy, &all);
+}
+
+/// As [`start`], but only `pcpus` schedule (the others have not picked yet); the
+/// reschedule requests so far are cleared.
+pub fn start_on(world: &mut Bench, policy: &mut dyn Policy, pcpus: &[PcpuId]) {
     policy.init(&mut Cx::new(world));
     for v in 0..world.states.len() {
         policy.vcpu_insert(&mut Cx::new(world), v);
     }
-    for p in 0..world.curr.len() {
+    for &p in pcpus {
         world.schedule(policy, p);
     }
+    world.resched.clear();
 }
