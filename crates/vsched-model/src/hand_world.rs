@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use vsched_engine::{RngStreams, StreamRng};
 use crate::{Cx, DomId, DomainInfo, PcpuId, Policy, Time, VcpuId, VcpuState, VmType, World, YieldReason};
+use vsched_engine::{RngStreams, StreamRng};
 
 /// One host: `n_pcpus` pCPUs and one domain of `vcpus` vCPUs; the test sets the clock and
 /// applies decisions itself.
