@@ -18,10 +18,6 @@ use vsched_model::{
 const MS: Time = NS_PER_MS;
 const US: Time = NS_PER_US;
 
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
-
 fn run_cfs(
     host: HostConfig,
     params: &[(&str, Value)],
@@ -37,15 +33,6 @@ fn run_cfs(
 
 fn none() -> (&'static str, Value) {
     ("tunable_scaling", Value::Str("none".into()))
-}
-
-/// (vCPU, start, end) on `pcpu`, in time order.
-fn on(spans: &[Span], pcpu: usize) -> Vec<(usize, Time, Time)> {
-    spans.iter().filter(|s| s.pcpu == pcpu).map(|s| (s.vcpu, s.start, s.end)).collect()
-}
-
-fn counter(m: &RunMetrics, name: &str) -> u64 {
-    m.host.policy_counters.get(name).copied().unwrap_or(0)
 }
 
 #[test]

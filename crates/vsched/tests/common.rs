@@ -156,3 +156,28 @@ impl Policy for Pinned {
         }
     }
 }
+
+/// `t` ns of computing.
+pub fn compute(t: Time) -> Instr {
+    Instr::Compute(Dur::Fixed(t))
+}
+
+/// `x` µs in ns.
+pub fn us(x: u64) -> Time {
+    x * vsched_model::NS_PER_US
+}
+
+/// Taking the VM's lock 0 in kernel mode (pause-loop exits apply).
+pub fn kernel_lock() -> Instr {
+    Instr::Lock { choice: vsched_model::LockChoice::Fixed(0), kernel: true }
+}
+
+/// A policy counter of the run (0 if the policy never bumped it).
+pub fn counter(m: &RunMetrics, name: &str) -> u64 {
+    m.host.policy_counters.get(name).copied().unwrap_or(0)
+}
+
+/// (vCPU, start, end) of the spans on `pcpu`, in time order.
+pub fn on(spans: &[Span], pcpu: usize) -> Vec<(usize, Time, Time)> {
+    spans.iter().filter(|s| s.pcpu == pcpu).map(|s| (s.vcpu, s.start, s.end)).collect()
+}

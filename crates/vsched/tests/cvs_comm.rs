@@ -31,10 +31,6 @@ use vsched_policies::cvs_comm::{cvs_pick, Class, Pick, Precedence, Queued, Rule}
 
 const MS: Time = NS_PER_MS;
 
-fn counter(m: &RunMetrics, name: &str) -> u64 {
-    m.host.policy_counters.get(name).copied().unwrap_or(0)
-}
-
 /// `(domain, start, end)` of what ran on `pcpu`, in order.
 fn runs_on(spans: &[Span], pcpu: usize) -> Vec<(usize, Time, Time)> {
     spans.iter().filter(|s| s.pcpu == pcpu).map(|s| (s.dom, s.start, s.end)).collect()

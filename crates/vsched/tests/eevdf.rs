@@ -24,10 +24,6 @@ use vsched_model::{
 const MS: Time = NS_PER_MS;
 const US: Time = NS_PER_US;
 
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
-
 fn io(t: Time) -> Instr {
     Instr::Io(Dur::Fixed(t))
 }
@@ -54,15 +50,6 @@ fn off(feature: &str) -> (&str, Value) {
 /// A domain whose vCPU threads ask for a slice of `us` µs (`sched_slice_us`).
 fn requesting(us: Time, dom: DomainConfig) -> DomainConfig {
     DomainConfig { slice_request_ns: Some(us * US), ..dom }
-}
-
-/// (vCPU, start, end) on `pcpu`, in time order.
-fn on(spans: &[Span], pcpu: usize) -> Vec<(usize, Time, Time)> {
-    spans.iter().filter(|s| s.pcpu == pcpu).map(|s| (s.vcpu, s.start, s.end)).collect()
-}
-
-fn counter(m: &RunMetrics, name: &str) -> u64 {
-    m.host.policy_counters.get(name).copied().unwrap_or(0)
 }
 
 #[test]

@@ -8,21 +8,9 @@
 mod common;
 use common::*;
 use vsched_model::{
-    Cx, Decision, Dur, HostConfig, Instr, LockChoice, PcpuId, Policy, Program, Simulation, Time, Until, VcpuId, VmType,
-    FOREVER, NS_PER_MS, NS_PER_US,
+    Cx, Decision, Dur, HostConfig, Instr, PcpuId, Policy, Program, Simulation, Time, Until, VcpuId, VmType, FOREVER,
+    NS_PER_MS,
 };
-
-fn us(x: u64) -> Time {
-    x * NS_PER_US
-}
-
-fn kernel_lock() -> Instr {
-    Instr::Lock { choice: LockChoice::Fixed(0), kernel: true }
-}
-
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
 
 /// A finite VM with one kernel lock.
 fn vm_of(name: &str, programs: Vec<Program>, pv: bool) -> vsched_model::DomainConfig {

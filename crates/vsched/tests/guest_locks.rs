@@ -14,16 +14,8 @@ use std::rc::Rc;
 use common::*;
 use vsched_model::{
     Cx, Decision, DomainConfig, Dur, HostConfig, Instr, LockChoice, LockKind, PcpuId, Policy, Program, RunMetrics,
-    Simulation, Time, Until, VcpuId, VmType, NS_PER_MS, NS_PER_US,
+    Simulation, Time, Until, VcpuId, VmType, NS_PER_MS,
 };
-
-fn us(x: u64) -> Time {
-    x * NS_PER_US
-}
-
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
 
 /// A lock taken in kernel mode or not.
 fn lock(kernel: bool) -> Instr {
@@ -241,10 +233,6 @@ fn a_pv_unlock_wakes_the_halted_head_at_once_and_yields_to_it() {
     // the lock 10; vCPU 0 is done at 2100.
     assert_us("completion", v.completion_s.unwrap(), 2100.0);
     assert_us("spin", v.spin_s, 262.144);
-}
-
-fn kernel_lock() -> Instr {
-    lock(true)
 }
 
 #[test]

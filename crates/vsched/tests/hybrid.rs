@@ -34,10 +34,6 @@ fn row(p: usize, vm: &str, i: usize, start_us: u64, end_us: u64) -> (usize, Stri
     (p, vm.to_string(), i, start_us, end_us)
 }
 
-fn counter(m: &RunMetrics, name: &str) -> u64 {
-    m.host.policy_counters.get(name).copied().unwrap_or(0)
-}
-
 #[test]
 fn a_con_vm_starts_together_after_one_pcpu_picks_one_of_its_vcpus() {
     // 4 pCPUs; `con` (CON, 4 vCPUs, weight 256) and `hit` (HIT, 3 vCPUs, weight 512).

@@ -17,22 +17,13 @@
 mod common;
 use common::*;
 use vsched_model::{
-    DomainConfig, Dur, Instr, LockChoice, RunMetrics, Simulation, Span, Time, Until, Value, VmType, FOREVER, NS_PER_MS,
-    NS_PER_US,
+    DomainConfig, Dur, Instr, RunMetrics, Simulation, Span, Time, Until, Value, VmType, FOREVER, NS_PER_MS, NS_PER_US,
 };
 
 const MS: Time = NS_PER_MS;
 const US: Time = NS_PER_US;
 /// One PLE window at the default 2 GHz.
 const WINDOW: Time = 2048;
-
-fn lock() -> Instr {
-    Instr::Lock { choice: LockChoice::Fixed(0), kernel: true }
-}
-
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
 
 /// A VM of these programs with one kernel ticket lock.
 fn vm_with_lock(name: &str, programs: Vec<vsched_model::Program>) -> DomainConfig {
@@ -57,10 +48,6 @@ fn run_on(
     let m = sim.run(horizon, Until::Horizon, &mut |_| true).unwrap();
     let spans = sim.take_trace().unwrap().spans().to_vec();
     (m, spans)
-}
-
-fn counter(m: &RunMetrics, name: &str) -> u64 {
-    m.host.policy_counters.get(name).copied().unwrap_or(0)
 }
 
 fn spans_of(spans: &[Span], vcpu: usize) -> Vec<(Time, Time)> {
@@ -92,8 +79,8 @@ fn kvm_dy_runs_a_preempted_lock_holder_at_the_next_pause_loop_exit() {
     //   yield_to(H) succeeds (pCPU 0 holds G and H) and H becomes pCPU 0's next buddy. G has
     //   run 320 ns, so H is 1 ms − 320 ns of vruntime ahead of G, within the wakeup
     //   granularity (set to 2 ms here, so the margin is wide): H runs at once, at 4.000320 ms.
-    let w = program(&[compute(MS), lock(), Instr::Unlock, compute(FOREVER)]);
-    let h = program(&[lock(), compute(30 * MS), Instr::Unlock, compute(FOREVER)]);
+    let w = program(&[compute(MS), kernel_lock(), Instr::Unlock, compute(FOREVER)]);
+    let h = program(&[kernel_lock(), compute(30 * MS), Instr::Unlock, compute(FOREVER)]);
     let doms = || vec![domain("hog", VmType::Hit, vec![hog()]), vm_with_lock("vm", vec![w.clone(), h.clone()])];
     let params = [("wakeup_granularity_us", Value::Int(2000))];
     let (dm, dy) = run_on(fixed_window(2), "kvm-dy", &params, doms(), 100 * MS);
@@ -127,8 +114,8 @@ fn kvm_dy_skips_itself_and_running_blocked_or_user_mode_siblings() {
     // Every one of W's PLE exits scans H (blocked: not ready), R (running: not ready), U
     // (preempted in user mode while W spins in kernel mode) and W itself: no target, so
     // kvm-dy must schedule exactly as cfs does.
-    let h = program(&[lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
-    let w = program(&[lock(), Instr::Unlock, compute(FOREVER)]);
+    let h = program(&[kernel_lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
+    let w = program(&[kernel_lock(), Instr::Unlock, compute(FOREVER)]);
     let doms = || vec![vm_with_lock("vm", vec![hog(), w.clone(), h.clone(), hog()])];
     let (dm, dy) = run_on(fixed_window(2), "kvm-dy", &[], doms(), 40 * MS);
     let (_, cfs) = run_on(fixed_window(2), "cfs", &[], doms(), 40 * MS);
@@ -160,8 +147,8 @@ fn a_spinning_sibling_is_eligible_every_other_check() {
     // 1 ms − 4096 ns ahead, within the wakeup granularity (2 ms here, for a wide margin), so
     // W1 runs. From then on the two hand the pCPU back and forth after exactly two windows
     // each: their vruntimes move in lockstep and the gap stays under the granularity.
-    let h = program(&[lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
-    let waiter = program(&[lock(), Instr::Unlock, compute(FOREVER)]);
+    let h = program(&[kernel_lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
+    let waiter = program(&[kernel_lock(), Instr::Unlock, compute(FOREVER)]);
     let doms = || vec![vm_with_lock("vm", vec![waiter.clone(), waiter.clone(), h.clone()])];
     let params = [("wakeup_granularity_us", Value::Int(2000))];
     let horizon = 6 * MS;
@@ -199,8 +186,8 @@ fn yield_to_fails_when_both_queues_hold_one_vcpu_and_the_scan_gives_up_after_thr
     // scans S2, S3, S4 — ready (woken), not spinning, eligible — and yield_to fails with
     // -ESRCH for each (W and the target are alone on their queues); the third failure ends
     // the scan, so S5 is never tried. Failures reschedule nothing: the trace equals cfs's.
-    let h = program(&[lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
-    let w = program(&[compute(10 * US), lock(), Instr::Unlock, compute(FOREVER)]);
+    let h = program(&[kernel_lock(), Instr::Io(Dur::Fixed(1_000 * MS)), Instr::Unlock, compute(FOREVER)]);
+    let w = program(&[compute(10 * US), kernel_lock(), Instr::Unlock, compute(FOREVER)]);
     let s = program(&[Instr::Io(Dur::Fixed(MS)), compute(FOREVER)]);
     let doms = || vec![vm_with_lock("vm", vec![h.clone(), w.clone(), s.clone(), s.clone(), s.clone(), s.clone()])];
     let host = || vsched_model::HostConfig { ipi_latency_ns: 100 * US, ..fixed_window(6) };

@@ -16,7 +16,7 @@ mod common;
 use common::*;
 use vsched_model::hand_world::{start, Bench};
 use vsched_model::{
-    Dur, HostConfig, Instr, Paravirt, Policy, Time, Value, VmType, YieldReason, FOREVER, NS_PER_MS, NS_PER_US,
+    HostConfig, Instr, Paravirt, Policy, Time, Value, VmType, YieldReason, FOREVER, NS_PER_MS, NS_PER_US,
 };
 
 const MS: Time = NS_PER_MS;
@@ -142,10 +142,6 @@ fn a_yield_hypercall_runs_its_target_if_it_is_ready_and_queued_behind_something(
 }
 
 // ---- The guest side, end to end ----
-
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
 
 /// One pCPU, one VM: S = vCPU 0 computes 10 µs, then shoots down the TLB of T = vCPU 1, a
 /// user-mode hog. Insertion: S at 6 ms of vruntime, T at 3 ms, so T runs first; the 4 ms

@@ -28,14 +28,6 @@ fn runs(policy_name: &str, doms: Vec<DomainConfig>, horizon: Time) -> (RunMetric
     (m, trace.spans().iter().map(|s| (s.vcpu, s.start, s.end, s.spinning)).collect())
 }
 
-fn lock() -> Instr {
-    Instr::Lock { choice: LockChoice::Fixed(0), kernel: true }
-}
-
-fn compute(t: Time) -> Instr {
-    Instr::Compute(Dur::Fixed(t))
-}
-
 /// VM "S" with one kernel ticket lock: vCPU 0 and vCPU 1 run these programs.
 fn lock_vm(v0: &[Instr], v1: &[Instr]) -> DomainConfig {
     let mut d = domain("S", VmType::Hit, vec![program(v0), program(v1)]);
@@ -48,8 +40,8 @@ fn lock_vm(v0: &[Instr], v1: &[Instr]) -> DomainConfig {
 fn holder_preempted() -> Vec<DomainConfig> {
     vec![
         lock_vm(
-            &[lock(), compute(45 * MS), Instr::Unlock, compute(FOREVER)],
-            &[lock(), Instr::Unlock, compute(FOREVER)],
+            &[kernel_lock(), compute(45 * MS), Instr::Unlock, compute(FOREVER)],
+            &[kernel_lock(), Instr::Unlock, compute(FOREVER)],
         ),
         domain("H1", VmType::Hit, vec![hog()]),
         domain("H2", VmType::Hit, vec![hog()]),
@@ -137,12 +129,12 @@ fn yth_waiters_yield_to_the_rest_of_the_queue_before_each_other() {
     // Without rounds S1 and S2 would hand the pCPU to each other every window.
     let vms = vec![
         {
-            let spin = [lock(), Instr::Unlock, compute(FOREVER)];
+            let spin = [kernel_lock(), Instr::Unlock, compute(FOREVER)];
             let mut d = domain(
                 "S",
                 VmType::Hit,
                 vec![
-                    program(&[lock(), compute(45 * MS), Instr::Unlock, compute(FOREVER)]),
+                    program(&[kernel_lock(), compute(45 * MS), Instr::Unlock, compute(FOREVER)]),
                     program(&spin),
                     program(&spin),
                 ],
@@ -189,8 +181,8 @@ fn a_boosted_yielder_goes_one_vcpu_back_under_credit_but_to_the_tail_under_ytt()
     let doms = || {
         vec![
             lock_vm(
-                &[Instr::Io(Dur::Fixed(5 * MS)), lock(), Instr::Unlock, compute(FOREVER)],
-                &[lock(), compute(50 * MS), Instr::Unlock, compute(FOREVER)],
+                &[Instr::Io(Dur::Fixed(5 * MS)), kernel_lock(), Instr::Unlock, compute(FOREVER)],
+                &[kernel_lock(), compute(50 * MS), Instr::Unlock, compute(FOREVER)],
             ),
             domain("H1", VmType::Hit, vec![program(&[compute(3 * MS), Instr::Io(Dur::Fixed(FOREVER))])]),
             domain("H2", VmType::Hit, vec![hog()]),
@@ -216,8 +208,8 @@ fn before_xen_4_1_a_boosted_yielder_stays_first_until_a_tick_demotes_it() {
     const W: VcpuId = 0;
     let doms = vec![
         lock_vm(
-            &[Instr::Io(Dur::Fixed(5 * MS)), lock(), Instr::Unlock, compute(FOREVER)],
-            &[lock(), compute(50 * MS), Instr::Unlock, compute(FOREVER)],
+            &[Instr::Io(Dur::Fixed(5 * MS)), kernel_lock(), Instr::Unlock, compute(FOREVER)],
+            &[kernel_lock(), compute(50 * MS), Instr::Unlock, compute(FOREVER)],
         ),
         domain("H1", VmType::Hit, vec![program(&[compute(3 * MS), Instr::Io(Dur::Fixed(FOREVER))])]),
         domain("H2", VmType::Hit, vec![hog()]),
@@ -240,8 +232,8 @@ fn a_yielder_with_nothing_else_to_run_runs_on() {
     // wakes BOOSTed and preempts it.
     let doms = || {
         vec![lock_vm(
-            &[lock(), Instr::Io(Dur::Fixed(10 * MS)), Instr::Unlock, compute(FOREVER)],
-            &[lock(), Instr::Unlock, compute(FOREVER)],
+            &[kernel_lock(), Instr::Io(Dur::Fixed(10 * MS)), Instr::Unlock, compute(FOREVER)],
+            &[kernel_lock(), Instr::Unlock, compute(FOREVER)],
         )]
     };
     for name in ["credit", "ytt", "yth"] {
