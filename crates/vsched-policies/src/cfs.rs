@@ -46,7 +46,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::linux_fair::{self, fair};
+use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, YieldReason,
     NS_PER_S, NS_PER_US,
@@ -114,15 +114,6 @@ struct Entity {
     last_ran: Time,
 }
 
-/// What `yield_to` did (core.c `yield_to`'s return value).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum YieldTo {
-    /// > 0: the target is the next buddy and both pCPUs reschedule.
-    Yielded,
-    /// -ESRCH: both run queues hold a single entity; yielding is pointless.
-    Esrch,
-}
-
 pub struct Cfs {
     // Configuration (unscaled; `init` scales).
     latency_ns: i64,
@@ -143,7 +134,7 @@ impl Cfs {
         fair(self.wakeup_gran_ns, self.se[v].weight)
     }
 
-    pub(crate) fn nr_running(&self, p: PcpuId) -> usize {
+    fn nr_running(&self, p: PcpuId) -> usize {
         self.rqs[p].tree.len() + self.rqs[p].curr.is_some() as usize
     }
 
@@ -281,10 +272,12 @@ impl Cfs {
         self.tree_remove(se);
         Some(se)
     }
+}
 
+impl crate::kvm::LinuxSched for Cfs {
     /// core.c `yield_to` + fair.c `yield_to_task_fair` / `yield_task_fair`: `me`, running,
     /// asks that the waiting `target` run next. Callers pass a queued `target`.
-    pub(crate) fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
+    fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
         let (p, q) = (self.se[me].cpu, self.se[target].cpu);
         debug_assert_eq!(self.rqs[p].curr, Some(me), "yield_to from a vCPU that is not running");
         debug_assert!(self.se[target].in_tree, "yield_to a vCPU that is not waiting");
@@ -302,12 +295,6 @@ impl Cfs {
         }
         cx.resched(p); // the yielder calls schedule()
         YieldTo::Yielded
-    }
-}
-
-impl crate::kvm::LinuxSched for Cfs {
-    fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
-        Cfs::yield_to(self, cx, me, target)
     }
 
     fn single_task_running(&self, p: PcpuId) -> bool {

@@ -74,7 +74,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::cfs::YieldTo;
+use crate::linux_fair::YieldTo;
 use crate::linux_fair::{self, fair};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, VcpuState,
@@ -483,11 +483,14 @@ impl Eevdf {
         cx.count(if min_gap == 0 { "eevdf.newidle_pulls" } else { "eevdf.balance_pulls" });
         Some(u)
     }
+}
 
+/// KVM's handlers on EEVDF (`kvm-eevdf`).
+impl crate::kvm::LinuxSched for Eevdf {
     /// core.c `yield_to` + fair.c `yield_to_task_fair` / `yield_task_fair` (Linux 6.12):
     /// `me`, running, asks that the waiting `target` run next. Callers pass a queued,
     /// runnable `target`. See the header for what the next buddy does.
-    pub(crate) fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
+    fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
         let (p, q) = (self.se[me].cpu, self.se[target].cpu);
         debug_assert_eq!(self.rqs[p].curr, Some(me), "yield_to from a vCPU that is not running");
         debug_assert!(self.se[target].tree_key.is_some() && !self.se[target].delayed, "yield_to a vCPU not waiting");
@@ -505,13 +508,6 @@ impl Eevdf {
         }
         cx.resched(p); // the yielder calls schedule()
         YieldTo::Yielded
-    }
-}
-
-/// KVM's handlers on EEVDF (`kvm-eevdf`).
-impl crate::kvm::LinuxSched for Eevdf {
-    fn yield_to(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId) -> YieldTo {
-        Eevdf::yield_to(self, cx, me, target)
     }
 
     /// `rq->nr_running == 1`; a delayed vCPU still counts in 6.12.

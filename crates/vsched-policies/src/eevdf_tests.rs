@@ -12,7 +12,8 @@ use vsched_model::hand_world::{start_on, Bench};
 use vsched_model::{Params, PcpuId, Value, VcpuId, NS_PER_US};
 
 use super::{from_params, Eevdf, PARAMS};
-use crate::cfs::YieldTo;
+use crate::kvm::LinuxSched;
+use crate::linux_fair::YieldTo;
 
 /// `eevdf` (with `tunable_scaling = "none"` and `pick_buddy` as given) on `pcpus` pCPUs
 /// with one VM of `vcpus` vCPUs inserted in order, then pCPUs `first` scheduled.

@@ -66,7 +66,7 @@ use vsched_model::{
     NS_PER_US,
 };
 
-use crate::cfs::YieldTo;
+use crate::linux_fair::YieldTo;
 
 /// `kvm_vcpu_on_spin`'s `try = 3`: -ESRCH failures before the scan gives up.
 const YIELD_TRIES: u32 = 3;

@@ -7,6 +7,15 @@
 
 use vsched_model::{Cx, PcpuId, Time, VcpuId};
 
+/// What `yield_to` did (core.c `yield_to`'s return value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum YieldTo {
+    /// > 0: the target is the next buddy and both pCPUs reschedule.
+    Yielded,
+    /// -ESRCH: both run queues hold a single entity; yielding is pointless.
+    Esrch,
+}
+
 /// `NICE_0_LOAD` (scaled down, as `avg_vruntime` uses it): the load weight of a nice-0 thread.
 pub(crate) const NICE_0_LOAD: i64 = 1024;
 /// The domain weight that maps to `NICE_0_LOAD` (Xen's default weight).
