@@ -41,7 +41,7 @@ fn to_py_err(error: vsched::Error) -> PyErr {
 /// `progress(rep, reps, sim_s, horizon_s)` is called at most every 100 ms of wall-clock
 /// time; `rep` counts from 0.
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, trace=None, trace_limit=0, progress=None))]
+#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, trace=None, trace_limit=0, progress=None, check=false, max_memory=0))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -52,13 +52,15 @@ fn run(
     trace: Option<PathBuf>,
     trace_limit: usize,
     progress: Option<Bound<'_, PyAny>>,
+    check: bool,
+    max_memory: u64,
 ) -> PyResult<String> {
     if let Some(callback) = &progress {
         if !callback.is_callable() {
             return Err(PyTypeError::new_err("progress must be callable or None"));
         }
     }
-    let options = vsched::RunOptions { seed, reps, policy, trace_path: trace, trace_limit };
+    let options = vsched::RunOptions { seed, reps, policy, trace_path: trace, trace_limit, check, max_memory };
     let mut python_error: Option<PyErr> = None;
     let mut on_progress = |report: vsched::Progress| {
         // Progress reports are the only moments Python gets control during a run, so they are
@@ -82,10 +84,12 @@ fn run(
     }
 }
 
-/// Checks a scenario (TOML text) without running it; raises `ScenarioError` if it is invalid.
+/// Checks a scenario (TOML text) without running it; raises `ScenarioError` if it is invalid
+/// or its estimated memory exceeds `max_memory` bytes (0 = the default budget).
 #[pyfunction]
-fn validate(scenario_toml: &str) -> PyResult<()> {
-    vsched::validate_scenario(scenario_toml).map_err(to_py_err)
+#[pyo3(signature = (scenario_toml, max_memory=0))]
+fn validate(scenario_toml: &str, max_memory: u64) -> PyResult<()> {
+    vsched::validate_scenario(scenario_toml, max_memory).map_err(to_py_err)
 }
 
 /// The scenario's TOML with `[scheduler]` replaced by `policy` (when given), then each

