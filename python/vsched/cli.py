@@ -202,6 +202,11 @@ def validate(
     stdout.print(f"{scenario}: valid")
 
 
+def bound(x: float) -> str:
+    """A parameter's bound as a user writes it: integers with thousands separators."""
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
 def catalogue(entries: list[dict[str, Any]]) -> Group:
     """Policies or workloads: per entry its name and description, then its parameters."""
     parts: list[RenderableType] = []
@@ -217,9 +222,13 @@ def catalogue(entries: list[dict[str, Any]]) -> Group:
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 2))
             table.add_column("parameter", no_wrap=True)
             table.add_column("default", justify="right", no_wrap=True)
+            table.add_column("range", justify="right", no_wrap=True)
             table.add_column("meaning")
             for param in entry["params"]:
-                table.add_row(param["name"], json.dumps(param["default"], ensure_ascii=False), param["doc"])
+                bounds = "" if param["min"] is None else f"{bound(param['min'])} .. {bound(param['max'])}"
+                table.add_row(
+                    param["name"], json.dumps(param["default"], ensure_ascii=False), bounds, param["doc"]
+                )
             parts.append(table)
         else:
             parts.append(Text("  no parameters\n"))

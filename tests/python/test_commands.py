@@ -26,7 +26,11 @@ def test_policies_json_lists_every_policy(cli: Cli) -> None:
     for policy in policies:
         assert policy["description"]
         for param in policy["params"]:
-            assert set(param) == {"name", "default", "doc"}
+            assert set(param) == {"name", "default", "min", "max", "doc"}
+            if isinstance(param["default"], (bool, str)):
+                assert param["min"] is None and param["max"] is None
+            else:
+                assert param["min"] <= param["default"] <= param["max"]
 
 
 def test_policy_option_overrides_the_scenario(tiny_scenario: Path) -> None:

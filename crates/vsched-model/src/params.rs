@@ -2,7 +2,8 @@
 //!
 //! A policy or workload declares its parameters as a `&'static [ParamSpec]`; the scenario
 //! loader hands it a [`Params`] holding what the user wrote, already checked against the
-//! specs (no unknown key, every value of the declared type), so typed getters cannot fail.
+//! specs (no unknown key, every value of the declared type and within its declared
+//! [`ParamRange`]), so typed getters cannot fail and arithmetic on the values cannot overflow.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -43,14 +44,55 @@ impl fmt::Display for Value {
 pub struct ParamSpec {
     pub name: &'static str,
     pub default: ParamDefault,
+    /// The values that make sense, from the parameter's meaning (a slice between a
+    /// microsecond and seconds, a lock count a guest could have); every integer or number
+    /// parameter has one, so that the products and casts built on it cannot wrap.
+    pub range: ParamRange,
     pub doc: &'static str,
+}
+
+/// The accepted values of a parameter, both bounds included.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamRange {
+    /// Booleans and strings (strings are checked against their choices by the policy).
+    Any,
+    Int {
+        min: i64,
+        max: i64,
+    },
+    /// Finite numbers only: NaN and the infinities never fall in a range.
+    Float {
+        min: f64,
+        max: f64,
+    },
+}
+
+impl ParamRange {
+    /// Whether `value` lies in the range (a value of the wrong kind never does).
+    pub fn contains(&self, value: &Value) -> bool {
+        match (self, value) {
+            (ParamRange::Any, _) => true,
+            (ParamRange::Int { min, max }, Value::Int(v)) => (min..=max).contains(&v),
+            (ParamRange::Float { min, max }, Value::Float(v)) => v.is_finite() && *min <= *v && *v <= *max,
+            _ => false,
+        }
+    }
+
+    /// The range as an error message states it.
+    fn describe(&self) -> String {
+        match self {
+            ParamRange::Any => "any value".to_string(),
+            ParamRange::Int { min, max } => format!("an integer in {min}..={max}"),
+            ParamRange::Float { min, max } => format!("a finite number in [{min}, {max}]"),
+        }
+    }
 }
 
 /// `a` then `b` as one list, at compile time: a policy built on another declares the base's
 /// parameters and its own (`N` must be `a.len() + b.len()`).
 pub const fn concat_params<const N: usize>(a: &[ParamSpec], b: &[ParamSpec]) -> [ParamSpec; N] {
     assert!(a.len() + b.len() == N, "N must be the total length");
-    let mut out = [ParamSpec { name: "", default: ParamDefault::Bool(false), doc: "" }; N];
+    let mut out = [ParamSpec { name: "", default: ParamDefault::Bool(false), range: ParamRange::Any, doc: "" }; N];
     let mut i = 0;
     while i < a.len() {
         out[i] = a[i];
@@ -152,6 +194,12 @@ impl Params {
                     ))
                 }
             };
+            if !spec.range.contains(&value) {
+                return Err(ConfigError::new(
+                    format!("{path}.{key}"),
+                    format!("expected {}, got {value}", spec.range.describe()),
+                ));
+            }
             values.insert(spec.name, value);
             given_names.push(spec.name);
         }
@@ -224,15 +272,6 @@ impl Params {
         ConfigError::new(self.field(name), message)
     }
 
-    /// An integer at least `min`.
-    pub fn int_at_least(&self, name: &str, min: i64) -> Result<i64, ConfigError> {
-        let v = self.int(name);
-        if v < min {
-            return Err(ConfigError::new(self.field(name), format!("expected an integer >= {min}, got {v}")));
-        }
-        Ok(v)
-    }
-
     /// A number in `[min, max]`.
     pub fn float_in(&self, name: &str, min: f64, max: f64) -> Result<f64, ConfigError> {
         let v = self.float(name);
@@ -262,9 +301,14 @@ mod tests {
     use super::*;
 
     const SPECS: &[ParamSpec] = &[
-        ParamSpec { name: "n", default: ParamDefault::Int(3), doc: "" },
-        ParamSpec { name: "x", default: ParamDefault::Float(0.5), doc: "" },
-        ParamSpec { name: "kind", default: ParamDefault::Str("a"), doc: "" },
+        ParamSpec { name: "n", default: ParamDefault::Int(3), range: ParamRange::Int { min: 1, max: 9 }, doc: "" },
+        ParamSpec {
+            name: "x",
+            default: ParamDefault::Float(0.5),
+            range: ParamRange::Float { min: 0.0, max: 2.0 },
+            doc: "",
+        },
+        ParamSpec { name: "kind", default: ParamDefault::Str("a"), range: ParamRange::Any, doc: "" },
     ];
 
     fn given(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
@@ -284,6 +328,12 @@ mod tests {
         assert_eq!(e.to_string(), "vm[0].workload.nn: unknown key; expected one of n, x, kind");
         let e = Params::check("w", SPECS, &given(&[("n", Value::Str("3".into()))])).unwrap_err();
         assert_eq!(e.to_string(), "w.n: expected an integer, got a string \"3\"");
+        let e = Params::check("w", SPECS, &given(&[("n", Value::Int(10))])).unwrap_err();
+        assert_eq!(e.to_string(), "w.n: expected an integer in 1..=9, got 10");
+        let e = Params::check("w", SPECS, &given(&[("x", Value::Float(f64::NAN))])).unwrap_err();
+        assert_eq!(e.to_string(), "w.x: expected a finite number in [0, 2], got NaN");
+        let e = Params::check("w", SPECS, &given(&[("x", Value::Int(3))])).unwrap_err();
+        assert_eq!(e.to_string(), "w.x: expected a finite number in [0, 2], got 3");
         let p = Params::check("w", SPECS, &given(&[("kind", Value::Str("c".into()))])).unwrap();
         assert_eq!(
             p.choice("kind", &["a", "b"]).unwrap_err().to_string(),

@@ -48,8 +48,8 @@ use std::collections::BTreeSet;
 
 use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
-    ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, YieldReason,
-    NS_PER_S, NS_PER_US,
+    ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
+    YieldReason, NS_PER_S, NS_PER_US,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -65,23 +65,36 @@ const WAKEUP_GRANULARITY_US: i64 = 1_000;
 const TICK_HZ: i64 = 250;
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "latency_us", default: ParamDefault::Int(LATENCY_US), doc: "sched_latency, unscaled, µs" },
+    ParamSpec {
+        name: "latency_us",
+        default: ParamDefault::Int(LATENCY_US),
+        range: ParamRange::Int { min: 100, max: 1_000_000 },
+        doc: "sched_latency, unscaled, µs",
+    },
     ParamSpec {
         name: "min_granularity_us",
         default: ParamDefault::Int(MIN_GRANULARITY_US),
+        range: ParamRange::Int { min: 100, max: 1_000_000 },
         doc: "sched_min_granularity, unscaled, µs",
     },
     ParamSpec {
         name: "wakeup_granularity_us",
         default: ParamDefault::Int(WAKEUP_GRANULARITY_US),
+        range: ParamRange::Int { min: 0, max: 1_000_000 },
         doc: "sched_wakeup_granularity, unscaled, µs",
     },
     ParamSpec {
         name: "tunable_scaling",
         default: ParamDefault::Str("log"),
+        range: ParamRange::Any,
         doc: "scale the three tunables by \"log\" (1 + ilog2(min(pCPUs, 8))), \"linear\" (min(pCPUs, 8)) or \"none\"",
     },
-    ParamSpec { name: "tick_hz", default: ParamDefault::Int(TICK_HZ), doc: "scheduler tick frequency (CONFIG_HZ)" },
+    ParamSpec {
+        name: "tick_hz",
+        default: ParamDefault::Int(TICK_HZ),
+        range: ParamRange::Int { min: 1, max: 10_000 },
+        doc: "scheduler tick frequency (CONFIG_HZ)",
+    },
 ];
 
 // ---- State, by scope ----
@@ -451,11 +464,11 @@ impl Policy for Cfs {
 
 /// `cfs` configured from its parameters (`PARAMS`); `kvm-dy` shares them.
 pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
-    let latency_ns = params.int_at_least("latency_us", 1)? * NS_PER_US as i64;
-    let min_gran_ns = params.int_at_least("min_granularity_us", 1)? * NS_PER_US as i64;
-    let wakeup_gran_ns = params.int_at_least("wakeup_granularity_us", 0)? * NS_PER_US as i64;
+    let latency_ns = params.int("latency_us") * NS_PER_US as i64;
+    let min_gran_ns = params.int("min_granularity_us") * NS_PER_US as i64;
+    let wakeup_gran_ns = params.int("wakeup_granularity_us") * NS_PER_US as i64;
     let scaling = params.choice("tunable_scaling", &["log", "linear", "none"])?;
-    let hz = params.int_at_least("tick_hz", 1)?;
+    let hz = params.int("tick_hz");
     if hz > 100_000 {
         return Err(params.invalid("tick_hz", format!("expected an integer <= 100000, got {hz}")));
     }

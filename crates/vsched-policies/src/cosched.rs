@@ -75,8 +75,8 @@
 //! priority inversion behind a wide gang.
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
-    VcpuId, VmType, NS_PER_MS,
+    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
+    PolicyInfo, Time, VcpuId, VmType, NS_PER_MS,
 };
 
 use crate::rounds::{release_first, FairShare, Handoff};
@@ -88,11 +88,11 @@ const SLICE_MS: i64 = 30;
 /// Default placement of gangs that (re)start: whichever pCPUs are free, no affinity.
 const PLACEMENT: &str = "rotate";
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "slice_ms", default: ParamDefault::Int(SLICE_MS), doc: "round length (gang time slice), ms" },
+    ParamSpec { name: "slice_ms", default: ParamDefault::Int(SLICE_MS), range: ParamRange::Int { min: 1, max: 10_000 }, doc: "round length (gang time slice), ms" },
     ParamSpec {
         name: "placement",
         default: ParamDefault::Str(PLACEMENT),
-        doc: "pCPUs for a (re)starting vCPU: \"rotate\" (free pCPUs from a cursor moving each round) or \"sticky\" (last pCPU first)",
+        range: ParamRange::Any, doc: "pCPUs for a (re)starting vCPU: \"rotate\" (free pCPUs from a cursor moving each round) or \"sticky\" (last pCPU first)",
     },
 ];
 
@@ -535,7 +535,7 @@ impl Policy for Cosched {
 }
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    let slice_ms = params.int_at_least("slice_ms", 1)?;
+    let slice_ms = params.int("slice_ms");
     let placement = match params.choice("placement", &["rotate", "sticky"])?.as_str() {
         "sticky" => Placement::Sticky,
         _ => Placement::Rotate,

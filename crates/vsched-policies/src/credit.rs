@@ -49,8 +49,8 @@
 
 use crate::xen_version::{self, Debit, Tickle, XenProfile, XEN_TIMER_SLOP_NS};
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
-    VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
+    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
+    PolicyInfo, Time, VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -84,35 +84,35 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "xen_version",
         default: ParamDefault::Str("current"),
-        doc: "Credit's rules as in Xen \"3.0\", \"3.2\", \"4.0\", \"4.1\" or \"current\" (4.19)",
+        range: ParamRange::Any, doc: "Credit's rules as in Xen \"3.0\", \"3.2\", \"4.0\", \"4.1\" or \"current\" (4.19)",
     },
-    ParamSpec { name: "tslice_ms", default: ParamDefault::Int(TSLICE_MS), doc: "time slice and accounting period, ms" },
+    ParamSpec { name: "tslice_ms", default: ParamDefault::Int(TSLICE_MS), range: ParamRange::Int { min: 1, max: 1_000 }, doc: "time slice and accounting period, ms" },
     ParamSpec {
         name: "ticks_per_tslice",
         default: ParamDefault::Int(TICKS_PER_TSLICE),
-        doc: "ticks per slice (tick = tslice / this)",
+        range: ParamRange::Int { min: 1, max: 1_000 }, doc: "ticks per slice (tick = tslice / this)",
     },
     ParamSpec {
         name: "credits_per_msec",
         default: ParamDefault::Int(CREDITS_PER_MSEC),
-        doc: "credits burnt per ms of CPU",
+        range: ParamRange::Int { min: 1, max: 1_000_000 }, doc: "credits burnt per ms of CPU",
     },
     ParamSpec {
         name: "ratelimit_us",
         default: ParamDefault::Int(RATELIMIT_US),
-        doc: "minimum run time before preemption, µs (0 = off; default: 1000 in current Xen, 0 before 4.2)",
+        range: ParamRange::Int { min: 0, max: 500_000 }, doc: "minimum run time before preemption, µs (0 = off; default: 1000 in current Xen, 0 before 4.2)",
     },
     ParamSpec {
         name: "load_balance_ratelimit_us",
         default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
-        doc: "minimum interval between work-stealing passes of a busy pCPU, µs (default: 1000 in current Xen, 0 before 4.18)",
+        range: ParamRange::Int { min: 0, max: 1_000_000 }, doc: "minimum interval between work-stealing passes of a busy pCPU, µs (default: 1000 in current Xen, 0 before 4.18)",
     },
-    ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), doc: "shortest slice timer, µs" },
-    ParamSpec { name: "boost", default: ParamDefault::Bool(true), doc: "raise waking UNDER vCPUs to BOOST" },
+    ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), range: ParamRange::Int { min: 1, max: 1_000_000 }, doc: "shortest slice timer, µs" },
+    ParamSpec { name: "boost", default: ParamDefault::Bool(true), range: ParamRange::Any, doc: "raise waking UNDER vCPUs to BOOST" },
     ParamSpec {
         name: "tickle_one_idle",
         default: ParamDefault::Bool(true),
-        doc: "wake one idle pCPU per tickle, not all (default: true from Xen 4.1, false before)",
+        range: ParamRange::Any, doc: "wake one idle pCPU per tickle, not all (default: true from Xen 4.1, false before)",
     },
 ];
 
@@ -1115,12 +1115,12 @@ impl Credit {
 
     /// Credit configured from its parameters (`PARAMS`), with a sibling-spread rule.
     pub(crate) fn from_params(params: &Params, spread: Spread) -> Result<Credit, ConfigError> {
-        let tslice_ms = params.int_at_least("tslice_ms", 1)?;
-        let ticks = params.int_at_least("ticks_per_tslice", 1)?;
-        let credits_per_msec = params.int_at_least("credits_per_msec", 1)?;
+        let tslice_ms = params.int("tslice_ms");
+        let ticks = params.int("ticks_per_tslice");
+        let credits_per_msec = params.int("credits_per_msec");
         let profile = xen_version::from_params(params)?;
-        params.int_at_least("ratelimit_us", 0)?;
-        params.int_at_least("load_balance_ratelimit_us", 0)?;
+        params.int("ratelimit_us");
+        params.int("load_balance_ratelimit_us");
         let ratelimit_us = params.int_or("ratelimit_us", profile.ratelimit_us);
         if ratelimit_us > tslice_ms * 1000 {
             return Err(params.invalid(
@@ -1137,7 +1137,7 @@ impl Credit {
             credits_per_tslice: credits_per_msec * tslice_ms,
             ratelimit_ns: ratelimit_us as Time * NS_PER_US,
             load_balance_ratelimit_ns: lb_us as Time * NS_PER_US,
-            min_timer_ns: params.int_at_least("min_timer_us", 1)? as Time * NS_PER_US,
+            min_timer_ns: params.int("min_timer_us") as Time * NS_PER_US,
             boost: params.bool("boost"),
             tickle_one_idle: params.bool_or("tickle_one_idle", profile.tickle_one_idle),
             profile,

@@ -35,8 +35,8 @@
 //! spinning parallel VMs.
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
-    VmType, YieldReason,
+    ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
+    VcpuId, VmType, YieldReason,
 };
 
 use crate::cosched::Cosched;
@@ -62,11 +62,13 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "co_max_vor",
         default: ParamDefault::Float(CO_MAX_VOR),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
         doc: "co-schedule while VOR (vCPUs / pCPUs) is at most this",
     },
     ParamSpec {
         name: "yth_max_vor",
         default: ParamDefault::Float(YTH_MAX_VOR),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
         doc: "above co_max_vor, yield to head while VOR is at most this; yield to tail above",
     },
 ];
@@ -251,7 +253,7 @@ impl Policy for CvsAdaptive {
 }
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    let co_max_vor = params.float_in("co_max_vor", 0.0, 1e6)?;
+    let co_max_vor = params.float("co_max_vor");
     let yth_max_vor = params.float_in("yth_max_vor", co_max_vor, 1e6)?;
     let defaults = Params::check("scheduler", credit::PARAMS, &Default::default())?;
     Ok(Box::new(CvsAdaptive {

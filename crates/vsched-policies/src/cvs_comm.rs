@@ -150,7 +150,8 @@
 //! host's packet counts.
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, VmType,
+    concat_params, ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
+    PolicyInfo, Time, VcpuId, VmType,
 };
 
 use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread, PRI_BOOST, PRI_UNDER};
@@ -168,31 +169,18 @@ const OWN_PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "cvs_precedence",
         default: ParamDefault::Str(CVS_PRECEDENCE),
-        doc: "which non-parallel vCPUs a queued CON VM goes before: \"queue\" (those Credit would run after it; a co-scheduling signal may pass each other one over once per wait), \"class\" (also all of its Credit class), \"all\" (every non-BOOST one)",
+        range: ParamRange::Any, doc: "which non-parallel vCPUs a queued CON VM goes before: \"queue\" (those Credit would run after it; a co-scheduling signal may pass each other one over once per wait), \"class\" (also all of its Credit class), \"all\" (every non-BOOST one)",
     },
     ParamSpec {
         name: "activate_bypassed",
         default: ParamDefault::Bool(ACTIVATE_BYPASSED),
-        doc: "vCPUs a CVS pick passes over join Credit's accounting; false = only ticks activate, as in Credit",
+        range: ParamRange::Any, doc: "vCPUs a CVS pick passes over join Credit's accounting; false = only ticks activate, as in Credit",
     },
 ];
 
 /// Credit's parameters, then ours.
 const PARAMS: &[ParamSpec] = &ALL_PARAMS;
 const ALL_PARAMS: [ParamSpec; credit::PARAMS.len() + OWN_PARAMS.len()] = concat_params(credit::PARAMS, OWN_PARAMS);
-
-const fn concat_params<const N: usize>(a: &[ParamSpec], b: &[ParamSpec]) -> [ParamSpec; N] {
-    const BLANK: ParamSpec = ParamSpec { name: "", default: ParamDefault::Bool(false), doc: "" };
-    assert!(a.len() + b.len() == N);
-    let mut out = [BLANK; N];
-    let mut i = 0;
-    while i < N {
-        let s = if i < a.len() { &a[i] } else { &b[i - a.len()] };
-        out[i] = ParamSpec { name: s.name, default: s.default, doc: s.doc };
-        i += 1;
-    }
-    out
-}
 
 // ---- The selection (§3.2), a pure function ----
 

@@ -77,8 +77,8 @@ use std::collections::BTreeSet;
 use crate::linux_fair::YieldTo;
 use crate::linux_fair::{self, fair};
 use vsched_model::{
-    ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, VcpuState,
-    YieldReason, NS_PER_S, NS_PER_US,
+    ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
+    VcpuState, YieldReason, NS_PER_S, NS_PER_US,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -89,21 +89,28 @@ const BASE_SLICE_US: i64 = 750;
 const TICK_HZ: i64 = 250;
 
 const fn feature(name: &'static str, on: bool, doc: &'static str) -> ParamSpec {
-    ParamSpec { name, default: ParamDefault::Bool(on), doc }
+    ParamSpec { name, default: ParamDefault::Bool(on), range: ParamRange::Any, doc }
 }
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "base_slice_us",
         default: ParamDefault::Int(BASE_SLICE_US),
+        range: ParamRange::Int { min: 1, max: 1_000_000 },
         doc: "sysctl_sched_base_slice, unscaled, µs (700 in Linux ≥ 6.15 and later 6.12.y)",
     },
     ParamSpec {
         name: "tunable_scaling",
         default: ParamDefault::Str("log"),
+        range: ParamRange::Any,
         doc: "scale the base slice by \"log\" (1 + ilog2(min(pCPUs, 8))), \"linear\" (min(pCPUs, 8)) or \"none\"",
     },
-    ParamSpec { name: "tick_hz", default: ParamDefault::Int(TICK_HZ), doc: "scheduler tick frequency (CONFIG_HZ)" },
+    ParamSpec {
+        name: "tick_hz",
+        default: ParamDefault::Int(TICK_HZ),
+        range: ParamRange::Int { min: 1, max: 10_000 },
+        doc: "scheduler tick frequency (CONFIG_HZ)",
+    },
     feature("place_lag", true, "PLACE_LAG: a waking vCPU keeps its lag (else it starts at the queue's average)"),
     feature("place_deadline_initial", true, "PLACE_DEADLINE_INITIAL: a new vCPU's first deadline is half a slice away"),
     feature("run_to_parity", true, "RUN_TO_PARITY: the running vCPU keeps the pCPU while eligible, until its deadline"),
@@ -669,9 +676,9 @@ impl Policy for Eevdf {
 
 /// `eevdf` configured from its parameters (`PARAMS`); a PLE handler on EEVDF shares them.
 pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
-    let base_slice_ns = params.int_at_least("base_slice_us", 1)? * NS_PER_US as i64;
+    let base_slice_ns = params.int("base_slice_us") * NS_PER_US as i64;
     let scaling = params.choice("tunable_scaling", &["log", "linear", "none"])?;
-    let hz = params.int_at_least("tick_hz", 1)?;
+    let hz = params.int("tick_hz");
     if hz > 100_000 {
         return Err(params.invalid("tick_hz", format!("expected an integer <= 100000, got {hz}")));
     }

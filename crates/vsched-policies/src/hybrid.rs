@@ -115,8 +115,8 @@
 //! overrides the signalled pCPUs' own choices mid-slot; CON VMs co-schedule one at a time.
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
-    VcpuId, VmType, NS_PER_MS,
+    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
+    PolicyInfo, Time, VcpuId, VmType, NS_PER_MS,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -136,26 +136,26 @@ const CARRY_DEBT: bool = false;
 const WAKE_BOOST: bool = true;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "slot_ms", default: ParamDefault::Int(SLOT_MS), doc: "slot length (scheduling unit), ms" },
+    ParamSpec { name: "slot_ms", default: ParamDefault::Int(SLOT_MS), range: ParamRange::Int { min: 1, max: MAX_SLOT_MS }, doc: "slot length (scheduling unit), ms" },
     ParamSpec {
         name: "alloc_interval_slots",
         default: ParamDefault::Int(ALLOC_INTERVAL_SLOTS),
-        doc: "PE allocation interval L, in slots",
+        range: ParamRange::Int { min: 1, max: MAX_ALLOC_INTERVAL_SLOTS }, doc: "PE allocation interval L, in slots",
     },
     ParamSpec {
         name: "pe_unit",
         default: ParamDefault::Int(PE_UNIT_PER_SLOT),
-        doc: "PE dissipated by the running vCPU per slot",
+        range: ParamRange::Int { min: 1, max: MAX_PE_UNIT }, doc: "PE dissipated by the running vCPU per slot",
     },
     ParamSpec {
         name: "carry_debt",
         default: ParamDefault::Bool(CARRY_DEBT),
-        doc: "keep negative PE across allocations (floored at -L x pe_unit); false = the paper's reset",
+        range: ParamRange::Any, doc: "keep negative PE across allocations (floored at -L x pe_unit); false = the paper's reset",
     },
     ParamSpec {
         name: "wake_boost",
         default: ParamDefault::Bool(WAKE_BOOST),
-        doc: "a vCPU waking with PE > 0 queues first and preempts until a slot boundary finds it running (Credit's BOOST)",
+        range: ParamRange::Any, doc: "a vCPU waking with PE > 0 queues first and preempts until a slot boundary finds it running (Credit's BOOST)",
     },
 ];
 
@@ -640,23 +640,16 @@ impl Policy for Hybrid {
     }
 }
 
-/// Upper bounds that keep nanosecond and PE arithmetic far from overflow.
-const MAX_SLOT_MS: i64 = 3_600_000;
+/// Upper bounds of the parameters: a slot is a scheduling slice (at most seconds), and the
+/// products of the three stay far from overflowing nanosecond and PE arithmetic.
+const MAX_SLOT_MS: i64 = 10_000;
 const MAX_ALLOC_INTERVAL_SLOTS: i64 = 1_000_000;
 const MAX_PE_UNIT: i64 = 1_000_000;
 
-fn int_in(params: &Params, name: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
-    let v = params.int_at_least(name, min)?;
-    if v > max {
-        return Err(params.invalid(name, format!("expected an integer in {min}..={max}, got {v}")));
-    }
-    Ok(v)
-}
-
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    let slot_ms = int_in(params, "slot_ms", 1, MAX_SLOT_MS)?;
-    let alloc_interval_slots = int_in(params, "alloc_interval_slots", 1, MAX_ALLOC_INTERVAL_SLOTS)?;
-    let pe_unit = int_in(params, "pe_unit", 1, MAX_PE_UNIT)?;
+    let slot_ms = params.int("slot_ms");
+    let alloc_interval_slots = params.int("alloc_interval_slots");
+    let pe_unit = params.int("pe_unit");
     Ok(Box::new(Hybrid {
         slot_ns: slot_ms as Time * NS_PER_MS,
         alloc_interval_slots: alloc_interval_slots as u64,

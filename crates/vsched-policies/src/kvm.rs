@@ -62,8 +62,8 @@
 
 use rand::RngCore;
 use vsched_model::{
-    Cx, Decision, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, Time, VcpuId, VmType, YieldReason,
-    NS_PER_US,
+    Cx, Decision, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, Time, VcpuId, VmType,
+    YieldReason, NS_PER_US,
 };
 
 use crate::linux_fair::YieldTo;
@@ -79,16 +79,19 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "candidates",
         default: ParamDefault::Str("round-robin"),
+        range: ParamRange::Any,
         doc: "order in which a PLE exit tries siblings: \"round-robin\" (Linux), \"random\", \"pending-irq-first\"",
     },
     ParamSpec {
         name: "boost_pending_irq",
         default: ParamDefault::Bool(true),
+        range: ParamRange::Any,
         doc: "a preempted user-mode sibling with a posted interrupt is a candidate (Linux >= 5.3)",
     },
     ParamSpec {
         name: "preempt_delay_us",
         default: ParamDefault::Int(0),
+        range: ParamRange::Int { min: 0, max: 1_000_000 },
         doc: "put off preempting a vCPU in a guest-marked critical section by at most this, µs (eCS); 0 = off",
     },
 ];
@@ -142,7 +145,7 @@ impl<S: LinuxSched> Kvm<S> {
             "pending-irq-first" => Candidates::PendingIrqFirst,
             _ => Candidates::RoundRobin,
         };
-        let preempt_delay_us = params.int_at_least("preempt_delay_us", 0)?;
+        let preempt_delay_us = params.int("preempt_delay_us");
         if preempt_delay_us > MAX_PREEMPT_DELAY_US {
             let message =
                 format!("expected at most {MAX_PREEMPT_DELAY_US} µs (100 ms; 0 = off), got {preempt_delay_us}");

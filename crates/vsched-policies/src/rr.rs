@@ -11,15 +11,19 @@
 use std::collections::VecDeque;
 
 use vsched_model::{
-    ConfigError, Cx, Decision, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId, YieldReason,
-    NS_PER_US,
+    ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
+    YieldReason, NS_PER_US,
 };
 
 /// Default slice: 10 ms, the order of a Linux CFS period on a loaded host.
 const DEFAULT_SLICE_US: i64 = 10_000;
 
-const PARAMS: &[ParamSpec] =
-    &[ParamSpec { name: "slice_us", default: ParamDefault::Int(DEFAULT_SLICE_US), doc: "time slice in microseconds" }];
+const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "slice_us",
+    default: ParamDefault::Int(DEFAULT_SLICE_US),
+    range: ParamRange::Int { min: 1, max: 10_000_000 },
+    doc: "time slice in microseconds",
+}];
 
 pub struct RoundRobin {
     slice_ns: Time,
@@ -61,7 +65,7 @@ impl Policy for RoundRobin {
 }
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    let slice_us = params.int_at_least("slice_us", 1)?;
+    let slice_us = params.int("slice_us");
     Ok(Box::new(RoundRobin { slice_ns: slice_us as Time * NS_PER_US, queue: VecDeque::new() }))
 }
 

@@ -81,8 +81,8 @@
 use std::collections::VecDeque;
 
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
-    VcpuId, VmType, NS_PER_MS,
+    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
+    PolicyInfo, Time, VcpuId, VmType, NS_PER_MS,
 };
 
 use crate::rounds::{release_first, FairShare, Handoff};
@@ -94,20 +94,28 @@ use crate::rounds::{release_first, FairShare, Handoff};
 const PERIOD_MS: i64 = 30;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "period_ms", default: ParamDefault::Int(PERIOD_MS), doc: "scheduling period, ms" },
+    ParamSpec {
+        name: "period_ms",
+        default: ParamDefault::Int(PERIOD_MS),
+        range: ParamRange::Int { min: 1, max: 10_000 },
+        doc: "scheduling period, ms",
+    },
     ParamSpec {
         name: "boost",
         default: ParamDefault::Bool(true),
+        range: ParamRange::Any,
         doc: "waking vCPUs move from qv to qb and fill idle pCPUs first (§4); false = qv only",
     },
     ParamSpec {
         name: "hit",
         default: ParamDefault::Str("period"),
+        range: ParamRange::Any,
         doc: "HIT VMs: \"period\" (scheduled per period like CON VMs) or \"fill\" (only through VD fills)",
     },
     ParamSpec {
         name: "boost_preempts",
         default: ParamDefault::Bool(true),
+        range: ParamRange::Any,
         doc: "a qb vCPU displaces a filler taken from qv (BOOST outranks UnBOOST, Definition 3.2)",
     },
 ];
@@ -493,7 +501,7 @@ impl Policy for Vds {
 }
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    let period_ms = params.int_at_least("period_ms", 1)?;
+    let period_ms = params.int("period_ms");
     let hit_periods = params.choice("hit", &["period", "fill"])? == "period";
     Ok(Box::new(Vds::new(
         period_ms as Time * NS_PER_MS,

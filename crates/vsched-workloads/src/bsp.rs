@@ -11,16 +11,27 @@
 //! default): beyond the VM's vCPUs its guest kernel schedules them, and the OpenMP runtimes
 //! wait as they do when oversubscribed.
 
-use vsched_model::{ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder};
 
 use crate::{runtime, threads_of, us, Ranks, WorkloadInfo, THREADS_PARAM};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "supersteps", default: ParamDefault::Int(100), doc: "number of compute + barrier steps" },
-    ParamSpec { name: "compute_ms", default: ParamDefault::Float(10.0), doc: "mean compute per superstep, ms" },
+    ParamSpec {
+        name: "supersteps",
+        default: ParamDefault::Int(100),
+        range: ParamRange::Int { min: 1, max: 1_000_000_000 },
+        doc: "number of compute + barrier steps",
+    },
+    ParamSpec {
+        name: "compute_ms",
+        default: ParamDefault::Float(10.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: "mean compute per superstep, ms",
+    },
     ParamSpec {
         name: "jitter",
         default: ParamDefault::Float(0.1),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
         doc: "coefficient of variation of per-thread compute",
     },
     THREADS_PARAM,
@@ -31,12 +42,12 @@ const PARAMS: &[ParamSpec] = &[
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let vcpus = ranks.vcpus;
-    let supersteps = params.int_at_least("supersteps", 1)? as u64;
-    let compute_ms = params.float_in("compute_ms", 0.0, f64::INFINITY)?;
+    let supersteps = params.int("supersteps") as u64;
+    let compute_ms = params.float("compute_ms");
     if compute_ms <= 0.0 {
         return Err(params.invalid("compute_ms", format!("expected a number > 0, got {compute_ms}")));
     }
-    let jitter = params.float_in("jitter", 0.0, 10.0)?;
+    let jitter = params.float("jitter");
     let threads = threads_of(params, vcpus)?;
     let wait = runtime::wait_of(params, runtime::RUNTIMES, threads, vcpus)?;
     let mut b = ProgramBuilder::new();

@@ -10,7 +10,7 @@
 //! Defaults are fio's (the flexible I/O tester, `fio(1)`): `bs` = 4 KiB blocks, `thinktime`
 //! = 0, and a synchronous engine (one request in flight per thread: `iodepth` = 1).
 
-use vsched_model::{ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder};
 
 use crate::{us, Ranks, WorkloadInfo};
 
@@ -18,20 +18,27 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "requests",
         default: ParamDefault::Int(0),
+        range: ParamRange::Int { min: 0, max: 1_000_000_000 },
         doc: "disk requests per vCPU (0 = until the horizon)",
     },
-    ParamSpec { name: "request_kb", default: ParamDefault::Float(4.0), doc: "size of each request, KiB (fio's bs)" },
+    ParamSpec {
+        name: "request_kb",
+        default: ParamDefault::Float(4.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: "size of each request, KiB (fio's bs)",
+    },
     ParamSpec {
         name: "think_us",
         default: ParamDefault::Float(0.0),
+        range: ParamRange::Float { min: 0.0, max: 1e9 },
         doc: "mean compute before each request, µs (exponential; fio's thinktime)",
     },
 ];
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
-    let requests = params.int_at_least("requests", 0)? as u64;
-    let request_kb = params.float_in("request_kb", 0.0, 1e6)?;
-    let think_us = params.float_in("think_us", 0.0, 1e9)?;
+    let requests = params.int("requests") as u64;
+    let request_kb = params.float("request_kb");
+    let think_us = params.float("think_us");
     let bytes = (request_kb * 1024.0).round() as u64;
     let mut b = ProgramBuilder::new();
     b.repeat((requests > 0).then_some(requests));

@@ -25,43 +25,65 @@
 //! a shootdown every few ms, blocking between jobs — keeps its real time scale.
 
 use vsched_model::{
-    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockChoice, ParamDefault, ParamSpec, Params, ProgramBuilder,
+    BarrierWait, ConfigError, Dur, GuestSpec, Instr, LockChoice, ParamDefault, ParamRange, ParamSpec, Params,
+    ProgramBuilder,
 };
 
-use crate::{lock_kind_of, threads_of, us, Ranks, WorkloadInfo};
+use crate::{lock_kind_of, threads_of, us, Ranks, WorkloadInfo, MAX_THREADS};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "jobs",
         default: ParamDefault::Int(96),
+        range: ParamRange::Int { min: 1, max: 10_000_000 },
         doc: "compile jobs in the whole build (shared by the vCPUs)",
     },
-    ParamSpec { name: "job_ms", default: ParamDefault::Float(20.0), doc: "mean CPU time of one job, ms" },
+    ParamSpec {
+        name: "job_ms",
+        default: ParamDefault::Float(20.0),
+        range: ParamRange::Float { min: 0.001, max: 1e6 },
+        doc: "mean CPU time of one job, ms",
+    },
     ParamSpec {
         name: "syscall_every_us",
         default: ParamDefault::Float(100.0),
+        range: ParamRange::Float { min: 0.1, max: 1e9 },
         doc: "mean compute between kernel critical sections, µs (exponential)",
     },
-    ParamSpec { name: "cs_us", default: ParamDefault::Float(2.0), doc: "mean kernel critical section, µs" },
+    ParamSpec {
+        name: "cs_us",
+        default: ParamDefault::Float(2.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: "mean kernel critical section, µs",
+    },
     ParamSpec {
         name: "locks",
         default: ParamDefault::Int(2),
+        range: ParamRange::Int { min: 1, max: 65_536 },
         doc: "hot kernel spinlocks (each section takes one at random)",
     },
     ParamSpec {
         name: "shootdowns_per_job",
         default: ParamDefault::Int(2),
+        range: ParamRange::Int { min: 0, max: 10_000 },
         doc: "TLB shootdowns (ipi_sync) per job, the last at exit; 0 = none",
     },
     ParamSpec {
         name: "exec_io_us",
         default: ParamDefault::Float(300.0),
+        range: ParamRange::Float { min: 0.0, max: 1e9 },
         doc: "mean blocking time to fork and exec a job, µs (exponential)",
     },
-    ParamSpec { name: "link_ms", default: ParamDefault::Float(50.0), doc: "serial link at the end, on vCPU 0, ms" },
+    ParamSpec {
+        name: "link_ms",
+        default: ParamDefault::Float(50.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: "serial link at the end, on vCPU 0, ms",
+    },
     ParamSpec {
         name: "lock_kind",
         default: ParamDefault::Str("ticket"),
+        range: ParamRange::Any,
         doc: "the kernel locks: \"ticket\" (Linux 2.6.25–4.1), \"tas\" (a guest qspinlock without PV support \
               falls back to test-and-set), \"mcs\" (the native qspinlock, Linux 4.2 on), \"preemptable-ticket\" \
               (Ouyang and Lange, VEE 2013) or \"mutex\" (the sections under kernel mutexes instead); with the \
@@ -70,6 +92,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "threads",
         default: ParamDefault::Int(0),
+        range: ParamRange::Int { min: 0, max: MAX_THREADS },
         doc: "make's parallel jobs, `make -j` (0: kernbench's optimal load, 4 per vCPU); more than the VM's \
               vCPUs share them through the guest kernel's scheduler",
     },
@@ -85,14 +108,14 @@ const CS_CV: f64 = 0.5;
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let vcpus = ranks.vcpus;
-    let jobs = params.int_at_least("jobs", 1)? as u64;
-    let job_ms = params.float_in("job_ms", 0.001, 1e6)?;
-    let every_us = params.float_in("syscall_every_us", 0.1, 1e9)?;
-    let cs_us = params.float_in("cs_us", 0.0, 1e6)?;
-    let locks = params.int_at_least("locks", 1)? as u32;
-    let shootdowns = params.int_at_least("shootdowns_per_job", 0)? as u64;
-    let exec_io_us = params.float_in("exec_io_us", 0.0, 1e9)?;
-    let link_ms = params.float_in("link_ms", 0.0, 1e6)?;
+    let jobs = params.int("jobs") as u64;
+    let job_ms = params.float("job_ms");
+    let every_us = params.float("syscall_every_us");
+    let cs_us = params.float("cs_us");
+    let locks = params.int("locks") as u32;
+    let shootdowns = params.int("shootdowns_per_job") as u64;
+    let exec_io_us = params.float("exec_io_us");
+    let link_ms = params.float("link_ms");
     let lock_kind = lock_kind_of(params)?;
     // Sections per job, split into one chunk per shootdown (at least one chunk).
     let sections = ((job_ms * 1000.0 / every_us).round() as u64).max(1);

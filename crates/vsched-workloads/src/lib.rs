@@ -23,7 +23,7 @@ pub mod working_set;
 #[cfg(test)]
 mod testkit;
 
-use vsched_model::{ConfigError, GuestSpec, LockKind, ParamDefault, ParamSpec, Params};
+use vsched_model::{ConfigError, GuestSpec, LockKind, ParamDefault, ParamRange, ParamSpec, Params};
 
 /// How a workload appears in the registry and in `vsched workloads`.
 pub struct WorkloadInfo {
@@ -101,16 +101,14 @@ pub(crate) fn lock_kind_of(params: &Params) -> Result<LockKind, ConfigError> {
 pub(crate) const THREADS_PARAM: ParamSpec = ParamSpec {
     name: "threads",
     default: ParamDefault::Int(0),
+    range: ParamRange::Int { min: 0, max: MAX_THREADS },
     doc: "the program's threads (0: one per vCPU); more than the VM's vCPUs share them through the guest \
           kernel's scheduler, fewer leave the other vCPUs halted",
 };
 
 /// The program's threads: `threads` if given (not 0), else `default`.
 pub(crate) fn threads_of(params: &Params, default: usize) -> Result<usize, ConfigError> {
-    let n = params.int_at_least("threads", 0)?;
-    if n > MAX_THREADS {
-        return Err(params.invalid("threads", format!("expected an integer in 0..={MAX_THREADS}, got {n}")));
-    }
+    let n = params.int("threads");
     Ok(if n == 0 { default } else { n as usize })
 }
 

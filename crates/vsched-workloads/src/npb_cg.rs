@@ -31,16 +31,36 @@
 //! unless the rank is its own transpose partner. Defaults, P = 128 (8 × 16): ≤ 5,137 per
 //! rank, 657k for the job.
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder};
 
 use crate::mpi::{self, Group, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "iterations", default: ParamDefault::Int(15), doc: "outer iterations: 15 class A, 75 B and C" },
-    ParamSpec { name: "na", default: ParamDefault::Int(14_000), doc: "matrix order: 14000 class A, 75000 B, 150000 C" },
-    ParamSpec { name: "serial_s", default: ParamDefault::Float(16.0), doc: SERIAL_DOC },
-    ParamSpec { name: "jitter", default: ParamDefault::Float(0.05), doc: JITTER_DOC },
+    ParamSpec {
+        name: "iterations",
+        default: ParamDefault::Int(15),
+        range: ParamRange::Int { min: 1, max: 100_000 },
+        doc: "outer iterations: 15 class A, 75 B and C",
+    },
+    ParamSpec {
+        name: "na",
+        default: ParamDefault::Int(14_000),
+        range: ParamRange::Int { min: 1, max: 100_000_000 },
+        doc: "matrix order: 14000 class A, 75000 B, 150000 C",
+    },
+    ParamSpec {
+        name: "serial_s",
+        default: ParamDefault::Float(16.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: SERIAL_DOC,
+    },
+    ParamSpec {
+        name: "jitter",
+        default: ParamDefault::Float(0.05),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
+        doc: JITTER_DOC,
+    },
     MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
@@ -60,8 +80,8 @@ fn transpose(rank: usize, cols: usize, rows: usize) -> (usize, usize) {
 }
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
-    let iterations = params.int_at_least("iterations", 1)? as u64;
-    let na = params.int_at_least("na", 1)? as u64;
+    let iterations = params.int("iterations") as u64;
+    let na = params.int("na") as u64;
     let serial_s = mpi::serial_param(params)?;
     let jitter = mpi::jitter_param(params)?;
     let wait = mpi::wait_param(params, ranks)?;

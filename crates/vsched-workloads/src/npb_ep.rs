@@ -15,14 +15,24 @@
 //!
 //! Messages per rank per run: 2 ⌈log2 P⌉ (barrier and allreduce, dissemination).
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamRange, ParamSpec, Params};
 
 use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "serial_s", default: ParamDefault::Float(16.0), doc: SERIAL_DOC },
-    ParamSpec { name: "jitter", default: ParamDefault::Float(0.01), doc: JITTER_DOC },
+    ParamSpec {
+        name: "serial_s",
+        default: ParamDefault::Float(16.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: SERIAL_DOC,
+    },
+    ParamSpec {
+        name: "jitter",
+        default: ParamDefault::Float(0.01),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
+        doc: JITTER_DOC,
+    },
     MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,

@@ -19,20 +19,36 @@
 //!
 //! Messages per rank per run: (iterations + 2) · ⌈log2 P⌉ + 2 · iterations · (P − 1).
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamSpec, Params};
+use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamRange, ParamSpec, Params};
 
 use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "iterations", default: ParamDefault::Int(10), doc: "ranking iterations (NPB: 10)" },
+    ParamSpec {
+        name: "iterations",
+        default: ParamDefault::Int(10),
+        range: ParamRange::Int { min: 1, max: 100_000 },
+        doc: "ranking iterations (NPB: 10)",
+    },
     ParamSpec {
         name: "keys_log2",
         default: ParamDefault::Int(23),
+        range: ParamRange::Int { min: 10, max: 40 },
         doc: "log2 of the number of 4-byte keys: 23 class A, 25 B, 27 C",
     },
-    ParamSpec { name: "serial_s", default: ParamDefault::Float(8.0), doc: SERIAL_DOC },
-    ParamSpec { name: "jitter", default: ParamDefault::Float(0.05), doc: JITTER_DOC },
+    ParamSpec {
+        name: "serial_s",
+        default: ParamDefault::Float(8.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: SERIAL_DOC,
+    },
+    ParamSpec {
+        name: "jitter",
+        default: ParamDefault::Float(0.05),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
+        doc: JITTER_DOC,
+    },
     MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
@@ -46,8 +62,8 @@ const KEY_BYTES: u64 = 4;
 const COUNT_SHARE: f64 = 0.5;
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
-    let iterations = params.int_at_least("iterations", 1)? as u64;
-    let keys_log2 = params.int_at_least("keys_log2", 10)?;
+    let iterations = params.int("iterations") as u64;
+    let keys_log2 = params.int("keys_log2");
     if keys_log2 > 40 {
         return Err(params.invalid("keys_log2", format!("expected an integer in [10, 40], got {keys_log2}")));
     }

@@ -35,7 +35,9 @@
 //! (0–4) and norms = ⌈iterations / norm_every⌉ (1 if norm_every = 0). Defaults, P = 128
 //! (16 × 8): at most 6,414 per rank, 744k for the job.
 
-use vsched_model::{BarrierWait, ConfigError, GuestSpec, Instr, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{
+    BarrierWait, ConfigError, GuestSpec, Instr, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder,
+};
 
 use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
@@ -44,21 +46,39 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "iterations",
         default: ParamDefault::Int(50),
+        range: ParamRange::Int { min: 1, max: 100_000 },
         doc: "SSOR iterations (NPB: 250 for classes A–C; cut down, see serial_s)",
     },
-    ParamSpec { name: "grid", default: ParamDefault::Int(64), doc: "points per side: 64 class A, 102 B, 162 C" },
+    ParamSpec {
+        name: "grid",
+        default: ParamDefault::Int(64),
+        range: ParamRange::Int { min: 3, max: 10_000 },
+        doc: "points per side: 64 class A, 102 B, 162 C",
+    },
     ParamSpec {
         name: "plane_block",
         default: ParamDefault::Int(2),
+        range: ParamRange::Int { min: 1, max: 10_000 },
         doc: "k-planes per pipeline step (one message per neighbour per step)",
     },
     ParamSpec {
         name: "norm_every",
         default: ParamDefault::Int(0),
+        range: ParamRange::Int { min: 0, max: 100_000 },
         doc: "residual-norm allreduce every this many iterations (0 = after the last only, NPB's default)",
     },
-    ParamSpec { name: "serial_s", default: ParamDefault::Float(16.0), doc: SERIAL_DOC },
-    ParamSpec { name: "jitter", default: ParamDefault::Float(0.05), doc: JITTER_DOC },
+    ParamSpec {
+        name: "serial_s",
+        default: ParamDefault::Float(16.0),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: SERIAL_DOC,
+    },
+    ParamSpec {
+        name: "jitter",
+        default: ParamDefault::Float(0.05),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
+        doc: JITTER_DOC,
+    },
     MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
@@ -161,10 +181,10 @@ impl Shape {
 }
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
-    let iterations = params.int_at_least("iterations", 1)? as u64;
-    let grid = params.int_at_least("grid", 3)? as usize;
-    let plane_block = params.int_at_least("plane_block", 1)? as usize;
-    let norm_every = params.int_at_least("norm_every", 0)? as u64;
+    let iterations = params.int("iterations") as u64;
+    let grid = params.int("grid") as usize;
+    let plane_block = params.int("plane_block") as usize;
+    let norm_every = params.int("norm_every") as u64;
     let serial_s = mpi::serial_param(params)?;
     let jitter = mpi::jitter_param(params)?;
     let wait = mpi::wait_param(params, ranks)?;

@@ -51,7 +51,7 @@
 //! then waits as it does oversubscribed (libgomp's throttled count, Intel OpenMP's zero
 //! blocktime).
 
-use vsched_model::{BarrierWait, ConfigError, ParamDefault, ParamSpec, Params, Time, NS_PER_MS};
+use vsched_model::{BarrierWait, ConfigError, ParamDefault, ParamRange, ParamSpec, Params, Time, NS_PER_MS};
 
 use crate::us;
 
@@ -112,24 +112,25 @@ const MPI_RUNTIME_DOC: &str = "the MPI library, which sets how receives wait: \"
 
 /// The `runtime` parameter of a threaded program (any runtime), defaulting to `default`.
 pub(crate) const fn runtime_param(default: &'static str) -> ParamSpec {
-    ParamSpec { name: "runtime", default: ParamDefault::Str(default), doc: RUNTIME_DOC }
+    ParamSpec { name: "runtime", default: ParamDefault::Str(default), range: ParamRange::Any, doc: RUNTIME_DOC }
 }
 
 /// The `runtime` parameter of an MPI program: Open MPI by default. Both MPI libraries poll,
 /// so the choice does not change the waiting; Open MPI is the library the models' receives
 /// were first written after.
 pub(crate) const MPI_RUNTIME_PARAM: ParamSpec =
-    ParamSpec { name: "runtime", default: ParamDefault::Str("openmpi"), doc: MPI_RUNTIME_DOC };
+    ParamSpec { name: "runtime", default: ParamDefault::Str("openmpi"), range: ParamRange::Any, doc: MPI_RUNTIME_DOC };
 
 /// The expert override: unset (`"runtime"`) leaves the waiting to the runtime.
 pub(crate) const WAIT_PARAM: ParamSpec = ParamSpec {
     name: "wait",
     default: ParamDefault::Str("runtime"),
-    doc: "expert override of the runtime's waiting: \"spin\", \"block\" or \"spin-then-block\" (\"runtime\": as the runtime waits)",
+    range: ParamRange::Any, doc: "expert override of the runtime's waiting: \"spin\", \"block\" or \"spin-then-block\" (\"runtime\": as the runtime waits)",
 };
 pub(crate) const SPIN_LIMIT_PARAM: ParamSpec = ParamSpec {
     name: "spin_limit_us",
     default: ParamDefault::Float(200.0),
+    range: ParamRange::Float { min: 0.0, max: 1e9 },
     doc: "with wait = \"spin-then-block\": running time spent spinning before blocking, µs",
 };
 
@@ -144,7 +145,7 @@ pub(crate) fn wait_of(
     let names: Vec<&str> = runtimes.iter().map(|&(name, _)| name).collect();
     let chosen = params.choice("runtime", &names)?;
     let runtime = runtimes.iter().find(|&&(name, _)| name == chosen).map(|&(_, r)| r).expect("a listed runtime");
-    let spin_limit: Time = us(params.float_in("spin_limit_us", 0.0, 1e9)?);
+    let spin_limit: Time = us(params.float("spin_limit_us"));
     let wait = params.choice("wait", &["runtime", "spin", "block", "spin-then-block"])?;
     if params.is_given("spin_limit_us") && wait != "spin-then-block" {
         return Err(params.invalid("spin_limit_us", "applies only with wait = \"spin-then-block\""));

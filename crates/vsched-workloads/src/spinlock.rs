@@ -8,27 +8,47 @@
 //! Waiters spin in guest kernel mode by default, so pause-loop exiting applies
 //! (`mode = "user"` for user-level spinlocks, which PLE does not see).
 
-use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockChoice, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{
+    ConfigError, Dur, GuestSpec, Instr, LockChoice, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder,
+};
 
 use crate::{lock_kind_of, threads_of, us, Ranks, WorkloadInfo, THREADS_PARAM};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { name: "iterations", default: ParamDefault::Int(10_000), doc: "lock acquisitions per thread" },
-    ParamSpec { name: "compute_us", default: ParamDefault::Float(50.0), doc: "mean compute between acquisitions, µs" },
-    ParamSpec { name: "cs_us", default: ParamDefault::Float(10.0), doc: "critical section length, µs" },
+    ParamSpec {
+        name: "iterations",
+        default: ParamDefault::Int(10_000),
+        range: ParamRange::Int { min: 1, max: 1_000_000_000 },
+        doc: "lock acquisitions per thread",
+    },
+    ParamSpec {
+        name: "compute_us",
+        default: ParamDefault::Float(50.0),
+        range: ParamRange::Float { min: 0.0, max: 1e9 },
+        doc: "mean compute between acquisitions, µs",
+    },
+    ParamSpec {
+        name: "cs_us",
+        default: ParamDefault::Float(10.0),
+        range: ParamRange::Float { min: 0.0, max: 1e9 },
+        doc: "critical section length, µs",
+    },
     ParamSpec {
         name: "jitter",
         default: ParamDefault::Float(0.2),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
         doc: "coefficient of variation of the compute phase",
     },
     ParamSpec {
         name: "locks",
         default: ParamDefault::Int(1),
+        range: ParamRange::Int { min: 1, max: 1_000_000 },
         doc: "number of locks; each acquisition picks one uniformly",
     },
     ParamSpec {
         name: "lock_kind",
         default: ParamDefault::Str("ticket"),
+        range: ParamRange::Any,
         doc: "\"ticket\" (FIFO), \"tas\" (test-and-set), \"mcs\" (queued: Linux's native qspinlock), \
               \"preemptable-ticket\" (FIFO, but a waiter past a timeout proportional to its place in line may \
               take a free lock out of order: Ouyang and Lange, VEE 2013) or \"mutex\" (a kernel mutex: spins \
@@ -38,6 +58,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "mode",
         default: ParamDefault::Str("kernel"),
+        range: ParamRange::Any,
         doc: "\"kernel\" (PLE applies) or \"user\" spinning",
     },
     THREADS_PARAM,
@@ -45,14 +66,14 @@ const PARAMS: &[ParamSpec] = &[
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let vcpus = ranks.vcpus;
-    let iterations = params.int_at_least("iterations", 1)? as u64;
-    let compute_us = params.float_in("compute_us", 0.0, f64::INFINITY)?;
-    let cs_us = params.float_in("cs_us", 0.0, f64::INFINITY)?;
+    let iterations = params.int("iterations") as u64;
+    let compute_us = params.float("compute_us");
+    let cs_us = params.float("cs_us");
     if compute_us + cs_us <= 0.0 {
         return Err(params.invalid("compute_us", "expected compute_us + cs_us > 0"));
     }
-    let jitter = params.float_in("jitter", 0.0, 10.0)?;
-    let locks = params.int_at_least("locks", 1)? as u32;
+    let jitter = params.float("jitter");
+    let locks = params.int("locks") as u32;
     let lock_kind = lock_kind_of(params)?;
     let kernel = params.choice("mode", &["kernel", "user"])? == "kernel";
     let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };

@@ -9,7 +9,9 @@
 //! of its processing, so it includes the time it waits for dom0 and the time the woken vCPU
 //! waits for a pCPU (which is what Credit's BOOST shortens).
 
-use vsched_model::{ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamSpec, Params, ProgramBuilder};
+use vsched_model::{
+    ConfigError, Dur, GuestSpec, Instr, LockKind, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder,
+};
 
 use crate::{us, Ranks, WorkloadInfo};
 
@@ -17,22 +19,31 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "requests",
         default: ParamDefault::Int(0),
+        range: ParamRange::Int { min: 0, max: 1_000_000_000 },
         doc: "requests per vCPU (0 = serve until the horizon)",
     },
-    ParamSpec { name: "service_us", default: ParamDefault::Float(200.0), doc: "mean CPU time per request, µs" },
+    ParamSpec {
+        name: "service_us",
+        default: ParamDefault::Float(200.0),
+        range: ParamRange::Float { min: 0.0, max: 1e9 },
+        doc: "mean CPU time per request, µs",
+    },
     ParamSpec {
         name: "jitter",
         default: ParamDefault::Float(0.3),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
         doc: "coefficient of variation of the service time",
     },
     ParamSpec {
         name: "io_us",
         default: ParamDefault::Float(2_000.0),
+        range: ParamRange::Float { min: 0.0, max: 1e9 },
         doc: "mean gap between requests (exponential), µs",
     },
     ParamSpec {
         name: "reply_bytes",
         default: ParamDefault::Int(REPLY_BYTES as i64),
+        range: ParamRange::Int { min: 0, max: 1 << 30 },
         doc: "bytes of each reply (its packets pass the driver domain's netback)",
     },
 ];
@@ -45,11 +56,11 @@ const MAX_REPLY_BYTES: i64 = 1 << 30;
 
 fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let vcpus = ranks.vcpus;
-    let requests = params.int_at_least("requests", 0)? as u64;
-    let service_us = params.float_in("service_us", 0.0, f64::INFINITY)?;
-    let jitter = params.float_in("jitter", 0.0, 10.0)?;
-    let io_us = params.float_in("io_us", 0.0, f64::INFINITY)?;
-    let reply_bytes = params.int_at_least("reply_bytes", 0)?;
+    let requests = params.int("requests") as u64;
+    let service_us = params.float("service_us");
+    let jitter = params.float("jitter");
+    let io_us = params.float("io_us");
+    let reply_bytes = params.int("reply_bytes");
     if reply_bytes > MAX_REPLY_BYTES {
         return Err(
             params.invalid("reply_bytes", format!("expected at most {MAX_REPLY_BYTES} (1 GiB), got {reply_bytes}"))

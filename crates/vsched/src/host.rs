@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 use vsched_model::{
-    hardware, Caches, Clocks, ConfigError, HostConfig, IoConfig, ParamDefault, ParamSpec, DEFAULT_GUEST_HZ,
+    hardware, Caches, Clocks, ConfigError, HostConfig, IoConfig, ParamDefault, ParamRange, ParamSpec, DEFAULT_GUEST_HZ,
     DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
 
@@ -63,6 +63,7 @@ pub(crate) struct HostSection {
 pub(crate) const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
     name: "xen_version",
     default: ParamDefault::Str("current"),
+    range: ParamRange::Any,
     doc: "the Xen release whose Credit rules the host's policy follows",
 }];
 

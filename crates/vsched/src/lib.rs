@@ -171,7 +171,7 @@ pub fn workloads_json() -> String {
 }
 
 fn params_json(specs: &[vsched_model::ParamSpec]) -> serde_json::Value {
-    use vsched_model::ParamDefault as D;
+    use vsched_model::{ParamDefault as D, ParamRange as R};
     specs
         .iter()
         .map(|s| {
@@ -181,7 +181,12 @@ fn params_json(specs: &[vsched_model::ParamSpec]) -> serde_json::Value {
                 D::Bool(b) => json!(b),
                 D::Str(t) => json!(t),
             };
-            json!({"name": s.name, "default": default, "doc": s.doc})
+            let (min, max) = match s.range {
+                R::Any => (json!(null), json!(null)),
+                R::Int { min, max } => (json!(min), json!(max)),
+                R::Float { min, max } => (json!(min), json!(max)),
+            };
+            json!({"name": s.name, "default": default, "min": min, "max": max, "doc": s.doc})
         })
         .collect()
 }
