@@ -26,7 +26,7 @@ pub use params::{concat_params, ConfigError, ParamDefault, ParamRange, ParamSpec
 pub use policy::{Decision, Hypervisor, Policy, PolicyInfo, YieldReason};
 pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
-    Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE, INTERRUPTED,
+    RunError, Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
 pub use trace::{Span, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

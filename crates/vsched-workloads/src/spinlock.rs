@@ -69,8 +69,9 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let iterations = params.int("iterations") as u64;
     let compute_us = params.float("compute_us");
     let cs_us = params.float("cs_us");
-    if compute_us + cs_us <= 0.0 {
-        return Err(params.invalid("compute_us", "expected compute_us + cs_us > 0"));
+    // Durations are whole nanoseconds: a loop of sub-nanosecond steps would take no time.
+    if us(compute_us) + us(cs_us) == 0 {
+        return Err(params.invalid("compute_us", "expected compute_us + cs_us >= 0.001 (a nanosecond)"));
     }
     let jitter = params.float("jitter");
     let locks = params.int("locks") as u32;

@@ -82,8 +82,10 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
     };
     let defaults = HostConfig::of(era);
     let cpu_ghz = h.cpu_ghz.unwrap_or(defaults.cpu_ghz);
-    if !(cpu_ghz.is_finite() && cpu_ghz > 0.0) {
-        return Err(err("host.cpu_ghz", format!("expected a number > 0, got {cpu_ghz}")));
+    // Clock rates processors have had, with a wide margin: cycle counts (PLE windows, spin
+    // iterations) become nanoseconds through it, so a tiny rate would make every spin eternal.
+    if !(cpu_ghz.is_finite() && (0.1..=10.0).contains(&cpu_ghz)) {
+        return Err(err("host.cpu_ghz", format!("expected a number of GHz in [0.1, 10], got {cpu_ghz}")));
     }
     let host = HostConfig {
         pcpus: h.pcpus as usize,
@@ -148,6 +150,17 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
                 host.ple_window_cycles, host.ple_window_max_cycles
             ),
         ));
+    }
+    // PLE_Gap and PLE_Window are 32-bit VM-execution control fields (Intel SDM Vol. 3C,
+    // 25.6.13 "Controls for PAUSE-Loop Exiting"), and KVM keeps them as `unsigned int`.
+    for (field, cycles) in [
+        ("ple_window_cycles", host.ple_window_cycles),
+        ("ple_gap_cycles", host.ple_gap_cycles),
+        ("ple_window_max_cycles", host.ple_window_max_cycles),
+    ] {
+        if cycles > u64::from(u32::MAX) {
+            return Err(err(format!("host.{field}"), format!("expected an integer in 0..={}, got {cycles}", u32::MAX)));
+        }
     }
     topology(&host)?;
     if host.spin_iteration_cycles == 0 || host.spin_iteration_cycles > 1_000_000 {
@@ -216,8 +229,11 @@ fn io_config(h: &HostSection) -> Result<IoConfig, ConfigError> {
     };
     let disk_mb_per_s = match h.disk_mb_per_s {
         None => d.disk_mb_per_s,
-        Some(x) if x.is_finite() && x > 0.0 => x,
-        Some(x) => return Err(err("host.disk_mb_per_s", format!("expected a finite number > 0, got {x}"))),
+        // From a floppy (0.01 MB/s) to beyond any NVMe drive (1 TB/s).
+        Some(x) if x.is_finite() && (0.01..=1e6).contains(&x) => x,
+        Some(x) => {
+            return Err(err("host.disk_mb_per_s", format!("expected a number of MB/s in [0.01, 1000000], got {x}")))
+        }
     };
     Ok(IoConfig {
         disk_seek_ns,

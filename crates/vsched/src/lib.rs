@@ -112,7 +112,8 @@ pub fn run_scenario_json(
         progress(Progress { rep, reps, sim_s: vsched_engine::ns_to_secs(now), horizon_s })
     };
     let trace_limit = opts.trace_path.as_ref().map(|_| limit);
-    let (runs, trace) = report::run_reps(&scenario, seed, reps, trace_limit, &mut on_progress).map_err(run_error)?;
+    let (runs, trace) = report::run_reps(&scenario, seed, reps, trace_limit, opts.check, &mut on_progress)
+        .map_err(|e| run_error(&scenario, e))?;
     if let (Some(path), Some(trace)) = (&opts.trace_path, trace) {
         let doc = report::trace_json(&scenario, seed, &trace, limit);
         std::fs::write(path, doc.to_string()).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
@@ -120,11 +121,14 @@ pub fn run_scenario_json(
     Ok(report::document(&scenario, seed, reps, &runs).to_string())
 }
 
-fn run_error(message: String) -> Error {
-    if message == vsched_model::INTERRUPTED {
-        Error::Interrupted
-    } else {
-        Error::Policy(message)
+/// A run's failure as the facade reports it, naming the policy where it is to blame.
+fn run_error(scenario: &Scenario, error: vsched_model::RunError) -> Error {
+    use vsched_model::RunError as R;
+    match error {
+        R::Interrupted => Error::Interrupted,
+        R::Policy(m) => Error::Policy(format!("policy {}: {m}", scenario.policy.name)),
+        R::Scenario(m) => Error::Scenario(m),
+        R::Workload(m) => Error::Policy(m),
     }
 }
 
@@ -196,12 +200,14 @@ fn params_json(specs: &[vsched_model::ParamSpec]) -> serde_json::Value {
 pub fn bench_json(sim_s: Option<f64>) -> Result<String, Error> {
     let mut scenario = parse(BENCH_SCENARIO)?;
     if let Some(s) = sim_s {
-        if !(s.is_finite() && s > 0.0) {
-            return Err(Error::Scenario(format!("--sim-s: expected a number of seconds > 0, got {s}")));
+        let max = scenario::MAX_HORIZON_S;
+        if !(s.is_finite() && s > 0.0 && s <= max) {
+            return Err(Error::Scenario(format!("--sim-s: expected a number of seconds in (0, {max}], got {s}")));
         }
         scenario.horizon = vsched_engine::secs_to_ns(s);
     }
-    let (runs, _) = report::run_reps(&scenario, scenario.seed, 1, None, &mut |_, _| true).map_err(run_error)?;
+    let (runs, _) = report::run_reps(&scenario, scenario.seed, 1, None, false, &mut |_, _| true)
+        .map_err(|e| run_error(&scenario, e))?;
     let run = &runs[0];
     let wall = run.wall_s.max(1e-9);
     Ok(json!({

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{json, Value as Json};
-use vsched_model::{RunMetrics, Trace, Until};
+use vsched_model::{RunError, RunMetrics, Trace, Until};
 
 use crate::scenario::Scenario;
 
@@ -128,8 +128,9 @@ pub fn run_reps(
     seed: u64,
     reps: u32,
     trace_limit: Option<usize>,
+    checks: bool,
     on_progress: &mut dyn FnMut(u32, u64) -> bool,
-) -> Result<(Vec<RunRecord>, Option<Trace>), String> {
+) -> Result<(Vec<RunRecord>, Option<Trace>), RunError> {
     let mut records = Vec::new();
     let mut trace = None;
     for rep in 0..reps {
@@ -137,6 +138,9 @@ pub fn run_reps(
         let mut sim = scenario.build(run_seed);
         if let (0, Some(limit)) = (rep, trace_limit) {
             sim.enable_trace(limit);
+        }
+        if checks {
+            sim.enable_checks();
         }
         let started = Instant::now();
         let metrics = sim.run(scenario.horizon, scenario.until, &mut |now| on_progress(rep, now))?;

@@ -156,6 +156,8 @@ struct RunSection {
 
 /// Default horizon when `[run] horizon_s` is absent.
 pub const DEFAULT_HORIZON_S: f64 = 60.0;
+/// The longest horizon: about 11.6 simulated days.
+pub const MAX_HORIZON_S: f64 = 1e6;
 
 /// A validated scenario: everything needed to build a run for any seed.
 #[derive(Clone)]
@@ -257,12 +259,16 @@ fn to_params(path: &str, raw: &BTreeMap<String, toml::Value>) -> Result<BTreeMap
     raw.iter().map(|(k, v)| Ok((k.clone(), to_value(&format!("{path}.{k}"), v)?))).collect()
 }
 
-/// A non-negative, finite number of microseconds, as nanoseconds.
+/// The longest cost or latency a `*_us` key may give: a second, far above any machine cost
+/// or network latency, and small enough that sums of them cannot overflow simulated time.
+const MAX_MICROS: f64 = 1e6;
+
+/// A number of microseconds in `[0, MAX_MICROS]`, as nanoseconds.
 pub(crate) fn micros(path: &str, v: Option<f64>, default: Time) -> Result<Time, ConfigError> {
     match v {
         None => Ok(default),
-        Some(x) if x.is_finite() && x >= 0.0 => Ok((x * 1_000.0).round() as Time),
-        Some(x) => Err(err(path, format!("expected a finite number of microseconds >= 0, got {x}"))),
+        Some(x) if x.is_finite() && (0.0..=MAX_MICROS).contains(&x) => Ok((x * 1_000.0).round() as Time),
+        Some(x) => Err(err(path, format!("expected a number of microseconds in [0, {MAX_MICROS}], got {x}"))),
     }
 }
 
@@ -478,8 +484,11 @@ impl Scenario {
         }
         let r = &f.run;
         let horizon_s = r.horizon_s.unwrap_or(DEFAULT_HORIZON_S);
-        if !(horizon_s.is_finite() && horizon_s > 0.0 && horizon_s <= 1e6) {
-            return Err(err("run.horizon_s", format!("expected a number of seconds in (0, 1000000], got {horizon_s}")));
+        if !(horizon_s.is_finite() && horizon_s > 0.0 && horizon_s <= MAX_HORIZON_S) {
+            return Err(err(
+                "run.horizon_s",
+                format!("expected a number of seconds in (0, {MAX_HORIZON_S}], got {horizon_s}"),
+            ));
         }
         let until = match r.until.as_deref().unwrap_or("horizon") {
             "horizon" => Until::Horizon,
@@ -740,12 +749,14 @@ fn vm_spec(
     })
 }
 
-/// A positive, finite number (bandwidths).
-fn positive(path: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+/// A link's bandwidth in Gbit/s, from a slow serial line (1 Mbit/s) to far beyond any NIC
+/// or memory bus (10 Tbit/s): a slower one would take longer than the longest run per packet.
+fn gbps(path: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+    const RANGE: std::ops::RangeInclusive<f64> = 1e-3..=1e4;
     match v {
         None => Ok(default),
-        Some(x) if x.is_finite() && x > 0.0 => Ok(x),
-        Some(x) => Err(err(path, format!("expected a finite number > 0, got {x}"))),
+        Some(x) if x.is_finite() && RANGE.contains(&x) => Ok(x),
+        Some(x) => Err(err(path, format!("expected a number of Gbit/s in [0.001, 10000], got {x}"))),
     }
 }
 
@@ -757,19 +768,19 @@ fn network_config(n: &NetworkSection) -> Result<NetworkConfig, ConfigError> {
     }
     Ok(NetworkConfig {
         latency_ns: micros("network.latency_us", n.latency_us, d.latency_ns)?,
-        bandwidth_gbps: positive("network.bandwidth_gbps", n.bandwidth_gbps, d.bandwidth_gbps)?,
+        bandwidth_gbps: gbps("network.bandwidth_gbps", n.bandwidth_gbps, d.bandwidth_gbps)?,
         intra_host_latency_ns: micros(
             "network.intra_host_latency_us",
             n.intra_host_latency_us,
             d.intra_host_latency_ns,
         )?,
-        intra_host_bandwidth_gbps: positive(
+        intra_host_bandwidth_gbps: gbps(
             "network.intra_host_bandwidth_gbps",
             n.intra_host_bandwidth_gbps,
             d.intra_host_bandwidth_gbps,
         )?,
         shm_latency_ns: micros("network.shm_latency_us", n.shm_latency_us, d.shm_latency_ns)?,
-        shm_bandwidth_gbps: positive("network.shm_bandwidth_gbps", n.shm_bandwidth_gbps, d.shm_bandwidth_gbps)?,
+        shm_bandwidth_gbps: gbps("network.shm_bandwidth_gbps", n.shm_bandwidth_gbps, d.shm_bandwidth_gbps)?,
         mtu_bytes,
         dom0_packet_ns: micros("network.dom0_packet_us", n.dom0_packet_us, d.dom0_packet_ns)?,
     })

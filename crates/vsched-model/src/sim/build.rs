@@ -296,8 +296,9 @@ impl Simulation {
             unfinished,
             trace: None,
             error: None,
+            stalled: None,
         };
-        let mut sim = Simulation { core, policies };
+        let mut sim = Simulation { core, policies, checks: cfg!(debug_assertions) };
         for (at, ev) in lifecycle {
             sim.core.post(at, ev);
         }

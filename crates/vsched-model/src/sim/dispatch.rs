@@ -13,7 +13,7 @@ use vsched_engine::Time;
 use super::events::Ev;
 use super::state::Core;
 use super::world::with_cx;
-use super::Simulation;
+use super::{RunError, Simulation};
 use crate::domain::VcpuState;
 use crate::ids::{PcpuId, VcpuId};
 use crate::policy::Decision;
@@ -31,16 +31,16 @@ impl Simulation {
         let mut decision = with_cx(&mut self.core, h, Some(p), |cx| policy.pick_next(cx, p - pbase, prev));
         if let Some(v) = decision.next {
             if v >= self.core.hosts[h].vcpus.len() {
-                self.core.error.get_or_insert(format!(
-                    "policy error: pCPU {} was given vCPU {v}, which does not exist",
+                self.core.error.get_or_insert(RunError::Policy(format!(
+                    "unusable decision: pCPU {} was given vCPU {v}, which does not exist",
                     p - pbase
-                ));
+                )));
                 return;
             }
             decision.next = Some(v + vbase);
         }
         if let Err(e) = self.core.dispatch(p, decision) {
-            self.core.error.get_or_insert(e);
+            self.core.error.get_or_insert(RunError::Policy(e));
         }
     }
 
@@ -94,7 +94,7 @@ impl Core {
         }
         if let Some(v) = d.next {
             if v >= self.vcpus.len() {
-                return Err(format!("policy error: pCPU {p} was given vCPU {v}, which does not exist"));
+                return Err(format!("unusable decision: pCPU {p} was given vCPU {v}, which does not exist"));
             }
             let ok = match self.vcpus[v].state {
                 VcpuState::Runnable => true,
@@ -103,7 +103,7 @@ impl Core {
             };
             if !ok {
                 return Err(format!(
-                    "policy error at t={now} ns: pCPU {p} was given vCPU {v} in state {:?}",
+                    "unusable decision at t={now} ns: pCPU {p} was given vCPU {v} in state {:?}",
                     self.vcpus[v].state
                 ));
             }
@@ -202,22 +202,28 @@ impl Core {
         }
     }
 
-    /// Debug-build checks after every event: a vCPU never runs on two pCPUs, and pCPU and
-    /// vCPU states agree.
-    #[cfg(debug_assertions)]
-    pub(super) fn check_invariants(&self) {
+    /// The checks after every event of a debug build or a `--check` run: a vCPU never runs
+    /// on two pCPUs, and pCPU and vCPU states agree.
+    pub(super) fn check_invariants(&self) -> Result<(), String> {
         let mut running = vec![false; self.vcpus.len()];
         for (p, pc) in self.pcpus.iter().enumerate() {
             if let Some(v) = pc.curr {
-                assert!(!running[v], "vCPU {v} runs on two pCPUs");
+                if running[v] {
+                    return Err(format!("vCPU {v} runs on two pCPUs"));
+                }
                 running[v] = true;
-                assert_eq!(self.vcpus[v].state, VcpuState::Running(p), "pCPU {p} runs vCPU {v} in another state");
+                if self.vcpus[v].state != VcpuState::Running(p) {
+                    return Err(format!("pCPU {p} runs vCPU {v}, which is {:?}", self.vcpus[v].state));
+                }
             }
         }
         for (v, vc) in self.vcpus.iter().enumerate() {
             if let VcpuState::Running(p) = vc.state {
-                assert_eq!(self.pcpus[p].curr, Some(v), "vCPU {v} thinks it runs on pCPU {p}");
+                if self.pcpus[p].curr != Some(v) {
+                    return Err(format!("vCPU {v} thinks it runs on pCPU {p}, which runs {:?}", self.pcpus[p].curr));
+                }
             }
         }
+        Ok(())
     }
 }

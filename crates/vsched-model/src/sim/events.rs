@@ -4,8 +4,9 @@
 use vsched_engine::{Ticket, Time};
 
 use super::state::Core;
+use super::watchdog::{Culprit, Watchdog};
 use super::world::with_cx;
-use super::{Simulation, Until, INTERRUPTED};
+use super::{RunError, Simulation, Until};
 use crate::domain::{VcpuState, VmType};
 use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
 use crate::metrics::RunMetrics;
@@ -104,21 +105,30 @@ impl Core {
 impl Simulation {
     /// Runs until the horizon (or until every finite workload finished, with `AllDone`).
     /// `progress(now)` is called every few thousand events; returning `false` stops the run
-    /// (an error [`INTERRUPTED`]). Returns an error if a policy made an unusable decision or
-    /// a guest program misbehaved (a message to a rank outside its job).
+    /// ([`RunError::Interrupted`]). Returns [`RunError::Policy`] if a policy made an unusable
+    /// decision, broke an invariant or stopped simulated time, or a guest program misbehaved
+    /// (a message to a rank outside its job); [`RunError::Scenario`] if the scenario's guests
+    /// stopped simulated time (`watchdog`).
     pub fn run(
         &mut self,
         horizon: Time,
         until: Until,
         progress: &mut dyn FnMut(Time) -> bool,
-    ) -> Result<RunMetrics, String> {
+    ) -> Result<RunMetrics, RunError> {
         self.start();
+        let core = &self.core;
+        let mut watchdog = Watchdog::new(core.vcpus.len() + core.pcpus.len() + core.threads.len());
         let mut end = horizon;
         while let Some(t) = self.core.queue.peek_time() {
             if t > horizon {
                 break;
             }
             let (now, ev) = self.core.queue.pop().expect("peeked");
+            if watchdog.tick(now) {
+                if let Some(stall) = watchdog.blame(self.core.culprit(&ev)) {
+                    return Err(self.core.stall_error(stall, Some(watchdog.events())));
+                }
+            }
             if self.handle(ev) {
                 self.core.events += 1;
             }
@@ -126,24 +136,34 @@ impl Simulation {
             if let Some(e) = self.core.error.take() {
                 return Err(e);
             }
-            #[cfg(debug_assertions)]
-            {
-                self.core.check_invariants();
-                for (h, policy) in self.policies.iter().enumerate() {
-                    if let Err(e) = with_cx(&mut self.core, h, None, |cx| policy.check(cx)) {
-                        return Err(format!("policy invariant broken at t={now} ns on host {h}: {e}"));
-                    }
-                }
+            if let Some(d) = self.core.stalled.take() {
+                return Err(self.core.stall_error(Culprit::Guest(d), None));
+            }
+            if self.checks {
+                self.check(now)?;
             }
             if until == Until::AllDone && self.core.unfinished == 0 && self.core.doms.iter().any(|d| d.finite) {
                 end = now;
                 break;
             }
             if self.core.events.is_multiple_of(8192) && !progress(now) {
-                return Err(INTERRUPTED.to_string());
+                return Err(RunError::Interrupted);
             }
         }
         Ok(self.core.finish(end))
+    }
+
+    /// The simulator's invariants, then each policy's `check`.
+    fn check(&mut self, now: Time) -> Result<(), RunError> {
+        self.core
+            .check_invariants()
+            .map_err(|e| RunError::Policy(format!("simulator invariant broken at t={now} ns: {e}")))?;
+        for (h, policy) in self.policies.iter().enumerate() {
+            if let Err(e) = with_cx(&mut self.core, h, None, |cx| policy.check(cx)) {
+                return Err(RunError::Policy(format!("policy invariant broken at t={now} ns on host {h}: {e}")));
+            }
+        }
+        Ok(())
     }
 
     /// Time 0: each host's policy is initialized and given its vCPUs, then every pCPU's
@@ -257,6 +277,52 @@ impl Simulation {
             } else {
                 break;
             }
+        }
+    }
+}
+
+impl Core {
+    /// Whom event `ev` points to, for the watchdog.
+    fn culprit(&self, ev: &Ev) -> Culprit {
+        match *ev {
+            Ev::Guest { v, .. } | Ev::Irq { v, .. } | Ev::GuestTimer { v, .. } => Culprit::Guest(self.vcpus[v].dom),
+            Ev::Wake { t } | Ev::Client { t } => Culprit::Guest(self.threads[t].dom),
+            Ev::SetType { d, .. } | Ev::Create { d } | Ev::Destroy { d } => Culprit::Guest(d),
+            Ev::Net { .. } | Ev::Disk { .. } => Culprit::Io,
+            Ev::Timer { .. } => Culprit::Policy("timer"),
+            Ev::Tick { .. } => Culprit::Policy("tick"),
+            Ev::SliceEnd { .. } => Culprit::Policy("slice end"),
+            Ev::Resched { .. } => Culprit::Policy("reschedule"),
+        }
+    }
+
+    /// The error that ends a run whose simulated time stopped at the current instant (after
+    /// `events` events; `None`: inside one thread's program): the scenario's fault if guests
+    /// or their I/O loop without taking time, the policy's if it re-arms its own events at
+    /// the same instant.
+    fn stall_error(&self, stall: Culprit, events: Option<u64>) -> RunError {
+        let at = format!("simulated time stopped at t = {} s", vsched_engine::ns_to_secs(self.now()));
+        let events = match events {
+            Some(n) => format!("{n} events at this instant"),
+            None => "a program's loop".to_string(),
+        };
+        match stall {
+            Culprit::Guest(d) => {
+                let dom = &self.doms[d];
+                RunError::Scenario(format!(
+                    "{at}: VM {:?} (workload {}) loops in steps that take no time ({events} events at this instant); \
+                     expected durations that add up to more than 0 (e.g. its compute_us, cs_us, io_us or service_us)",
+                    dom.info.name, dom.workload
+                ))
+            }
+            Culprit::Io => RunError::Scenario(format!(
+                "{at}: messages or disk requests move without taking time ({events} events at this instant); \
+                 expected [network] latencies or the host's disk costs above 0"
+            )),
+            Culprit::Policy(kind) => RunError::Policy(format!(
+                "{at}: the policy keeps re-arming a {kind} at the same instant ({events} events without time \
+                 advancing): a policy bug, or a parameter that makes its period zero"
+            )),
         }
     }
 }

@@ -21,6 +21,10 @@ use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
 use crate::ids::{DomId, ThreadId, VcpuId};
 
+/// Steps one thread may take in one instant before its program is declared to loop without
+/// taking time: far more than any program of ours takes between two durations.
+const MAX_STEPS_PER_INSTANT: u32 = 1_000_000;
+
 /// What an instruction left the guest thread doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
@@ -299,7 +303,7 @@ impl Core {
     pub(super) fn advance(&mut self, v: VcpuId) {
         let now = self.now();
         debug_assert!(matches!(self.vcpus[v].state, VcpuState::Running(_)));
-        for _ in 0..1_000_000 {
+        for _ in 0..MAX_STEPS_PER_INSTANT {
             let t = self.vcpus[v].curr;
             let th = &mut self.threads[t];
             let d = th.dom;
@@ -371,7 +375,10 @@ impl Core {
                 return;
             }
         }
-        panic!("guest program of thread {} loops without taking time", self.vcpus[v].curr);
+        // A program whose loop takes no time would never return: the run stops instead
+        // (`watchdog`).
+        let t = self.vcpus[v].curr;
+        self.stalled.get_or_insert(self.threads[t].dom);
     }
 
     /// `compute(dur)`: a sampled duration of progress (none if it samples to 0).

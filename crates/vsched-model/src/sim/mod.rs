@@ -28,6 +28,7 @@
 //! | `costart` | the co-start skew metric |
 //! | `collect` | closing the books and building the report |
 //! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
+//! | `watchdog` | stopping a run whose simulated time stops advancing, naming the culprit |
 //!
 //! # Time and events
 //! Everything happens at integer-nanosecond instants. At one instant, events are handled in
@@ -76,6 +77,7 @@ mod preempt_delay;
 mod queued;
 mod slab;
 mod state;
+mod watchdog;
 mod world;
 
 use vsched_engine::Time;
@@ -92,14 +94,40 @@ use crate::VmType;
 use events::Ev;
 use state::Core;
 
-/// The error of a run its progress callback stopped.
-pub const INTERRUPTED: &str = "interrupted";
+/// Why a run stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// The progress callback asked to stop.
+    Interrupted,
+    /// A policy made an unusable decision or broke an invariant, or the simulator's own
+    /// invariants broke: a bug, not bad input.
+    Policy(String),
+    /// The scenario cannot run: its guests loop in steps that take no simulated time.
+    Scenario(String),
+    /// A workload's guest program misbehaved (a message to a rank outside its job): a bug
+    /// in the workload model.
+    Workload(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Interrupted => f.write_str("interrupted"),
+            RunError::Policy(m) | RunError::Scenario(m) | RunError::Workload(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
 
 /// Hosts, their domains and a policy instance per host, ready to run.
 pub struct Simulation {
     core: Core,
     /// One per host, in host order.
     policies: Vec<Box<dyn Policy>>,
+    /// Check the simulator's and the policies' invariants after every event (always in
+    /// debug builds; `--check` in release builds).
+    checks: bool,
 }
 
 /// How a run ends.
@@ -132,6 +160,12 @@ impl Simulation {
     /// `vm_type_changed`). Call before `run`.
     pub fn schedule_type_change(&mut self, at: Time, d: DomId, ty: VmType) {
         self.core.post(at, Ev::SetType { d, ty });
+    }
+
+    /// Checks the simulator's invariants and the policies' `check` after every event, as
+    /// debug builds always do; a broken one ends the run with [`RunError::Policy`].
+    pub fn enable_checks(&mut self) {
+        self.checks = true;
     }
 
     /// Records per-pCPU run intervals, keeping at most `limit` of them.

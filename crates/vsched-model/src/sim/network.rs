@@ -33,6 +33,7 @@ use super::config::NetworkConfig;
 use super::events::Ev;
 use super::interpret::Step;
 use super::state::{Core, ThreadState};
+use super::RunError;
 use crate::domain::VcpuState;
 use crate::guest::BarrierWait;
 use crate::ids::{DomId, ThreadId, VcpuId};
@@ -97,8 +98,9 @@ impl Core {
         let ranks = &self.jobs[self.doms[d].job];
         let Some(&dst) = ranks.get(to as usize) else {
             let (name, world) = (&self.doms[d].info.name, ranks.len());
-            self.error
-                .get_or_insert(format!("guest error: VM {name:?} sends to rank {to}, but its job has {world} ranks"));
+            self.error.get_or_insert(RunError::Workload(format!(
+                "guest error: VM {name:?} sends to rank {to}, but its job has {world} ranks"
+            )));
             return;
         };
         self.net.messages += 1;
@@ -231,9 +233,9 @@ impl Core {
         let world = self.jobs[self.doms[d].job].len();
         if from as usize >= world {
             let name = &self.doms[d].info.name;
-            self.error.get_or_insert(format!(
+            self.error.get_or_insert(RunError::Workload(format!(
                 "guest error: VM {name:?} receives from rank {from}, but its job has {world} ranks"
-            ));
+            )));
             return Step::Wait;
         }
         if let Some(n @ 1..) = self.curr_thread_mut(v).mailbox.get_mut(from as usize) {
@@ -260,7 +262,8 @@ impl Core {
         let h = self.vcpus[v].host;
         if self.hosts[h].driver != Some(d) {
             let name = &self.doms[d].info.name;
-            self.error.get_or_insert(format!("guest error: VM {name:?} is not its host's driver domain"));
+            self.error
+                .get_or_insert(RunError::Workload(format!("guest error: VM {name:?} is not its host's driver domain")));
             return Step::Wait;
         }
         match self.curr_thread_mut(v).pass.take() {

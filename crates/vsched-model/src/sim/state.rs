@@ -334,7 +334,9 @@ pub(super) struct Core {
     pub(super) to_wake: VecDeque<ThreadId>,
     pub(super) unfinished: usize,
     pub(super) trace: Option<Trace>,
-    pub(super) error: Option<String>,
+    pub(super) error: Option<super::RunError>,
+    /// A guest thread of this domain looped in steps that take no time (`interpret`).
+    pub(super) stalled: Option<DomId>,
 }
 
 /// The random stream of host `h`'s policy. Host 0 keeps stream 0 (what a single host always
