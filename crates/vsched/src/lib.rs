@@ -5,6 +5,7 @@
 //! - [`run_scenario_json`], [`validate_scenario`], [`apply_overrides_json`], [`policies_json`],
 //!   [`workloads_json`], [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
 
+mod footprint;
 mod guest_kernel;
 mod host;
 pub mod overrides;
@@ -86,8 +87,7 @@ fn parse(text: &str) -> Result<Scenario, Error> {
 /// Checks a scenario without running it, including that its estimated memory fits
 /// `max_memory` bytes (0 = [`DEFAULT_MAX_MEMORY`]).
 pub fn validate_scenario(toml_text: &str, max_memory: u64) -> Result<(), Error> {
-    let _ = max_memory;
-    parse(toml_text).map(|_| ())
+    Scenario::parse_with(toml_text, None, max_memory).map(|_| ()).map_err(|e| Error::Scenario(e.to_string()))
 }
 
 /// Runs a scenario (all its repetitions) and returns the JSON report as text.
@@ -96,8 +96,8 @@ pub fn run_scenario_json(
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<String, Error> {
-    let scenario =
-        Scenario::parse_with_policy(toml_text, opts.policy.as_deref()).map_err(|e| Error::Scenario(e.to_string()))?;
+    let scenario = Scenario::parse_with(toml_text, opts.policy.as_deref(), opts.max_memory)
+        .map_err(|e| Error::Scenario(e.to_string()))?;
     let seed = opts.seed.unwrap_or(scenario.seed);
     let reps = opts.reps.unwrap_or(scenario.reps);
     scenario::check_reps("--reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;

@@ -4,7 +4,7 @@
 //! carry the line and column), then the typed structure (errors carry the field path, e.g.
 //! `vm[1].weight`), then value checks (ranges, known names) with the same paths.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Deserialize;
 use vsched_model::{
@@ -13,6 +13,7 @@ use vsched_model::{
 };
 use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
+use crate::footprint::{Budget, VmFootprint};
 use crate::guest_kernel::{dom0_tick, guest_tick, TickKeys};
 use crate::host::{self, HostSection};
 use crate::overrides;
@@ -291,6 +292,12 @@ impl Scenario {
     /// Parses and validates scenario text, with `[scheduler]` replaced by policy `policy` at
     /// its default parameters when given (`vsched run --policy`).
     pub fn parse_with_policy(text: &str, policy: Option<&str>) -> Result<Scenario, ConfigError> {
+        Self::parse_with(text, policy, 0)
+    }
+
+    /// As [`Scenario::parse_with_policy`], refusing a scenario whose estimated memory exceeds
+    /// `max_memory` bytes (0: [`crate::DEFAULT_MAX_MEMORY`]; see `footprint`).
+    pub fn parse_with(text: &str, policy: Option<&str>, max_memory: u64) -> Result<Scenario, ConfigError> {
         let mut table = parse_toml(text)?;
         overrides::apply(&mut table, policy, &[])?;
         let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
@@ -307,12 +314,13 @@ impl Scenario {
                 err(path, message)
             }
         })?;
-        Self::validate(file)
+        Self::validate(file, if max_memory == 0 { crate::DEFAULT_MAX_MEMORY } else { max_memory })
     }
 
-    fn validate(f: ScenarioFile) -> Result<Scenario, ConfigError> {
+    fn validate(f: ScenarioFile, max_memory: u64) -> Result<Scenario, ConfigError> {
         let h = &f.host;
         let host = host::host_config(h)?;
+        let mut budget = Budget::new(max_memory);
 
         let policy = vsched_policies::find(&f.scheduler.name).ok_or_else(|| {
             err(
@@ -360,6 +368,7 @@ impl Scenario {
                 format!("expected an integer in 0..={} (0 = no driver domain), got {dom0_vcpus}", host::MAX_PCPUS),
             ));
         }
+        budget.hosts(hosts, host.pcpus + dom0_vcpus as usize)?;
         let dom0_weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);
         let dom0_tick = dom0_tick(host::dom0_idle_wakes_per_s(h)?);
         if dom0_weight == 0 || dom0_weight > MAX_WEIGHT {
@@ -371,12 +380,13 @@ impl Scenario {
         }
         // The user's VMs, each with the index of its [[vm]] table (None: a cluster member).
         let mut user: Vec<(Option<usize>, VmSpec)> = Vec::new();
-        let mut names: Vec<String> = Vec::new();
+        // Validation stays linear in the scenario's size: names in a set, VMs bucketed by host.
+        let mut names: HashSet<String> = HashSet::new();
         let mut claim_name = |path: String, name: &str| -> Result<(), ConfigError> {
             if name.is_empty() {
                 return Err(err(path, "expected a non-empty name"));
             }
-            if names.iter().any(|n| n == name) {
+            if names.contains(name) {
                 return Err(err(path, format!("expected a unique name, {name:?} is used twice")));
             }
             if dom0_vcpus > 0 && (name == "dom0" || name.starts_with("dom0.")) {
@@ -387,7 +397,7 @@ impl Scenario {
                     ),
                 ));
             }
-            names.push(name.to_string());
+            names.insert(name.to_string());
             Ok(())
         };
         for (i, v) in f.vm.iter().enumerate() {
@@ -432,7 +442,7 @@ impl Scenario {
                     sched_slice_us: v.sched_slice_us,
                 },
             };
-            let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks)?;
+            let spec = vm_spec(&at, shape, "HIT", &v.workload, ranks, Some((&mut budget, 1)))?;
             user.push((Some(i), VmSpec { name: v.name.clone(), host, ..spec }));
         }
         for (c, vc) in f.virtual_cluster.iter().enumerate() {
@@ -478,7 +488,10 @@ impl Scenario {
                         sched_slice_us: vc.sched_slice_us,
                     },
                 };
-                let spec = vm_spec(&at, shape, "CON", &vc.workload, ranks)?;
+                // Members differ only in their ranks: the first one's footprint stands for
+                // all, charged before any is built.
+                let charge = (k == 0).then_some((&mut budget, members.len()));
+                let spec = vm_spec(&at, shape, "CON", &vc.workload, ranks, charge)?;
                 user.push((None, VmSpec { name, host, job: Some(vc.name.clone()), ..spec }));
             }
         }
@@ -515,14 +528,20 @@ impl Scenario {
                     ));
                 }
             }
-            let spec = &mut user.iter_mut().find(|(t, _)| *t == Some(i)).expect("every [[vm]] has a spec").1;
+            // The [[vm]] tables' specs come first in `user`, in table order.
+            debug_assert_eq!(user[i].0, Some(i));
+            let spec = &mut user[i].1;
             spec.start = vsched_engine::secs_to_ns(start_s);
             spec.stop = v.stop_s.map(vsched_engine::secs_to_ns);
         }
         // Simulation order: host by host, the driver domain first.
         let mut vms: Vec<VmSpec> = Vec::new();
         let mut table_of: Vec<Option<usize>> = Vec::new();
-        for host in 0..hosts {
+        let mut by_host: Vec<Vec<(Option<usize>, VmSpec)>> = vec![Vec::new(); hosts];
+        for (t, spec) in user {
+            by_host[spec.host].push((t, spec));
+        }
+        for (host, user) in by_host.into_iter().enumerate() {
             if dom0_vcpus > 0 {
                 vms.push(VmSpec {
                     name: if hosts == 1 { "dom0".to_string() } else { format!("dom0.{host}") },
@@ -543,9 +562,9 @@ impl Scenario {
                 });
                 table_of.push(None);
             }
-            for (t, spec) in user.iter().filter(|(_, v)| v.host == host) {
-                vms.push(spec.clone());
-                table_of.push(*t);
+            for (t, spec) in user {
+                vms.push(spec);
+                table_of.push(t);
             }
         }
         if !built.supports_vm_lifecycle() {
@@ -563,6 +582,7 @@ impl Scenario {
             }
         }
 
+        let index_of: HashMap<&str, usize> = vms.iter().enumerate().map(|(i, v)| (v.name.as_str(), i)).collect();
         let mut events = Vec::new();
         for (i, e) in f.event.iter().enumerate() {
             let at = |field: &str| format!("event[{i}].{field}");
@@ -572,7 +592,7 @@ impl Scenario {
                     format!("expected seconds in [0, run.horizon_s = {horizon_s}], got {}", e.at_s),
                 ));
             }
-            let vm = vms.iter().position(|v| v.name == e.vm).ok_or_else(|| {
+            let vm = index_of.get(e.vm.as_str()).copied().ok_or_else(|| {
                 let names: Vec<&str> = vms.iter().map(|v| v.name.as_str()).collect();
                 err(at("vm"), format!("unknown VM {:?}; expected one of {}", e.vm, names.join(", ")))
             })?;
@@ -584,35 +604,25 @@ impl Scenario {
         }
         // Ask the policy whether it can run these VMs (a gang scheduler cannot run a CON VM
         // wider than the host); a VM counts as CON if it is CON at any time.
-        let infos: Vec<(usize, DomainInfo)> = vms
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                (
-                    v.host,
-                    DomainInfo {
-                        name: v.name.clone(),
-                        vcpus: v.vcpus,
-                        weight: v.weight,
-                        cap: v.cap,
-                        vm_type: if events.iter().any(|e| e.vm == i && e.vm_type == VmType::Con) {
-                            VmType::Con
-                        } else {
-                            v.vm_type
-                        },
-                        first_vcpu: 0,
-                        online: true,
-                        driver: matches!(v.guest, Guest::Driver),
-                        rx_packets: 0,
-                        pv: v.pv,
-                        slice_request_ns: v.slice_request_ns,
-                    },
-                )
-            })
-            .collect();
-        for h in 0..hosts {
-            let here: Vec<DomainInfo> = infos.iter().filter(|(x, _)| *x == h).map(|(_, i)| i.clone()).collect();
-            built.admit(host.pcpus, &here).map_err(|m| {
+        let ever_con: HashSet<usize> = events.iter().filter(|e| e.vm_type == VmType::Con).map(|e| e.vm).collect();
+        let mut infos: Vec<Vec<DomainInfo>> = vec![Vec::new(); hosts];
+        for (i, v) in vms.iter().enumerate() {
+            infos[v.host].push(DomainInfo {
+                name: v.name.clone(),
+                vcpus: v.vcpus,
+                weight: v.weight,
+                cap: v.cap,
+                vm_type: if ever_con.contains(&i) { VmType::Con } else { v.vm_type },
+                first_vcpu: 0,
+                online: true,
+                driver: matches!(v.guest, Guest::Driver),
+                rx_packets: 0,
+                pv: v.pv,
+                slice_request_ns: v.slice_request_ns,
+            });
+        }
+        for (h, here) in infos.iter().enumerate() {
+            built.admit(host.pcpus, here).map_err(|m| {
                 let on = if hosts > 1 { format!(" (host {h})") } else { String::new() };
                 err("scheduler.name", format!("policy {} cannot run this scenario{on}: {m}", policy.name))
             })?;
@@ -683,13 +693,15 @@ struct VmShape<'a> {
 }
 
 /// Checks a VM's shape and workload (built once with `ranks`, so that errors surface now);
-/// the rest of the spec is left for the caller to fill in.
+/// the rest of the spec is left for the caller to fill in. With `charge = (budget, copies)`,
+/// `copies` such VMs are charged to the memory budget first (see `footprint`).
 fn vm_spec(
     at: &dyn Fn(&str) -> String,
     shape: VmShape,
     default_type: &str,
     workload: &WorkloadSection,
     ranks: Ranks,
+    charge: Option<(&mut Budget, usize)>,
 ) -> Result<VmSpec, ConfigError> {
     let vcpus = shape.vcpus;
     if vcpus == 0 || vcpus > 1024 {
@@ -719,7 +731,23 @@ fn vm_spec(
     let mut given = to_params(&wpath, &workload.params)?;
     let working_set_kb = given.remove(working_set::KEY);
     let params = Params::check(&wpath, info.params, &given)?;
-    (info.build)(&params, &ranks)?;
+    match charge {
+        // A rank's program may grow with its job (an all-to-all has a step per rank), so a
+        // VM of a larger job is measured by one rank's program before all are built.
+        Some((budget, copies)) if ranks.world > ranks.vcpus => {
+            let one = Ranks { vcpus: 1, ..ranks };
+            let footprint = VmFootprint::of(&(info.build)(&params, &one)?, 1, &one).times(ranks.vcpus);
+            budget.vms(at, footprint, copies)?;
+            (info.build)(&params, &ranks)?;
+        }
+        Some((budget, copies)) => {
+            let guest = (info.build)(&params, &ranks)?.on_vcpus(vcpus as usize);
+            budget.vms(at, VmFootprint::of(&guest, vcpus as usize, &ranks), copies)?;
+        }
+        None => {
+            (info.build)(&params, &ranks)?;
+        }
+    }
     let working_set_bytes = match working_set_kb {
         None => working_set::default_bytes(info.name, &params, &ranks),
         Some(Value::Int(kb)) if (0..=MAX_WORKING_SET_KB).contains(&kb) => kb as u64 * 1024,
