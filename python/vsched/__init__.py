@@ -13,8 +13,9 @@ A scenario is given either as a path (a `pathlib.Path`, or a one-line `str`) or 
 text (a `str` holding at least one newline). Bad input raises `ScenarioError`, whose
 message is the one line the command line prints; a policy that makes an unusable decision
 (a bug in the policy, not in the input) raises `PolicyError`, and a bug in vsched itself (a
-panic in the Rust core) raises `InternalError`, both with one-line messages. The scenario format is described in
-docs/scenario.md; the report's fields in the crate `vsched-model` (`metrics.rs`).
+panic in the Rust core) raises `InternalError`, both with one-line messages. The scenario
+format is described in docs/scenario.md; the report's fields in the crate `vsched-model`
+(`metrics.rs`).
 """
 
 from __future__ import annotations
@@ -112,8 +113,8 @@ def _check_text(text: str, label: str | None = None) -> None:
     except UnicodeEncodeError as error:
         code = ord(text[error.start])
         raise ScenarioError(
-            f"{where}{_position(text, error.start)}: a lone surrogate U+{code:04X}, not a character "
-            "(a scenario is UTF-8 text)"
+            f"{where}{_position(text, error.start)}: a lone surrogate U+{code:04X}, which is not a "
+            "character (expected UTF-8 text)"
         ) from None
 
 
