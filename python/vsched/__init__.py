@@ -118,6 +118,18 @@ def _check_text(text: str, label: str | None = None) -> None:
         ) from None
 
 
+def _check_path(option: str, path: str | os.PathLike[str], hint: str = "") -> Path:
+    """`path` as a `Path`, or `ScenarioError` naming `option` if no file can have that name
+    (a NUL character, a lone surrogate)."""
+    try:
+        name = os.fsencode(path)
+    except UnicodeEncodeError:
+        raise ScenarioError(f"{option}: not a usable file path (a lone surrogate){hint}") from None
+    if b"\0" in name:
+        raise ScenarioError(f"{option}: not a usable file path (a NUL character){hint}")
+    return Path(os.fsdecode(name))
+
+
 def read_scenario(scenario: Scenario) -> str:
     """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8.
 
@@ -128,17 +140,8 @@ def read_scenario(scenario: Scenario) -> str:
     if isinstance(scenario, str) and "\n" in scenario:
         _check_text(scenario)
         return scenario
-    path = Path(scenario)
-    try:
-        os.fsencode(path)
-        if "\0" in str(path):
-            raise ValueError("a NUL character")
-    except (UnicodeEncodeError, ValueError) as error:
-        # A one-line str is taken for a path: say so, since it may have been meant as text.
-        what = "a lone surrogate" if isinstance(error, UnicodeEncodeError) else "a NUL character"
-        raise ScenarioError(
-            f"scenario: not a usable file path ({what}); TOML text is recognized by its newline"
-        ) from None
+    # A one-line str is taken for a path: say so, since it may have been meant as text.
+    path = _check_path("scenario", scenario, "; TOML text is recognized by its newline")
     data = _read_bounded(path)
     try:
         text = data.decode("utf-8")
@@ -196,6 +199,8 @@ def run_json(
     _check_int("trace_limit", trace_limit, 0, _U64_MAX)
     _check_option_text("policy", policy)
     _check_max_memory(max_memory)
+    if trace is not None:
+        _check_path("trace", trace)
     return _core.run(
         read_scenario(scenario),
         seed=seed,

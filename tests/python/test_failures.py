@@ -437,6 +437,12 @@ def test_a_one_line_string_that_cannot_be_a_path_is_a_scenario_error(scenario: s
         vsched.validate(scenario)
 
 
+@pytest.mark.parametrize("trace", ["trace\0.json", "trace\ud800.json"])
+def test_a_trace_path_that_cannot_be_a_file_name_is_a_scenario_error(trace: str) -> None:
+    with pytest.raises(vsched.ScenarioError, match="^trace: not a usable file path"):
+        vsched.run(TINY_SCENARIO, trace=trace)
+
+
 def test_a_nul_in_a_scenario_file_is_named_with_its_file_line_and_column(cli: Cli, tmp_path: Path) -> None:
     scenario = tiny_file(tmp_path, TINY_SCENARIO.replace("pcpus = 2", "pcpus = \0 2"))
     assert one_line(cli("validate", scenario), 2) == (
