@@ -86,6 +86,8 @@ fn install_panic_hook() {
 /// Runs `call`, turning a panic inside it into `InternalError`.
 fn guarded<T>(call: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     install_panic_hook();
+    // Nothing recorded earlier (a panic the core caught itself) can be taken for this call's.
+    LAST_PANIC.with(|last| last.borrow_mut().take());
     let outer = GUARDED.with(|guarded| guarded.replace(true));
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(call));
     GUARDED.with(|guarded| guarded.set(outer));
