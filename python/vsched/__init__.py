@@ -12,23 +12,33 @@ fragmentation emerge from the schedule. This package is its Python face::
 A scenario is given either as a path (a `pathlib.Path`, or a one-line `str`) or as TOML
 text (a `str` holding at least one newline). Bad input raises `ScenarioError`, whose
 message is the one line the command line prints; a policy that makes an unusable decision
-(a bug in the policy, not in the input) raises `PolicyError`. The scenario format is described in
-docs/scenario.md; the report's fields in the crate `vsched-model` (`metrics.rs`).
+(a bug in the policy, not in the input) raises `PolicyError`, and a bug in vsched itself (a
+panic in the Rust core) raises `InternalError`, both with one-line messages. The scenario
+format is described in docs/scenario.md; the report's fields in the crate `vsched-model`
+(`metrics.rs`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable, Union
 
 from vsched import _core
-from vsched._core import DEFAULT_BASELINE_SCENARIO, DEFAULT_SCENARIO, PolicyError, ScenarioError
+from vsched._core import (
+    DEFAULT_BASELINE_SCENARIO,
+    DEFAULT_SCENARIO,
+    InternalError,
+    PolicyError,
+    ScenarioError,
+)
 
 __all__ = [
     "DEFAULT_BASELINE_SCENARIO",
     "DEFAULT_SCENARIO",
+    "InternalError",
     "PolicyError",
     "ProgressCallback",
     "Scenario",
@@ -52,20 +62,94 @@ counts from 0 and `sim_s` is the simulated time reached in that repetition."""
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
 
+MAX_SCENARIO_BYTES = 16 * 1024 * 1024
+"""The largest scenario file `read_scenario` reads (16 MiB): far above any real scenario,
+low enough that a wrong path (a disk image, /dev/zero) is refused rather than read."""
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of `path`, refusing more than MAX_SCENARIO_BYTES. A regular file's size is
+    checked before reading; anything else (a pipe, a device) is read up to one byte past the
+    limit, so that an endless one is refused rather than read for ever."""
+    limit = MAX_SCENARIO_BYTES
+    with path.open("rb") as file:
+        status = os.fstat(file.fileno())
+        regular = stat.S_ISREG(status.st_mode)
+        if regular and status.st_size > limit:
+            raise ScenarioError(
+                f"{path}: {status.st_size} bytes, larger than the 16 MiB limit on a scenario file"
+            )
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        if regular:  # it grew while being read
+            raise ScenarioError(f"{path}: larger than the 16 MiB limit on a scenario file")
+        raise ScenarioError(
+            f"{path}: not a regular file, and more than the 16 MiB limit on a scenario file "
+            "was read from it without reaching its end"
+        )
+    return data
+
+
+def _position(text: str, index: int) -> str:
+    """`line L, column C` of the character at `index` of `text` (both counting from 1); only
+    the column in a text of one line."""
+    if "\n" not in text:
+        return f"column {index + 1}"
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+def _check_text(text: str, label: str | None = None) -> None:
+    """Raise `ScenarioError` if `text` cannot be TOML whatever its content: a NUL character
+    (TOML forbids it) or a lone surrogate (not a character, so not UTF-8 text). The message
+    gives the line and column, after `label` when given (e.g. a file name)."""
+    where = f"{label}: " if label else ""
+    nul = text.find("\0")
+    if nul >= 0:
+        raise ScenarioError(f"{where}{_position(text, nul)}: a NUL character, which TOML does not allow")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        raise ScenarioError(
+            f"{where}{_position(text, error.start)}: a lone surrogate U+{code:04X}, which is not a "
+            "character (expected UTF-8 text)"
+        ) from None
+
+
+def _check_path(option: str, path: str | os.PathLike[str], hint: str = "") -> Path:
+    """`path` as a `Path`, or `ScenarioError` naming `option` if no file can have that name
+    (a NUL character, a lone surrogate)."""
+    try:
+        name = os.fsencode(path)
+    except UnicodeEncodeError:
+        raise ScenarioError(f"{option}: not a usable file path (a lone surrogate){hint}") from None
+    if b"\0" in name:
+        raise ScenarioError(f"{option}: not a usable file path (a NUL character){hint}")
+    return Path(os.fsdecode(name))
+
 
 def read_scenario(scenario: Scenario) -> str:
     """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8.
 
     Raises `OSError` (e.g. `FileNotFoundError`) if the file cannot be read and
-    `ScenarioError` if it is not UTF-8 text.
+    `ScenarioError` if it is not UTF-8 text, is larger than 16 MiB (`MAX_SCENARIO_BYTES`),
+    or holds a NUL character; text with a NUL or a lone surrogate raises `ScenarioError` too.
     """
     if isinstance(scenario, str) and "\n" in scenario:
+        _check_text(scenario)
         return scenario
-    path = Path(scenario)
+    # A one-line str is taken for a path: say so, since it may have been meant as text.
+    path = _check_path("scenario", scenario, "; TOML text is recognized by its newline")
+    data = _read_bounded(path)
     try:
-        return path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {error.start})") from None
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ScenarioError(f"{path}: not UTF-8 text (line {line}, byte {error.start})") from None
+    _check_text(text, str(path))
+    return text
 
 
 def _check_int(option: str, value: int | None, low: int, high: int) -> None:
@@ -73,6 +157,18 @@ def _check_int(option: str, value: int | None, low: int, high: int) -> None:
     `ScenarioError` naming it rather than an `OverflowError` from the conversion."""
     if value is not None and not low <= value <= high:
         raise ScenarioError(f"{option}: expected an integer from {low} to {high}, got {value}")
+
+
+def _check_option_text(option: str, value: str | None) -> None:
+    if value is not None:
+        _check_text(value, option)
+
+
+def _check_max_memory(value: int) -> None:
+    """`max_memory` is bytes, 0 for the core's default budget."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError(f"max_memory: expected a number of bytes, got {value!r}")
+    _check_int("max_memory", value, 0, _U64_MAX)
 
 
 def run_json(
@@ -84,18 +180,27 @@ def run_json(
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
+    check: bool = False,
+    max_memory: int = 0,
 ) -> str:
     """Run `scenario` and return the JSON report exactly as the core wrote it.
 
     `seed` and `reps` override the scenario's `[run]` table; repetition i runs with seed
     `seed + i`. `policy` runs the scenario under that policy, at its default parameters,
     instead of its `[scheduler]`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
-    JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). Same scenario
-    and seed give the same text, except for wall-clock fields such as `wall_s`.
+    JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). `check`
+    runs the simulator's invariant checks after every event (slower; for suspicious runs), and
+    `max_memory` is the memory budget in bytes the scenario's estimate must fit (0: the
+    core's default). Same scenario and seed give the same text, except for wall-clock fields
+    such as `wall_s`.
     """
     _check_int("seed", seed, 0, _U64_MAX)
     _check_int("reps", reps, 1, _U32_MAX)
     _check_int("trace_limit", trace_limit, 0, _U64_MAX)
+    _check_option_text("policy", policy)
+    _check_max_memory(max_memory)
+    if trace is not None:
+        _check_path("trace", trace)
     return _core.run(
         read_scenario(scenario),
         seed=seed,
@@ -104,6 +209,8 @@ def run_json(
         trace=None if trace is None else os.fspath(trace),
         trace_limit=trace_limit,
         progress=progress,
+        check=bool(check),
+        max_memory=max_memory,
     )
 
 
@@ -116,6 +223,8 @@ def run(
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
+    check: bool = False,
+    max_memory: int = 0,
 ) -> dict[str, Any]:
     """Run `scenario` and return the report: `runs[]` (one per repetition, each with `seed`,
     `events`, `wall_s`, `vms[]` and `host`) and `summary` (means and standard deviations, per
@@ -132,14 +241,18 @@ def run(
             trace=trace,
             trace_limit=trace_limit,
             progress=progress,
+            check=check,
+            max_memory=max_memory,
         )
     )
     return report
 
 
-def validate(scenario: Scenario) -> None:
-    """Check `scenario` without running it; raises `ScenarioError` if it is invalid."""
-    _core.validate(read_scenario(scenario))
+def validate(scenario: Scenario, *, max_memory: int = 0) -> None:
+    """Check `scenario` without running it; raises `ScenarioError` if it is invalid or its
+    estimated memory exceeds `max_memory` bytes (0: the core's default budget)."""
+    _check_max_memory(max_memory)
+    _core.validate(read_scenario(scenario), max_memory=max_memory)
 
 
 def policies() -> list[dict[str, Any]]:

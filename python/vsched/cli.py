@@ -2,14 +2,18 @@
 
 Every failure the user can cause (a bad scenario, a missing file, an unreadable trace, a bad
 option) ends the same way: one line `error: <message>` on stderr and exit code 2, never a
-traceback. Results go to stdout, progress to stderr, so `--json` output stays clean.
+traceback. A failure that is not the user's (a policy bug, a bug in vsched) is one line too,
+with exit code 1; Ctrl-C exits with 130. `VSCHED_DEBUG=1` adds the traceback of an internal
+error. Results go to stdout, progress to stderr, so `--json` output stays clean.
 """
 
 import io
 import json
 import os
+import re
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, Optional, cast
 
@@ -23,6 +27,7 @@ from rich.text import Text
 import vsched
 from vsched import demo as demo_text
 from vsched.report import format_value, report_tables
+from vsched.runs import JobFailed, RunSettings
 
 # Typer reports command-line mistakes with click's UsageError. Recent Typer releases vendor
 # click privately, so the class is reached through its public subclass BadParameter.
@@ -31,6 +36,9 @@ UsageError = cast("type[Exception]", typer.BadParameter.__base__)
 EXIT_BAD_INPUT = 2
 # A policy bug is not the user's mistake: it gets the generic failure code.
 EXIT_INTERNAL_ERROR = 1
+EXIT_INTERRUPTED = 130
+# Set (to anything but 0 or empty) to see the traceback of an internal error.
+DEBUG_VARIABLE = "VSCHED_DEBUG"
 # Runs shorter than this finish before a progress bar would be worth drawing.
 PROGRESS_DELAY_S = 2.0
 # Width of summary.txt: a file is not a terminal, so this is chosen to keep tables of five
@@ -66,12 +74,60 @@ def describe_os_error(error: OSError) -> str:
     return str(error)
 
 
+def make_directory(option: str, path: Path) -> None:
+    """Create the output directory `path` (and its parents), or fail naming `option`."""
+    if path.exists() and not path.is_dir():
+        raise CliError(f"{option}: '{path}' exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"{option}: {describe_os_error(error)}") from None
+
+
 def check_input_file(label: str, path: Path) -> None:
     """Fail early, naming the argument, when an input file is missing or is a directory."""
     if not path.exists():
         raise CliError(f"{label}: no such file '{path}'")
     if path.is_dir():
         raise CliError(f"{label}: '{path}' is a directory, not a file")
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+_SIZE_UNITS: dict[str, int] = {
+    "": 1,
+    "b": 1,
+    **{f"{p}{suffix}": 1024 ** (i + 1) for i, p in enumerate("kmgt") for suffix in ("", "ib")},
+    **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
+}
+_U64_MAX = 2**64 - 1
+
+
+def parse_size(text: str, option: str = "--max-memory") -> int:
+    """A size in bytes: a number of bytes, or a number with a unit. K, M, G, T and KiB, MiB,
+    GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000 (case does not matter):
+    `8G`, `512M`, `1.5GiB`, `4000000000`."""
+    match = _SIZE.fullmatch(text)
+    unit: str = match.group(2).lower() if match else ""
+    if match is None or unit not in _SIZE_UNITS:
+        raise CliError(
+            f"{option}: expected a size such as 8G, 512M, 1.5GiB or a number of bytes, got '{text}'"
+        )
+    number: str = match.group(1)
+    if "." in number:
+        # Exact for decimal fractions: 1.5G is 1610612736 bytes, not a float's approximation.
+        whole, _, fraction = number.partition(".")
+        scale: int = 10 ** len(fraction)
+        size = (int(whole or "0") * scale + int(fraction or "0")) * _SIZE_UNITS[unit] // scale
+    else:
+        size = int(number) * _SIZE_UNITS[unit]
+    if not 1 <= size <= _U64_MAX:
+        raise CliError(f"{option}: expected a size from 1 byte to {_U64_MAX} bytes, got '{text}'")
+    return size
+
+
+def max_memory_bytes(text: Optional[str]) -> int:
+    """The core's `max_memory` of a `--max-memory` option: 0 (its default budget) when absent."""
+    return 0 if text is None else parse_size(text)
 
 
 def render_text(renderable: RenderableType) -> str:
@@ -132,6 +188,17 @@ def run_with_progress(scenario: vsched.Scenario, **options: Any) -> str:
         progress.close()
 
 
+CHECK_OPTION = typer.Option(
+    "--check",
+    help="Run the simulator's invariant checks after every event: slower, for suspicious runs.",
+)
+MAX_MEMORY_OPTION = typer.Option(
+    "--max-memory",
+    metavar="SIZE",
+    help="Memory budget a run's estimate must fit, e.g. 8G, 512M, 1.5GiB or bytes (default: the core's).",
+)
+
+
 @app.command()
 def run(
     scenario: Annotated[
@@ -166,25 +233,46 @@ def run(
     trace_limit: Annotated[
         int, typer.Option(help="Most run intervals to write to the trace; 0 = the default bound.")
     ] = 0,
+    check: Annotated[bool, CHECK_OPTION] = False,
+    max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,
 ) -> None:
     """Run a scenario and print per-VM and host results."""
     check_input_file("SCENARIO", scenario)
+    budget = max_memory_bytes(max_memory)
     if trace_limit and trace is None:
         raise CliError("--trace-limit: only meaningful with --trace FILE")
-    if out is not None and out.exists() and not out.is_dir():
-        raise CliError(f"--out: '{out}' exists and is not a directory")
-    report_text = run_with_progress(
-        scenario, seed=seed, reps=reps, policy=policy, trace=trace, trace_limit=trace_limit
-    )
+    if out is not None:
+        # Before the run, so that an unusable directory does not cost the run.
+        make_directory("--out", out)
+    try:
+        report_text = run_with_progress(
+            scenario,
+            seed=seed,
+            reps=reps,
+            policy=policy,
+            trace=trace,
+            trace_limit=trace_limit,
+            check=check,
+            max_memory=budget,
+        )
+    except OSError as error:
+        # The core's only file output is the trace: its error names the file.
+        if trace is None:
+            raise
+        raise CliError(f"--trace: {describe_os_error(error)}") from None
     report = json.loads(report_text)
     if json_output:
         print(report_text)
     else:
         stdout.print(report_tables(report, stdout.width))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(report_text, encoding="utf-8")
-        (out / "summary.txt").write_text(render_text(report_tables(report, REPORT_WIDTH)), encoding="utf-8")
+        try:
+            (out / "results.json").write_text(report_text, encoding="utf-8")
+            (out / "summary.txt").write_text(
+                render_text(report_tables(report, REPORT_WIDTH)), encoding="utf-8"
+            )
+        except OSError as error:
+            raise CliError(f"--out: {describe_os_error(error)}") from None
     if not json_output:
         for written in [path for path in (trace, out) if path is not None]:
             stdout.print(f"wrote {written}")
@@ -195,10 +283,11 @@ def validate(
     scenario: Annotated[
         Path, typer.Argument(metavar="SCENARIO", help="Scenario file (TOML).", show_default=False)
     ],
+    max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,
 ) -> None:
     """Check a scenario file without running it."""
     check_input_file("SCENARIO", scenario)
-    vsched.validate(scenario)
+    vsched.validate(scenario, max_memory=max_memory_bytes(max_memory))
     stdout.print(f"{scenario}: valid")
 
 
@@ -378,33 +467,52 @@ class JobsProgress:
 
 
 def run_batch(
-    jobs: list[Any], out: Path, description: str, workers: int, backend: str, address: Optional[str]
+    jobs: list[Any],
+    out: Path,
+    description: str,
+    workers: int,
+    backend: str,
+    address: Optional[str],
+    settings: RunSettings,
 ) -> Any:
     """Run `jobs` into the store `out`/runs.jsonl with a progress bar; on Ctrl-C, say how to
-    resume and exit 130 (the finished runs are kept)."""
+    resume and exit 130 (the finished runs are kept). A failed run raises `JobFailed`."""
     from vsched.runs import Store, run_jobs
 
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out: '{out}' exists and is not a directory")
     if backend not in ("local", "ray"):
         raise CliError(f"--backend: expected local or ray, got '{backend}'")
     if address is not None and backend != "ray":
         raise CliError("--address: only meaningful with --backend ray")
     if workers < 1:
         raise CliError(f"--jobs: expected at least 1, got {workers}")
-    store = Store(out / "runs.jsonl")
+    make_directory("--out", out)
+    try:
+        store = Store(out / "runs.jsonl")
+    except OSError as error:
+        raise CliError(f"--out: {describe_os_error(error)}") from None
     progress = JobsProgress(description)
     try:
-        run_jobs(jobs, store, workers=workers, backend=backend, address=address, progress=progress)
-    except KeyboardInterrupt:
+        run_jobs(
+            jobs,
+            store,
+            workers=workers,
+            backend=backend,
+            address=address,
+            progress=progress,
+            settings=settings,
+        )
+    except BaseException as error:
+        # A failed run (JobFailed) or an interruption: the bar goes, the finished runs stay.
         if progress.bar is not None:
             progress.bar.stop()
+        if not isinstance(error, KeyboardInterrupt):
+            raise
         print(
             f"interrupted: {len(store.rows)} finished runs kept in {out / 'runs.jsonl'}; "
             "run the same command again to resume",
             file=sys.stderr,
         )
-        raise SystemExit(130) from None
+        raise SystemExit(EXIT_INTERRUPTED) from None
     finally:
         store.close()
     progress.close(len({job.key for job in jobs}))
@@ -456,6 +564,8 @@ def sweep(
     backend: Annotated[str, BACKEND_OPTION] = "local",
     address: Annotated[Optional[str], ADDRESS_OPTION] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    check: Annotated[bool, CHECK_OPTION] = False,
+    max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,
 ) -> None:
     """Run a scenario over every combination of parameter values, several seeds each.
 
@@ -469,17 +579,22 @@ def sweep(
     check_input_file("SCENARIO", scenario)
     if reps < 1:
         raise CliError(f"--reps: expected at least 1, got {reps}")
-    if seed < 0:
-        raise CliError(f"--seed: expected a non-negative integer, got {seed}")
+    if not 0 <= seed <= _U64_MAX - (reps - 1):
+        raise CliError(f"--seed: expected an integer from 0 to {_U64_MAX - (reps - 1)}, got {seed}")
+    settings = RunSettings(check, max_memory_bytes(max_memory))
     # The core checks each name (a one-line `--policy: unknown policy ...` error) as it plans.
     policies = [p.strip() for p in policy.split(",") if p.strip()] if policy else [None]
     text = vsched.read_scenario(scenario)
     grid = sweeping.points(set_ or [], policies)
-    job_list = sweeping.plan(str(scenario), text, grid, range(seed, seed + reps))
+    job_list = sweeping.plan(str(scenario), text, grid, range(seed, seed + reps), settings.max_memory)
     out = out if out is not None else Path(f"sweep-{scenario.stem}")
-    store = run_batch(job_list, out, f"sweep {scenario.name}", jobs or os.cpu_count() or 1, backend, address)
+    workers = jobs or os.cpu_count() or 1
+    store = run_batch(job_list, out, f"sweep {scenario.name}", workers, backend, address, settings)
     rows = [store.rows[job.key] for job in job_list]
-    write_parquet(rows, out / "results.parquet")
+    try:
+        write_parquet(rows, out / "results.parquet")
+    except OSError as error:
+        raise CliError(f"--out: {describe_os_error(error)}") from None
     metrics = metric or sweeping.default_metrics(rows)
     keys = [k for k, _ in grid[0].overrides] if grid else []
     summary = sweeping.summary(grid, job_list, rows, metrics)
@@ -529,6 +644,8 @@ def reproduce(
     json_output: Annotated[
         bool, typer.Option("--json", help='Print {"claims": [...]} as JSON instead of the claims table.')
     ] = False,
+    check: Annotated[bool, CHECK_OPTION] = False,
+    max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,
 ) -> None:
     """Reproduce the seed papers' experiments and check their claims.
 
@@ -541,6 +658,7 @@ def reproduce(
 
     if reps is not None and reps < 1:
         raise CliError(f"--reps: expected at least 1, got {reps}")
+    run_settings = RunSettings(check, max_memory_bytes(max_memory))
     names = papers or ["all"]
     try:
         selected = reproduction.select(names)
@@ -552,7 +670,7 @@ def reproduce(
     except ValueError as error:
         raise CliError(str(error)) from None
     job_list = reproduction.plan(selected, settings)
-    store = run_batch(job_list, out, "reproduce", jobs or os.cpu_count() or 1, backend, address)
+    store = run_batch(job_list, out, "reproduce", jobs or os.cpu_count() or 1, backend, address, run_settings)
     outcomes = reproduction.evaluate(selected, settings, store.rows)
     # The command that regenerates the report (parallelism and backend do not change it).
     command = " ".join(
@@ -566,7 +684,10 @@ def reproduce(
             *([f"--markdown {markdown_file.as_posix()}"] if markdown_file is not None else []),
         ]
     )
-    reproduction.write_outputs(outcomes, job_list, store.rows, out, settings, command, markdown_file)
+    try:
+        reproduction.write_outputs(outcomes, job_list, store.rows, out, settings, command, markdown_file)
+    except OSError as error:
+        raise CliError(describe_os_error(error)) from None
     claims = [c for o in outcomes for c in o.claims]
     if json_output:
         print_json({"claims": [c.as_json() for c in claims]})
@@ -585,10 +706,28 @@ def reproduce(
         stdout.print(f"wrote {markdown_file}")
 
 
+def debugging() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def internal_failure(message: str) -> NoReturn:
+    """Exit 1 with `message`, after the traceback of the exception being handled when
+    VSCHED_DEBUG is set."""
+    if debugging():
+        traceback.print_exc()
+    fail(message, EXIT_INTERNAL_ERROR)
+
+
+def interrupted() -> NoReturn:
+    print("interrupted", file=sys.stderr)
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
-    """Entry point of the `vsched` console script."""
-    command = typer.main.get_command(app)
+    """Entry point of the `vsched` console script: whatever happens, one line on stderr and
+    an exit code (2 bad input, 1 a policy bug or an internal error, 130 Ctrl-C)."""
     try:
+        command = typer.main.get_command(app)
         exit_code = command.main(args=argv, prog_name="vsched", standalone_mode=False)
     except (CliError, vsched.ScenarioError) as error:
         fail(str(error))
@@ -598,8 +737,21 @@ def main(argv: Optional[list[str]] = None) -> None:
             # A bare `vsched`: click has already printed the help in place of an error.
             raise SystemExit(EXIT_BAD_INPUT) from None
         fail(message)
+    except JobFailed as error:
+        fail(str(error), error.exit_code)
     except OSError as error:
         fail(describe_os_error(error))
     except vsched.PolicyError as error:
         fail(f"policy failure (a bug in the policy, not in the scenario): {error}", EXIT_INTERNAL_ERROR)
+    except vsched.InternalError as error:
+        internal_failure(str(error))
+    except (KeyboardInterrupt, typer.Abort):
+        # Older Typer and click turn Ctrl-C into Abort; newer Typer into exit code 130.
+        interrupted()
+    except SystemExit:
+        raise
+    except BaseException as error:  # noqa: B036 - the last resort, PyO3's PanicException included
+        internal_failure(f"internal error: {type(error).__name__}: {error}")
+    if exit_code == EXIT_INTERRUPTED:
+        interrupted()
     sys.exit(exit_code if isinstance(exit_code, int) else 0)

@@ -12,15 +12,18 @@ the same job gives the same row on either (only `wall_s` differs).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
-import itertools
 import json
+import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,12 +49,46 @@ JOB_COLUMNS = ("key", "scenario", "policy", "overrides", "seed")
 # Overrides: dotted keys into a scenario's TOML
 
 
-def parse_value(text: str) -> Any:
-    """A command-line value as TOML would read it (10, 2.5, true, "x"); a bare word is a string."""
+# Deepest nesting of arrays and tables in an override's value: more than any scenario key
+# takes, and far below what would exhaust Python's recursion or the core's JSON reader.
+MAX_VALUE_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    """How deeply arrays and tables nest in `value` (a scalar: 0), without recursion."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, (list, tuple)):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > MAX_VALUE_DEPTH:
+                break
+            stack.extend((child, depth) for child in item)
+    return deepest
+
+
+def _too_deep(key: str) -> vsched.ScenarioError:
+    return vsched.ScenarioError(
+        f"{key}: expected a value with arrays and tables nested at most {MAX_VALUE_DEPTH} levels deep"
+    )
+
+
+def parse_value(text: str, key: str = "--set") -> Any:
+    """A command-line value as TOML would read it (10, 2.5, true, "x"); a bare word is a string.
+    A value nested more than MAX_VALUE_DEPTH levels deep raises `ScenarioError` naming `key`."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise _too_deep(key) from None
+    if _depth(value) > MAX_VALUE_DEPTH:
+        raise _too_deep(key)
+    return value
 
 
 def apply_overrides(text: str, overrides: Sequence[Override], policy: str | None = None) -> str:
@@ -63,8 +100,13 @@ def apply_overrides(text: str, overrides: Sequence[Override], policy: str | None
 
     The rules are the core's (crates/vsched/src/overrides.rs), shared with `vsched run
     --policy`; values cross over as JSON."""
+    if policy is not None:
+        vsched._check_text(policy, "--policy")
     encoded = []
     for key, value in overrides:
+        vsched._check_text(key, "key")
+        if _depth(value) > MAX_VALUE_DEPTH:
+            raise _too_deep(key)
         try:
             encoded.append((key, json.dumps(value)))
         except TypeError:
@@ -129,9 +171,20 @@ def flatten(run: dict[str, Any]) -> Row:
     return row
 
 
-def execute(job: Job) -> Row:
+@dataclass(frozen=True)
+class RunSettings:
+    """How every job of a batch runs; not part of a job's identity (`Job.key`), since neither
+    changes what a run computes: `check` runs the simulator's invariant checks after every
+    event, `max_memory` is the memory budget in bytes a scenario must fit (0 = the core's)."""
+
+    check: bool = False
+    max_memory: int = 0
+
+
+def execute(job: Job, settings: RunSettings | None = None) -> Row:
     """Run one job and return its row (job columns first). Runs in a worker process."""
-    report = vsched.run(job.text, seed=job.seed, reps=1)
+    settings = settings or RunSettings()
+    report = vsched.run(job.text, seed=job.seed, reps=1, check=settings.check, max_memory=settings.max_memory)
     row: Row = {
         "key": job.key,
         "scenario": job.scenario,
@@ -144,34 +197,178 @@ def execute(job: Job) -> Row:
 
 
 # ---------------------------------------------------------------------------------------------
+# Failed runs
+
+
+class JobFailed(Exception):
+    """A run of a batch failed. `str()` is one line naming the run (its scenario, swept values,
+    policy, seed and key) and why; `exit_code` is 2 when the core refused the run's input
+    (`ScenarioError`) and 1 otherwise (a policy bug, a bug in vsched, a worker that died)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JobFailed, (str(self), self.exit_code))
+
+
+def describe_job(job: Job) -> str:
+    """The run in words, e.g. `run tiny.toml with scheduler.tslice_ms=10, policy rr, seed 3
+    (key 0123...)`."""
+    parts = [f"run {job.scenario}"]
+    if job.overrides:
+        parts.append("with " + ", ".join(f"{key}={json.dumps(value)}" for key, value in job.overrides) + ",")
+    if job.policy:
+        parts.append(f"policy {job.policy},")
+    parts.append(f"seed {job.seed} (key {job.key})")
+    return " ".join(parts)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# What a worker sends back: ("row", row) or ("error", exception class name, one-line message).
+# Only strings and JSON values cross between processes, so nothing can fail to unpickle.
+Outcome = tuple[Any, ...]
+
+
+def _attempt(job: Job, settings: RunSettings) -> Outcome:
+    try:
+        return ("row", execute(job, settings))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as error:  # noqa: B036 - a PanicException is a BaseException
+        return ("error", type(error).__name__, _one_line(str(error)))
+
+
+def _failure(job: Job, kind: str, message: str) -> JobFailed:
+    where = describe_job(job)
+    if kind == "ScenarioError":
+        return JobFailed(f"{where}: {message}", 2)
+    if kind == "PolicyError":
+        return JobFailed(
+            f"{where} failed: policy failure (a bug in the policy, not in the scenario): {message}"
+        )
+    if kind == "InternalError":
+        return JobFailed(f"{where} failed: {message}")
+    return JobFailed(f"{where} failed: internal error: {kind}: {message}")
+
+
+def _row(job: Job, outcome: Outcome) -> Row:
+    if outcome[0] == "row":
+        row: Row = outcome[1]
+        return row
+    raise _failure(job, outcome[1], outcome[2])
+
+
+def _died(job: Job, exitcode: int | None) -> JobFailed:
+    """The failure of a run whose worker process ended without an answer."""
+    if exitcode == -signal.SIGKILL:
+        why = "its worker process was killed (SIGKILL; by the out-of-memory killer?)"
+    elif exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        why = f"its worker process died ({name}): a crash of vsched, please report"
+    else:
+        why = f"its worker process died (exit code {exitcode}): a crash of vsched, please report"
+    return JobFailed(f"{describe_job(job)} failed: {why}")
+
+
+# ---------------------------------------------------------------------------------------------
 # The store of finished runs
+
+# At most this many line numbers are listed in the warning about damaged lines.
+_LISTED_LINES = 10
+
+
+def _is_row(value: Any) -> bool:
+    """Whether a stored line's JSON value is a row as `execute` writes them: the job columns
+    with their types, and metrics that are JSON scalars or arrays."""
+    if not isinstance(value, dict):
+        return False
+    if not isinstance(value.get("key"), str) or not value["key"]:
+        return False
+    if not all(isinstance(value.get(column), str) for column in ("scenario", "policy", "overrides")):
+        return False
+    seed = value.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        return False
+    return not any(isinstance(v, dict) for k, v in value.items() if k not in JOB_COLUMNS)
+
+
+def _parse_line(raw: bytes) -> Row | None:
+    """The row a stored line holds, or None if the line is damaged."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested beyond reason
+        return None
+    return value if _is_row(value) else None
 
 
 class Store:
     """Finished runs in `path` (JSON lines), keyed by `Job.key`.
 
     A line is appended and synced to disk as each run finishes, so a killed sweep loses at
-    most the runs in flight. A last line cut short by the kill is dropped on reopening.
+    most the runs in flight. On opening, a damaged line (cut short by a kill, not UTF-8, not
+    JSON, not a row) is skipped, moved to `<path>.damaged` and reported on stderr in one line;
+    the run it held, if any, is run again. A run stored twice is kept once.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows: dict[str, Row] = {}
-        if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            kept = []
-            for line in lines:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a write cut short by an interruption: that run is redone
-                if row["key"] not in self.rows:
-                    self.rows[row["key"]] = row
-                    kept.append(line)
-            if len(kept) != len(lines):
-                path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+        self.damaged_lines: list[int] = []
+        """1-based numbers of the damaged lines found on opening."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            self._load()
         self._file = path.open("a", encoding="utf-8")
+
+    def _load(self) -> None:
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        kept: list[bytes] = []
+        damaged: list[bytes] = []
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            row = _parse_line(raw)
+            if row is None:
+                self.damaged_lines.append(number)
+                damaged.append(raw)
+            elif row["key"] not in self.rows:
+                self.rows[row["key"]] = row
+                kept.append(raw)
+        clean = b"".join(line + b"\n" for line in kept)
+        if clean == data:
+            return
+        if damaged:
+            with open(f"{self.path}.damaged", "ab") as file:
+                file.write(b"".join(line + b"\n" for line in damaged))
+        # Replaced in one step, so that a kill now leaves either file whole.
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with open(temporary, "wb") as file:
+            file.write(clean)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, self.path)
+        if damaged:
+            numbers = ", ".join(map(str, self.damaged_lines[:_LISTED_LINES]))
+            if len(self.damaged_lines) > _LISTED_LINES:
+                numbers += f" and {len(self.damaged_lines) - _LISTED_LINES} more"
+            count = len(self.damaged_lines)
+            print(
+                f"warning: {self.path}: skipped {count} damaged line{'s' if count > 1 else ''} "
+                f"(line{'s' if count > 1 else ''} {numbers}), moved to {self.path}.damaged; "
+                "the runs they held are run again",
+                file=sys.stderr,
+            )
 
     def add(self, row: Row) -> None:
         if row["key"] in self.rows:
@@ -197,36 +394,123 @@ class Store:
 Progress = Callable[[int, int], None]
 """Called as `progress(done, total)` after each finished run."""
 
+# prctl(2): the signal a process gets when its parent dies (Linux).
+_PR_SET_PDEATHSIG = 1
+# How often an idle worker checks that its parent is alive, where prctl is not available.
+_PARENT_CHECK_S = 1.0
 
-def _ignore_interrupts() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it keeps what finished)."""
+
+def _die_with_parent(expected_parent: int | None) -> int:
+    """Make this worker die with the process that started it, and return that process's id.
+
+    On Linux the kernel kills the worker (SIGKILL) when its parent dies, even in the middle of
+    a run; elsewhere the worker notices between runs that it has been orphaned (its parent
+    id changed). A parent that died before this call is noticed here."""
+    parent = expected_parent if expected_parent is not None else os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL))
+        except (OSError, AttributeError):
+            pass  # the parent id check below still ends an orphan
+    if os.getppid() != parent:
+        os._exit(1)
+    return parent
+
+
+def _worker_main(connection: Connection, expected_parent: int | None, settings: RunSettings) -> None:
+    """A worker process: run the jobs received on `connection`, send back each outcome,
+    stop on None, on a closed connection or when orphaned."""
+    # Ctrl-C is the parent's to handle (it keeps what finished and stops the workers).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _local(jobs: Sequence[Job], workers: int) -> Iterator[Row]:
-    if workers <= 1:
-        yield from map(execute, jobs)
-        return
-    pool = ProcessPoolExecutor(workers, initializer=_ignore_interrupts)
+    parent = _die_with_parent(expected_parent)
     try:
-        pending: set[Future[Row]] = set()
+        while True:
+            while not connection.poll(_PARENT_CHECK_S):
+                if os.getppid() != parent:
+                    os._exit(1)
+            job = connection.recv()
+            if job is None:
+                return
+            connection.send(_attempt(job, settings))
+    except (EOFError, OSError):
+        return  # the parent closed its end or went away
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    connection: Connection
+    job: Job | None = None
+
+
+def _stop(workers: Sequence[_Worker]) -> None:
+    """Stop every worker: an idle one is asked to, one still running a job is killed (that
+    run is lost, not stored)."""
+    for worker in workers:
+        if worker.job is None and worker.process.is_alive():
+            with contextlib.suppress(OSError):
+                worker.connection.send(None)
+        else:
+            worker.process.kill()
+    for worker in workers:
+        worker.process.join(timeout=5)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.connection.close()
+
+
+def _local(jobs: Sequence[Job], workers: int, settings: RunSettings) -> Iterator[Row]:
+    if workers <= 1:
+        for job in jobs:
+            yield _row(job, _attempt(job, settings))
+        return
+    context = multiprocessing.get_context()
+    # A worker's parent is this process, unless a fork server starts them.
+    expected_parent = None if context.get_start_method() == "forkserver" else os.getpid()
+    pool: list[_Worker] = []
+    try:
+        for _ in range(min(workers, len(jobs))):
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=_worker_main, args=(theirs, expected_parent, settings), daemon=True
+            )
+            process.start()
+            theirs.close()
+            pool.append(_Worker(process, ours))
         queue = iter(jobs)
-        # A bounded number of jobs in flight, so that an interruption wastes little.
-        for job in itertools.islice(queue, 2 * workers):
-            pending.add(pool.submit(execute, job))
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield future.result()
-                job = next(queue, None)
-                if job is not None:
-                    pending.add(pool.submit(execute, job))
+        for worker in pool:
+            worker.job = next(queue, None)
+            if worker.job is not None:
+                worker.connection.send(worker.job)
+        while any(worker.job is not None for worker in pool):
+            busy = [worker for worker in pool if worker.job is not None]
+            ready = wait([w.connection for w in busy] + [w.process.sentinel for w in busy])
+            for worker in busy:
+                running = worker.job
+                assert running is not None
+                if worker.connection in ready:
+                    try:
+                        outcome = worker.connection.recv()
+                    except (EOFError, OSError):
+                        worker.process.join(timeout=5)
+                        raise _died(running, worker.process.exitcode) from None
+                    worker.job = None
+                    yield _row(running, outcome)
+                    worker.job = next(queue, None)
+                    if worker.job is not None:
+                        worker.connection.send(worker.job)
+                elif worker.process.sentinel in ready:
+                    # Dead without an answer (a result sent before dying is read above).
+                    worker.process.join(timeout=5)
+                    raise _died(running, worker.process.exitcode)
     finally:
-        # On an interruption, drop what has not started; runs in progress are lost, not stored.
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Also on an interruption or a failure: runs in progress are lost, not stored.
+        _stop(pool)
 
 
-def _ray(jobs: Sequence[Job], address: str | None) -> Iterator[Row]:
+def _ray(jobs: Sequence[Job], address: str | None, settings: RunSettings) -> Iterator[Row]:
     try:
         import ray
     except ImportError:
@@ -235,11 +519,19 @@ def _ray(jobs: Sequence[Job], address: str | None) -> Iterator[Row]:
     if started_here:
         ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
-        remote = ray.remote(execute)
-        pending = [remote.remote(job) for job in jobs]
+        remote = ray.remote(_attempt)
+        pending = {remote.remote(job, settings): job for job in jobs}
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield from ray.get(done)
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                job = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except Exception as error:  # the task's worker died, or Ray failed it
+                    first_line = (str(error).strip().splitlines() or [""])[0]
+                    why = f"{type(error).__name__}: {first_line}"
+                    raise JobFailed(f"{describe_job(job)} failed: the Ray task failed: {why}") from None
+                yield _row(job, outcome)
     finally:
         if started_here:
             ray.shutdown()
@@ -253,16 +545,20 @@ def run_jobs(
     backend: str = "local",
     address: str | None = None,
     progress: Progress | None = None,
+    settings: RunSettings | None = None,
 ) -> list[Row]:
     """Run every job whose key is not in `store` yet, add each row to `store` as it finishes,
-    and return the rows of all `jobs` in their order (a key shared by several jobs runs once)."""
+    and return the rows of all `jobs` in their order (a key shared by several jobs runs once).
+
+    A run that fails raises `JobFailed` naming it; the runs finished before it stay stored."""
+    settings = settings or RunSettings()
     todo = list({job.key: job for job in jobs if job.key not in store.rows}.values())
     total = len({job.key for job in jobs})
     done = total - len(todo)
     if progress:
         progress(done, total)
     if todo:
-        rows = _ray(todo, address) if backend == "ray" else _local(todo, workers)
+        rows = _ray(todo, address, settings) if backend == "ray" else _local(todo, workers, settings)
         for row in rows:
             store.add(row)
             done += 1

@@ -37,7 +37,7 @@ def parse_set(option: str) -> tuple[str, list[Any]]:
         raise vsched.ScenarioError(
             f"--set: expected KEY=V1,V2,... (e.g. scheduler.tslice_ms=10,30), got '{option}'"
         )
-    return key, [parse_value(v.strip()) for v in values.split(",")]
+    return key, [parse_value(v.strip(), key) for v in values.split(",")]
 
 
 def points(sets: Sequence[str], policies: Sequence[str | None]) -> list[Point]:
@@ -49,16 +49,18 @@ def points(sets: Sequence[str], policies: Sequence[str | None]) -> list[Point]:
     return [Point(tuple(zip(keys, combo)), policy) for combo in combos for policy in policies]
 
 
-def plan(scenario: str, text: str, grid: Sequence[Point], seeds: range) -> list[Job]:
-    """Every job of the sweep; each scenario variant is validated before anything runs."""
+def plan(scenario: str, text: str, grid: Sequence[Point], seeds: range, max_memory: int = 0) -> list[Job]:
+    """Every job of the sweep; each scenario variant is validated (its memory estimate against
+    `max_memory` bytes, 0 = the core's default budget) before anything runs."""
     jobs = []
     for point in grid:
         point_jobs = make_jobs(scenario, text, point.policy, point.overrides, seeds)
         described = ", ".join(f"{k}={v}" for k, v in point.overrides) or "the scenario as written"
         try:
-            vsched.validate(point_jobs[0].text)
-        except vsched.ScenarioError as error:
-            raise vsched.ScenarioError(f"{error} (with {described})") from None
+            vsched.validate(point_jobs[0].text, max_memory=max_memory)
+        except (vsched.ScenarioError, vsched.InternalError) as error:
+            # The same kind of error, naming the point.
+            raise type(error)(f"{error} (with {described})") from None
         jobs += point_jobs
     return jobs
 
