@@ -308,10 +308,13 @@ impl Scenario {
                 .replace("expected u32", "expected a non-negative integer")
                 .replace("expected u64", "expected a non-negative integer")
                 .replace("expected f64", "expected a number");
-            if path == "." {
-                err("", message)
-            } else {
-                err(path, message)
+            // `missing field `x`` at `p`: the missing key is the field to name.
+            let missing = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`'));
+            match (path.as_str(), missing) {
+                (".", Some(key)) => err(key, "missing; expected this key, which has no default"),
+                (_, Some(key)) => err(format!("{path}.{key}"), "missing; expected this key, which has no default"),
+                (".", None) => err("", message),
+                (_, None) => err(path, message),
             }
         })?;
         Self::validate(file, if max_memory == 0 { crate::DEFAULT_MAX_MEMORY } else { max_memory })
@@ -889,6 +892,9 @@ kind = "cpu_hog"
         assert!(e.starts_with("host.pcpus: invalid type: string \"two\""), "{e}");
         let e = error_of(&MINIMAL.replace("vcpus = 2", "vcpus = 2\nweight = -5"));
         assert_eq!(e, "vm[0].weight: invalid value: integer `-5`, expected a non-negative integer");
+        assert_eq!(error_of(""), "host: missing; expected this key, which has no default");
+        let e = error_of(&MINIMAL.replace("vcpus = 2\n", ""));
+        assert_eq!(e, "vm[0].vcpus: missing; expected this key, which has no default");
     }
 
     #[test]
