@@ -22,7 +22,7 @@ pub use domain::{DomainInfo, Paravirt, VcpuState, VmType};
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
 pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};
-pub use params::{concat_params, ConfigError, ParamDefault, ParamRange, ParamSpec, Params, Value};
+pub use params::{concat_params, number, ConfigError, ParamDefault, ParamRange, ParamSpec, Params, Value};
 pub use policy::{Decision, Hypervisor, Policy, PolicyInfo, YieldReason};
 pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,

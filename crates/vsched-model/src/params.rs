@@ -32,10 +32,20 @@ impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::Int(i) => write!(f, "{i}"),
-            Value::Float(x) => write!(f, "{x}"),
+            Value::Float(x) => f.write_str(&number(*x)),
             Value::Bool(b) => write!(f, "{b}"),
             Value::Str(s) => write!(f, "{s:?}"),
         }
+    }
+}
+
+/// A number as an error message shows what the user wrote: plain in the usual range,
+/// in exponent form when very large or very small (`1e300`, not 301 digits).
+pub fn number(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-5..1e16).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
     }
 }
 
@@ -277,7 +287,7 @@ impl Params {
         let v = self.float(name);
         if !(v >= min && v <= max) {
             let range = if max.is_infinite() { format!(">= {min}") } else { format!("in [{min}, {max}]") };
-            return Err(ConfigError::new(self.field(name), format!("expected a number {range}, got {v}")));
+            return Err(ConfigError::new(self.field(name), format!("expected a number {range}, got {}", number(v))));
         }
         Ok(v)
     }

@@ -29,7 +29,7 @@ pub(crate) fn guest_tick(at: &dyn Fn(&str) -> String, keys: &TickKeys) -> Result
         Some(x) => {
             return Err(err(
                 at("idle_wakes_per_s"),
-                format!("expected a number in 0..=guest_hz ({hz}; 0 = none), got {x}"),
+                format!("expected a number in 0..=guest_hz ({hz}; 0 = none), got {}", vsched_model::number(x)),
             ))
         }
     };

@@ -85,7 +85,10 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
     // Clock rates processors have had, with a wide margin: cycle counts (PLE windows, spin
     // iterations) become nanoseconds through it, so a tiny rate would make every spin eternal.
     if !(cpu_ghz.is_finite() && (0.1..=10.0).contains(&cpu_ghz)) {
-        return Err(err("host.cpu_ghz", format!("expected a number of GHz in [0.1, 10], got {cpu_ghz}")));
+        return Err(err(
+            "host.cpu_ghz",
+            format!("expected a number of GHz in [0.1, 10], got {}", vsched_model::number(cpu_ghz)),
+        ));
     }
     let host = HostConfig {
         pcpus: h.pcpus as usize,
@@ -124,7 +127,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
             Some(ms) => {
                 return Err(err(
                     "host.workload_start_spread_ms",
-                    format!("expected a number of milliseconds in 0..=3600000, got {ms}"),
+                    format!("expected a number of milliseconds in 0..=3600000, got {}", vsched_model::number(ms)),
                 ))
             }
         },
@@ -142,15 +145,6 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
             format!("expected an integer in 1..=64 (1 = fixed window; default: the policy's hypervisor's), got {grow}"),
         ));
     }
-    if host.ple_window_max_cycles < host.ple_window_cycles {
-        return Err(err(
-            "host.ple_window_max_cycles",
-            format!(
-                "expected at least host.ple_window_cycles = {}, got {}",
-                host.ple_window_cycles, host.ple_window_max_cycles
-            ),
-        ));
-    }
     // PLE_Gap and PLE_Window are 32-bit VM-execution control fields (Intel SDM Vol. 3C,
     // 25.6.13 "Controls for PAUSE-Loop Exiting"), and KVM keeps them as `unsigned int`.
     for (field, cycles) in [
@@ -161,6 +155,15 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         if cycles > u64::from(u32::MAX) {
             return Err(err(format!("host.{field}"), format!("expected an integer in 0..={}, got {cycles}", u32::MAX)));
         }
+    }
+    if host.ple_window_max_cycles < host.ple_window_cycles {
+        return Err(err(
+            "host.ple_window_max_cycles",
+            format!(
+                "expected at least host.ple_window_cycles = {}, got {}",
+                host.ple_window_cycles, host.ple_window_max_cycles
+            ),
+        ));
     }
     topology(&host)?;
     if host.spin_iteration_cycles == 0 || host.spin_iteration_cycles > 1_000_000 {
@@ -224,7 +227,10 @@ fn io_config(h: &HostSection) -> Result<IoConfig, ConfigError> {
         None => d.disk_seek_ns,
         Some(ms) if ms.is_finite() && (0.0..=10_000.0).contains(&ms) => (ms * 1e6).round() as u64,
         Some(ms) => {
-            return Err(err("host.disk_seek_ms", format!("expected a number of milliseconds in 0..=10000, got {ms}")))
+            return Err(err(
+                "host.disk_seek_ms",
+                format!("expected a number of milliseconds in 0..=10000, got {}", vsched_model::number(ms)),
+            ))
         }
     };
     let disk_mb_per_s = match h.disk_mb_per_s {
@@ -232,7 +238,10 @@ fn io_config(h: &HostSection) -> Result<IoConfig, ConfigError> {
         // From a floppy (0.01 MB/s) to beyond any NVMe drive (1 TB/s).
         Some(x) if x.is_finite() && (0.01..=1e6).contains(&x) => x,
         Some(x) => {
-            return Err(err("host.disk_mb_per_s", format!("expected a number of MB/s in [0.01, 1000000], got {x}")))
+            return Err(err(
+                "host.disk_mb_per_s",
+                format!("expected a number of MB/s in [0.01, 1000000], got {}", vsched_model::number(x)),
+            ))
         }
     };
     Ok(IoConfig {
@@ -250,7 +259,10 @@ pub(crate) fn dom0_idle_wakes_per_s(h: &HostSection) -> Result<f64, ConfigError>
         Some(x) if x.is_finite() && (0.0..=DEFAULT_GUEST_HZ as f64).contains(&x) => Ok(x),
         Some(x) => Err(err(
             "host.dom0_idle_wakes_per_s",
-            format!("expected a number in 0..={DEFAULT_GUEST_HZ} (0 = none; at most its kernel's HZ), got {x}"),
+            format!(
+                "expected a number in 0..={DEFAULT_GUEST_HZ} (0 = none; at most its kernel's HZ), got {}",
+                vsched_model::number(x)
+            ),
         )),
     }
 }

@@ -202,7 +202,10 @@ pub fn bench_json(sim_s: Option<f64>) -> Result<String, Error> {
     if let Some(s) = sim_s {
         let max = scenario::MAX_HORIZON_S;
         if !(s.is_finite() && s > 0.0 && s <= max) {
-            return Err(Error::Scenario(format!("--sim-s: expected a number of seconds in (0, {max}], got {s}")));
+            return Err(Error::Scenario(format!(
+                "--sim-s: expected a number of seconds in (0, {max}], got {}",
+                vsched_model::number(s)
+            )));
         }
         scenario.horizon = vsched_engine::secs_to_ns(s);
     }

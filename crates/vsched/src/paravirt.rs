@@ -47,7 +47,7 @@ pub(crate) fn paravirt(at: &dyn Fn(&str) -> String, keys: &PvKeys) -> Result<(Pa
         Some(us) => {
             return Err(err(
                 at("sched_slice_us"),
-                format!("expected microseconds in 100..=100000 (EEVDF's clamp), got {us}"),
+                format!("expected microseconds in 100..=100000 (EEVDF's clamp), got {}", vsched_model::number(us)),
             ))
         }
     };

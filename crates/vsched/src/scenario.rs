@@ -269,7 +269,10 @@ pub(crate) fn micros(path: &str, v: Option<f64>, default: Time) -> Result<Time, 
     match v {
         None => Ok(default),
         Some(x) if x.is_finite() && (0.0..=MAX_MICROS).contains(&x) => Ok((x * 1_000.0).round() as Time),
-        Some(x) => Err(err(path, format!("expected a number of microseconds in [0, {MAX_MICROS}], got {x}"))),
+        Some(x) => Err(err(
+            path,
+            format!("expected a number of microseconds in [0, {MAX_MICROS}], got {}", vsched_model::number(x)),
+        )),
     }
 }
 
@@ -503,7 +506,10 @@ impl Scenario {
         if !(horizon_s.is_finite() && horizon_s > 0.0 && horizon_s <= MAX_HORIZON_S) {
             return Err(err(
                 "run.horizon_s",
-                format!("expected a number of seconds in (0, {MAX_HORIZON_S}], got {horizon_s}"),
+                format!(
+                    "expected a number of seconds in (0, {MAX_HORIZON_S}], got {}",
+                    vsched_model::number(horizon_s)
+                ),
             ));
         }
         let until = match r.until.as_deref().unwrap_or("horizon") {
@@ -520,14 +526,20 @@ impl Scenario {
             if !(start_s.is_finite() && (0.0..horizon_s).contains(&start_s)) {
                 return Err(err(
                     at("start_s"),
-                    format!("expected seconds in [0, run.horizon_s = {horizon_s}), got {start_s}"),
+                    format!(
+                        "expected seconds in [0, run.horizon_s = {horizon_s}), got {}",
+                        vsched_model::number(start_s)
+                    ),
                 ));
             }
             if let Some(stop_s) = v.stop_s {
                 if !(stop_s.is_finite() && stop_s > start_s && stop_s <= horizon_s) {
                     return Err(err(
                         at("stop_s"),
-                        format!("expected seconds in (start_s = {start_s}, run.horizon_s = {horizon_s}], got {stop_s}"),
+                        format!(
+                            "expected seconds in (start_s = {start_s}, run.horizon_s = {horizon_s}], got {}",
+                            vsched_model::number(stop_s)
+                        ),
                     ));
                 }
             }
@@ -592,7 +604,10 @@ impl Scenario {
             if !(e.at_s.is_finite() && e.at_s >= 0.0 && e.at_s <= horizon_s) {
                 return Err(err(
                     at("at_s"),
-                    format!("expected seconds in [0, run.horizon_s = {horizon_s}], got {}", e.at_s),
+                    format!(
+                        "expected seconds in [0, run.horizon_s = {horizon_s}], got {}",
+                        vsched_model::number(e.at_s)
+                    ),
                 ));
             }
             let vm = index_of.get(e.vm.as_str()).copied().ok_or_else(|| {
@@ -787,7 +802,9 @@ fn gbps(path: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
     match v {
         None => Ok(default),
         Some(x) if x.is_finite() && RANGE.contains(&x) => Ok(x),
-        Some(x) => Err(err(path, format!("expected a number of Gbit/s in [0.001, 10000], got {x}"))),
+        Some(x) => {
+            Err(err(path, format!("expected a number of Gbit/s in [0.001, 10000], got {}", vsched_model::number(x))))
+        }
     }
 }
 

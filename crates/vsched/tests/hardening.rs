@@ -1,0 +1,126 @@
+//! The hardening issue's reproducers, each refused at validation with one line naming the
+//! field: values that wrapped or divided by zero, livelocks, runaway memory. And the rule
+//! behind most of them: every integer or number parameter of every policy and workload
+//! declares the range its meaning allows, with its default inside, so no product or cast
+//! built on a parameter can wrap.
+
+use vsched_model::{ParamDefault, ParamRange, ParamSpec};
+
+fn check(owner: &str, specs: &[ParamSpec]) {
+    for spec in specs {
+        let default = spec.default.to_value();
+        let numeric = matches!(spec.default, ParamDefault::Int(_) | ParamDefault::Float(_));
+        assert_eq!(
+            numeric,
+            spec.range != ParamRange::Any,
+            "{owner}.{}: a numeric parameter needs a range, a boolean or string none",
+            spec.name
+        );
+        assert!(spec.range.contains(&default), "{owner}.{}: default {default} outside {:?}", spec.name, spec.range);
+    }
+}
+
+#[test]
+fn every_numeric_parameter_has_a_range_holding_its_default() {
+    for p in vsched_policies::REGISTRY {
+        check(p.name, p.params);
+    }
+    for w in vsched_workloads::REGISTRY {
+        check(w.name, w.params);
+    }
+}
+
+#[test]
+fn values_outside_a_range_are_refused_with_the_field() {
+    let scenario = |scheduler: &str, workload: &str| {
+        format!(
+            "[host]\npcpus = 2\n[scheduler]\n{scheduler}\n[[vm]]\nname = \"a\"\nvcpus = 2\n[vm.workload]\n{workload}\n"
+        )
+    };
+    let error = |text: String| vsched::validate_scenario(&text, 0).unwrap_err().to_string();
+    // The reproducers of the hardening issue: each wrapped or divided by zero before.
+    assert_eq!(
+        error(scenario("name = \"cfs\"\nmin_granularity_us = 4611686018427387904", "kind = \"cpu_hog\"")),
+        "scheduler.min_granularity_us: expected an integer in 100..=1000000, got 4611686018427387904"
+    );
+    assert_eq!(
+        error(scenario("name = \"credit\"", "kind = \"spinlock\"\nlocks = 4294967296")),
+        "vm[0].workload.locks: expected an integer in 1..=1000000, got 4294967296"
+    );
+    assert_eq!(
+        error(scenario("name = \"credit\"\nticks_per_tslice = 2147483648", "kind = \"cpu_hog\"")),
+        "scheduler.ticks_per_tslice: expected an integer in 1..=1000, got 2147483648"
+    );
+    assert_eq!(
+        error(scenario("name = \"rr\"\nslice_us = 4611686018427387904", "kind = \"cpu_hog\"")),
+        "scheduler.slice_us: expected an integer in 1..=10000000, got 4611686018427387904"
+    );
+    assert_eq!(
+        error(scenario("name = \"rr\"", "kind = \"web\"\nio_us = nan")),
+        "vm[0].workload.io_us: expected a finite number in [0, 1000000000], got NaN"
+    );
+    for (policy, key) in [("cosched", "slice_ms"), ("vds", "period_ms")] {
+        assert_eq!(
+            error(scenario(&format!("name = \"{policy}\"\n{key} = 4611686018427387904"), "kind = \"cpu_hog\"")),
+            format!("scheduler.{key}: expected an integer in 1..=10000, got 4611686018427387904")
+        );
+    }
+    assert_eq!(
+        error(scenario("name = \"credit\"", "kind = \"kernbench\"\nlocks = 1000000000")),
+        "vm[0].workload.locks: expected an integer in 1..=65536, got 1000000000"
+    );
+    // A value inside its range still runs.
+    assert!(vsched::validate_scenario(&scenario("name = \"rr\"\nslice_us = 10000000", "kind = \"cpu_hog\""), 0).is_ok());
+}
+
+#[test]
+fn host_keys_that_stopped_time_or_overflowed_are_refused() {
+    let host = |line: &str| {
+        format!("[host]\npcpus = 2\n{line}\n[scheduler]\nname = \"rr\"\n[[vm]]\nname = \"a\"\nvcpus = 2\n[vm.workload]\nkind = \"cpu_hog\"\n")
+    };
+    let error = |line: &str| vsched::validate_scenario(&host(line), 0).unwrap_err().to_string();
+    // A 1e-300 GHz clock made every spin iteration last for ever: simulated time stopped.
+    assert_eq!(error("cpu_ghz = 1e-300"), "host.cpu_ghz: expected a number of GHz in [0.1, 10], got 1e-300");
+    assert_eq!(
+        error("ipi_latency_us = 1e300"),
+        "host.ipi_latency_us: expected a number of microseconds in [0, 1000000], got 1e300"
+    );
+    assert_eq!(
+        error("ple_window_cycles = 4294967296"),
+        "host.ple_window_cycles: expected an integer in 0..=4294967295, got 4294967296"
+    );
+    // `vsched bench --sim-s 1e300` ran for ever.
+    assert_eq!(
+        vsched::bench_json(Some(1e300)).unwrap_err().to_string(),
+        "--sim-s: expected a number of seconds in (0, 1000000], got 1e300"
+    );
+}
+
+#[test]
+fn a_job_too_large_for_memory_is_refused_before_it_is_built() {
+    // A million MPI ranks: each rank's all-to-all has a step per rank and a mailbox counter
+    // per rank, so this aborted past 8 GB while validating. Now the estimate from one rank's
+    // program refuses it, naming the list that makes it large.
+    let ranks = vec!["0"; 1_000_000].join(", ");
+    let text = format!(
+        "[host]\npcpus = 4\n[scheduler]\nname = \"credit\"\n[[virtual_cluster]]\nname = \"c\"\nvcpus = 1\nhosts = [{ranks}]\n[virtual_cluster.workload]\nkind = \"npb-is\"\n"
+    );
+    let e = vsched::validate_scenario(&text, 0).unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "virtual_cluster[0].hosts: the scenario with 1000000 VMs of this virtual cluster would need about"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.ends_with(
+            "more than the budget of 4.0 GiB; expected a smaller scenario, or --max-memory to raise the budget"
+        ),
+        "{e}"
+    );
+    // The same job of 64 ranks fits, and a budget below its estimate refuses it.
+    let small = text.replace(&ranks, &vec!["0"; 64].join(", "));
+    assert!(vsched::validate_scenario(&small, 0).is_ok());
+    let e = vsched::validate_scenario(&small, 1 << 20).unwrap_err().to_string();
+    assert!(e.starts_with("host.pcpus: the hosts would need about 64.0 MiB"), "{e}");
+}
