@@ -91,7 +91,7 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "preempt_delay_us",
         default: ParamDefault::Int(0),
-        range: ParamRange::Int { min: 0, max: 1_000_000 },
+        range: ParamRange::Int { min: 0, max: MAX_PREEMPT_DELAY_US },
         doc: "put off preempting a vCPU in a guest-marked critical section by at most this, µs (eCS); 0 = off",
     },
 ];
@@ -146,11 +146,6 @@ impl<S: LinuxSched> Kvm<S> {
             _ => Candidates::RoundRobin,
         };
         let preempt_delay_us = params.int("preempt_delay_us");
-        if preempt_delay_us > MAX_PREEMPT_DELAY_US {
-            let message =
-                format!("expected at most {MAX_PREEMPT_DELAY_US} µs (100 ms; 0 = off), got {preempt_delay_us}");
-            return Err(params.invalid("preempt_delay_us", message));
-        }
         Ok(Kvm {
             sched,
             candidates,
