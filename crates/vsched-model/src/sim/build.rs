@@ -19,6 +19,7 @@ use super::slab::Slab;
 use super::state::{policy_stream, Core, Dom, GuestThread, HostState, Pcpu, ThreadState, Vcpu, CLOCK_PHASE_STREAM};
 use super::Simulation;
 use crate::domain::{DomainInfo, VcpuState};
+use crate::histogram::Histogram;
 use crate::ids::ThreadId;
 use crate::policy::Policy;
 
@@ -215,7 +216,7 @@ impl Simulation {
                 lock_waiter_preemptions: 0,
                 wake_latency_sum: 0,
                 wakes: 0,
-                request_latencies: Vec::new(),
+                request_latencies: Histogram::new(),
                 co_launches: 0,
                 costart: CoStart::new(n),
                 created_at: cfg.start_at,

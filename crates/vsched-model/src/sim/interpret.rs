@@ -353,7 +353,7 @@ impl Core {
                 }
                 Instr::RequestEnd => {
                     let latency = now - th.request_start;
-                    self.doms[d].request_latencies.push(latency);
+                    self.doms[d].request_latencies.record(latency);
                     Step::Next
                 }
                 Instr::Send { to, bytes } => {
