@@ -30,5 +30,5 @@ pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
     Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE, INTERRUPTED,
 };
-pub use trace::{Span, Trace};
+pub use trace::{Span, SpanSink, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

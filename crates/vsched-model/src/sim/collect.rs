@@ -58,9 +58,7 @@ impl Core {
                 pc.idle_ns += now - pc.since;
             }
             pc.since = now;
-            if let Some(t) = &mut self.trace {
-                t.close(p, now);
-            }
+            self.with_trace(|t| t.close(p, now));
         }
         for h in 0..self.hosts.len() {
             self.integrate_frag(h);

@@ -20,6 +20,7 @@ use super::state::{Core, SpinLimit, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
 use crate::ids::{DomId, ThreadId, VcpuId};
+use crate::trace::{Trace, SINK_FAILED};
 
 /// What an instruction left the guest thread doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,10 +162,23 @@ impl Core {
 
     /// Records a run/spin change of a running vCPU in the trace.
     pub(super) fn trace_state(&mut self, v: VcpuId) {
+        if self.trace.is_none() {
+            return;
+        }
+        let vc = &self.vcpus[v];
+        if let VcpuState::Running(p) = vc.state {
+            let (now, spinning) = (self.queue.now(), self.threads[vc.curr].state.spinning());
+            self.with_trace(|t| t.set_spinning(p, now, spinning));
+        }
+    }
+
+    /// Applies `f` to the trace, if the run is traced. A trace whose sink failed (a full
+    /// disk) ends the run: nothing more could be written, so running on would be wasted.
+    pub(super) fn with_trace(&mut self, f: impl FnOnce(&mut Trace)) {
         if let Some(t) = &mut self.trace {
-            let vc = &self.vcpus[v];
-            if let VcpuState::Running(p) = vc.state {
-                t.set_spinning(p, self.queue.now(), self.threads[vc.curr].state.spinning());
+            f(t);
+            if t.failed() {
+                self.error.get_or_insert_with(|| SINK_FAILED.to_string());
             }
         }
     }
