@@ -27,7 +27,7 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lhp-demo.tom
 pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/lhp-alone.toml");
 /// The standard benchmark scenario of `vsched bench` (scenarios/bench.toml).
 pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
-/// Default bound on the number of trace spans written. It bounds the file (about 170 bytes
+/// Default bound on the number of trace spans written. It bounds the file (about 120 bytes
 /// a span), not memory: spans are written as they close.
 pub const DEFAULT_TRACE_LIMIT: usize = 1_000_000;
 /// The trace file's write buffer: large enough that writes are few, small beside a run.
