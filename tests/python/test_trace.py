@@ -59,6 +59,24 @@ def test_trace_limit_bounds_the_events(cli: Cli, tiny_scenario: Path, tmp_path: 
     assert bounded == unbounded[:limit]
 
 
+def test_trace_counts_what_the_limit_left_out_after_the_events(
+    cli: Cli, tiny_scenario: Path, tmp_path: Path
+) -> None:
+    full = write_trace(cli, tiny_scenario, tmp_path / "all.json")
+    total = len(run_events(full))
+    assert (full["otherData"]["spans"], full["otherData"]["dropped_spans"]) == (total, 0)
+
+    path = tmp_path / "bounded.json"
+    bounded = write_trace(cli, tiny_scenario, path, "--trace-limit", 3)
+
+    assert bounded["otherData"]["span_limit"] == 3
+    assert (bounded["otherData"]["spans"], bounded["otherData"]["dropped_spans"]) == (3, total - 3)
+    # Written as the run goes, the counts come last: `otherData` follows the events.
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith('{"displayTimeUnit":"ms","traceEvents":[')
+    assert text.index('"traceEvents"') < text.index('"otherData"')
+
+
 def test_plot_trace_writes_png(cli: Cli, tiny_scenario: Path, tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
     write_trace(cli, tiny_scenario, trace)

@@ -10,6 +10,7 @@ pub mod cx;
 pub mod domain;
 pub mod guest;
 pub mod hand_world;
+pub mod histogram;
 pub mod ids;
 pub mod metrics;
 pub mod params;
@@ -20,6 +21,7 @@ pub mod trace;
 pub use cx::{Cx, World};
 pub use domain::{DomainInfo, Paravirt, VcpuState, VmType};
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
+pub use histogram::Histogram;
 pub use ids::{DomId, PcpuId, VcpuId};
 pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 pub use params::{concat_params, number, ConfigError, ParamDefault, ParamRange, ParamSpec, Params, Value};
@@ -28,5 +30,5 @@ pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
     RunError, Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
-pub use trace::{Span, Trace};
+pub use trace::{Span, SpanSink, Trace};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

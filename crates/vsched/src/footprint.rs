@@ -23,6 +23,9 @@ const VCPU_BYTES: u64 = 1 << 10;
 const THREAD_BYTES: u64 = 512;
 /// Bytes per guest lock (its holder and waiter queues, empty at rest; measured ~100).
 const LOCK_BYTES: u64 = 128;
+/// Bytes of one streaming distribution (`vsched_model::Histogram`): 8 KiB per power of two
+/// its samples span, bounded here by 30 of them (nanoseconds from 2 µs to about 40 minutes).
+const HISTOGRAM_BYTES: u64 = 30 * (8 << 10);
 /// Bytes per counter of an MPI mailbox (`u32`).
 const MAILBOX_ENTRY_BYTES: u64 = 4;
 /// What the process holds whatever the scenario: the interpreter, the library, the tables.
@@ -37,6 +40,8 @@ pub(crate) struct VmFootprint {
     pub(crate) locks: u64,
     /// The MPI mailboxes of its ranks.
     pub(crate) mailboxes: u64,
+    /// Its streaming distributions (request latencies, co-start skews).
+    pub(crate) statistics: u64,
 }
 
 impl VmFootprint {
@@ -52,7 +57,13 @@ impl VmFootprint {
             threads: threads * THREAD_BYTES + programs,
             locks: u64::from(guest.locks) * LOCK_BYTES,
             mailboxes: if receives { threads * ranks.world as u64 * MAILBOX_ENTRY_BYTES } else { 0 },
+            statistics: 0,
         }
+    }
+
+    /// With `n` streaming distributions (a web server's latencies, a CON VM's skews).
+    pub(crate) fn with_distributions(self, n: u64) -> Self {
+        VmFootprint { statistics: n * HISTOGRAM_BYTES, ..self }
     }
 
     /// `n` times this footprint (a VM of `n` ranks from one rank's).
@@ -63,11 +74,12 @@ impl VmFootprint {
             threads: self.threads.saturating_mul(n),
             locks: self.locks.saturating_mul(n),
             mailboxes: self.mailboxes.saturating_mul(n),
+            statistics: self.statistics,
         }
     }
 
     pub(crate) fn total(&self) -> u64 {
-        self.vcpus + self.threads + self.locks + self.mailboxes
+        self.vcpus + self.threads + self.locks + self.mailboxes + self.statistics
     }
 
     /// The workload or VM field behind the largest part, for the error message.

@@ -13,7 +13,9 @@ mod paravirt;
 pub mod report;
 pub mod scenario;
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -26,8 +28,11 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lhp-demo.tom
 pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/lhp-alone.toml");
 /// The standard benchmark scenario of `vsched bench` (scenarios/bench.toml).
 pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
-/// Default bound on the number of trace spans written.
+/// Default bound on the number of trace spans written. It bounds the file (about 120 bytes
+/// a span), not memory: spans are written as they close.
 pub const DEFAULT_TRACE_LIMIT: usize = 1_000_000;
+/// The trace file's write buffer: large enough that writes are few, small beside a run.
+const TRACE_BUFFER_BYTES: usize = 1 << 16;
 /// Default memory budget of one run: what the scenario's estimate must fit (`--max-memory`).
 pub const DEFAULT_MAX_MEMORY: u64 = 4 << 30;
 
@@ -111,13 +116,32 @@ pub fn run_scenario_json(
         last = Instant::now();
         progress(Progress { rep, reps, sim_s: vsched_engine::ns_to_secs(now), horizon_s })
     };
-    let trace_limit = opts.trace_path.as_ref().map(|_| limit);
-    let (runs, trace) = report::run_reps(&scenario, seed, reps, trace_limit, opts.check, &mut on_progress)
-        .map_err(|e| run_error(&scenario, e))?;
-    if let (Some(path), Some(trace)) = (&opts.trace_path, trace) {
-        let doc = report::trace_json(&scenario, seed, &trace, limit);
-        std::fs::write(path, doc.to_string()).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
-    }
+    // The trace streams into its file while the first repetition runs (memory stays flat
+    // whatever the limit); the file is opened first, so an unwritable path fails at once.
+    let io_error = |path: &Path, e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    let trace = match &opts.trace_path {
+        Some(path) => {
+            let file = File::create(path).map_err(|e| io_error(path, e))?;
+            let out = BufWriter::with_capacity(TRACE_BUFFER_BYTES, file);
+            let writer = report::TraceJsonWriter::new(out, &scenario, seed, limit).map_err(|e| io_error(path, e))?;
+            Some((limit, Box::new(writer) as Box<dyn vsched_model::SpanSink>))
+        }
+        None => None,
+    };
+    let runs = report::run_reps(&scenario, seed, reps, trace, opts.check, &mut on_progress).map_err(|failure| {
+        // A failed run leaves no half-written trace behind (it would not even be JSON), as
+        // before traces streamed; only a regular file is removed, never a device or a pipe
+        // (`--trace /dev/stdout`) or what a symbolic link points to.
+        if let Some(path) = &opts.trace_path {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        match failure {
+            report::RunFailure::Run(error) => run_error(&scenario, error),
+            report::RunFailure::Trace(e) => io_error(opts.trace_path.as_deref().expect("traced"), e),
+        }
+    })?;
     Ok(report::document(&scenario, seed, reps, &runs).to_string())
 }
 
@@ -129,6 +153,8 @@ fn run_error(scenario: &Scenario, error: vsched_model::RunError) -> Error {
         R::Policy(m) => Error::Policy(format!("policy {}: {m}", scenario.policy.name)),
         R::Scenario(m) => Error::Scenario(m),
         R::Workload(m) => Error::Policy(m),
+        // The sink's own I/O error is reported instead (`run_reps` checks it first).
+        R::TraceSink => Error::Io(error.to_string()),
     }
 }
 
@@ -209,8 +235,13 @@ pub fn bench_json(sim_s: Option<f64>) -> Result<String, Error> {
         }
         scenario.horizon = vsched_engine::secs_to_ns(s);
     }
-    let (runs, _) = report::run_reps(&scenario, scenario.seed, 1, None, false, &mut |_, _| true)
-        .map_err(|e| run_error(&scenario, e))?;
+    let runs =
+        report::run_reps(&scenario, scenario.seed, 1, None, false, &mut |_, _| true).map_err(
+            |failure| match failure {
+                report::RunFailure::Run(error) => run_error(&scenario, error),
+                report::RunFailure::Trace(_) => unreachable!("the benchmark is not traced"),
+            },
+        )?;
     let run = &runs[0];
     let wall = run.wall_s.max(1e-9);
     Ok(json!({

@@ -1,10 +1,12 @@
 //! Runs a scenario's repetitions and renders the JSON report.
 
+use std::fmt::Write as _;
+use std::io::{self, Write};
 use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{json, Value as Json};
-use vsched_model::{RunError, RunMetrics, Trace, Until};
+use vsched_model::{RunError, RunMetrics, Span, SpanSink, Until};
 
 use crate::scenario::Scenario;
 
@@ -120,37 +122,49 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
     doc
 }
 
+/// Why repetitions stopped.
+#[derive(Debug)]
+pub enum RunFailure {
+    /// The simulator's error (a policy's unusable decision, a guest's, a stall, or an
+    /// interruption).
+    Run(RunError),
+    /// The trace's sink could not write.
+    Trace(std::io::Error),
+}
+
 /// Runs every repetition of `scenario`. `on_progress(rep, sim_ns)` is called every few
-/// thousand events and stops everything by returning `false`; the first repetition is
-/// traced if `trace_limit` is given.
+/// thousand events and stops everything by returning `false`. With `trace = (limit, sink)`
+/// the first repetition streams at most `limit` run intervals into `sink` as they close,
+/// and the trace is finished (`SpanSink::finish`) as soon as that repetition ends.
 pub fn run_reps(
     scenario: &Scenario,
     seed: u64,
     reps: u32,
-    trace_limit: Option<usize>,
+    mut trace: Option<(usize, Box<dyn SpanSink>)>,
     checks: bool,
     on_progress: &mut dyn FnMut(u32, u64) -> bool,
-) -> Result<(Vec<RunRecord>, Option<Trace>), RunError> {
+) -> Result<Vec<RunRecord>, RunFailure> {
     let mut records = Vec::new();
-    let mut trace = None;
     for rep in 0..reps {
         let run_seed = seed.wrapping_add(rep as u64);
         let mut sim = scenario.build(run_seed);
-        if let (0, Some(limit)) = (rep, trace_limit) {
-            sim.enable_trace(limit);
+        if let Some((limit, sink)) = trace.take() {
+            sim.stream_trace(limit, sink);
         }
         if checks {
             sim.enable_checks();
         }
         let started = Instant::now();
-        let metrics = sim.run(scenario.horizon, scenario.until, &mut |now| on_progress(rep, now))?;
+        let result = sim.run(scenario.horizon, scenario.until, &mut |now| on_progress(rep, now));
         let wall_s = started.elapsed().as_secs_f64();
-        if rep == 0 {
-            trace = sim.take_trace();
+        // A write error is the cause of the run's end if it ended early, so it comes first.
+        if let Some(t) = sim.take_trace() {
+            t.finish().map_err(RunFailure::Trace)?;
         }
+        let metrics = result.map_err(RunFailure::Run)?;
         records.push(RunRecord { seed: run_seed, wall_s, metrics });
     }
-    Ok((records, trace))
+    Ok(records)
 }
 
 /// The whole JSON report.
@@ -169,42 +183,116 @@ pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -
     })
 }
 
-/// Renders a trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing):
-/// one thread per pCPU, one complete ("X") event per run interval, category `run` or `spin`.
-pub fn trace_json(scenario: &Scenario, seed: u64, trace: &Trace, limit: usize) -> Json {
-    let mut events = Vec::with_capacity(trace.spans().len() + scenario.host.pcpus);
-    // One row per pCPU; on a cluster, host h's pCPU i is row h × pcpus + i.
-    let pcpus = scenario.host.pcpus;
-    for p in 0..pcpus * scenario.hosts {
-        let name =
-            if scenario.hosts == 1 { format!("pCPU {p}") } else { format!("host {} pCPU {}", p / pcpus, p % pcpus) };
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": p, "args": {"name": name}}));
-    }
-    for s in trace.spans() {
-        let vm = &scenario.vms[s.dom].name;
-        events.push(json!({
-            "ph": "X",
-            "name": format!("{vm}.v{}", s.index),
-            "cat": if s.spinning { "spin" } else { "run" },
-            "pid": 0,
-            "tid": s.pcpu,
-            "ts": s.start as f64 / 1e3,
-            "dur": (s.end - s.start) as f64 / 1e3,
-            "args": {"vm": vm, "vcpu": s.index},
-        }));
-    }
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
+/// Writes a trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing) while
+/// the run goes: one thread per pCPU, one complete ("X") event per run interval, category
+/// `run` or `spin`. The file is `{"displayTimeUnit": "ms", "traceEvents": [...], "otherData":
+/// {...}}`: `otherData` holds the run's description and the span counts, known only at the
+/// end, so it comes after the events (JSON objects are unordered; Perfetto reads `otherData`
+/// in either place). Each event is written as `serde_json` writes a `json!` object (keys in
+/// order), so the events are byte for byte what the whole-document renderer wrote before.
+pub struct TraceJsonWriter<W: Write> {
+    out: W,
+    /// Each VM's name, by global domain id.
+    vms: Vec<String>,
+    /// `otherData` without the counts.
+    other: serde_json::Map<String, Json>,
+    /// Reused for each event's "<vm>.v<index>".
+    name: String,
+}
+
+#[derive(Serialize)]
+struct ThreadName<'a> {
+    args: NameArg<'a>,
+    name: &'static str,
+    ph: &'static str,
+    pid: u32,
+    tid: usize,
+}
+
+#[derive(Serialize)]
+struct NameArg<'a> {
+    name: &'a str,
+}
+
+/// A complete event; fields in key order, as `json!` (a sorted map) writes them.
+#[derive(Serialize)]
+struct Complete<'a> {
+    args: SpanArgs<'a>,
+    cat: &'static str,
+    dur: f64,
+    name: &'a str,
+    ph: &'static str,
+    pid: u32,
+    tid: usize,
+    ts: f64,
+}
+
+#[derive(Serialize)]
+struct SpanArgs<'a> {
+    vcpu: usize,
+    vm: &'a str,
+}
+
+impl<W: Write> TraceJsonWriter<W> {
+    /// Writes the document's head and one thread-name event per pCPU row into `out`.
+    pub fn new(mut out: W, scenario: &Scenario, seed: u64, limit: usize) -> io::Result<Self> {
+        out.write_all(br#"{"displayTimeUnit":"ms","traceEvents":["#)?;
+        // One row per pCPU; on a cluster, host h's pCPU i is row h × pcpus + i.
+        let pcpus = scenario.host.pcpus;
+        for p in 0..pcpus * scenario.hosts {
+            let name = if scenario.hosts == 1 {
+                format!("pCPU {p}")
+            } else {
+                format!("host {} pCPU {}", p / pcpus, p % pcpus)
+            };
+            if p > 0 {
+                out.write_all(b",")?;
+            }
+            let event = ThreadName { args: NameArg { name: &name }, name: "thread_name", ph: "M", pid: 0, tid: p };
+            serde_json::to_writer(&mut out, &event)?;
+        }
+        let vms: Vec<String> = scenario.vms.iter().map(|v| v.name.clone()).collect();
+        let other = json!({
             "scenario": scenario.name,
             "policy": scenario.policy.name,
             "seed": seed,
             "pcpus": scenario.host.pcpus,
-            "vms": scenario.vms.iter().map(|v| v.name.clone()).collect::<Vec<_>>(),
+            "vms": vms,
             "span_limit": limit,
-            "spans": trace.spans().len(),
-            "dropped_spans": trace.dropped(),
-        },
-    })
+        });
+        let Json::Object(other) = other else { unreachable!("json! of an object") };
+        Ok(TraceJsonWriter { out, vms, other, name: String::new() })
+    }
+}
+
+impl<W: Write> SpanSink for TraceJsonWriter<W> {
+    fn span(&mut self, s: &Span) -> io::Result<()> {
+        let vm = &self.vms[s.dom];
+        self.name.clear();
+        write!(self.name, "{vm}.v{}", s.index).expect("writing to a String");
+        // Every trace has at least one thread-name event before its spans.
+        self.out.write_all(b",")?;
+        let event = Complete {
+            args: SpanArgs { vcpu: s.index, vm },
+            cat: if s.spinning { "spin" } else { "run" },
+            dur: (s.end - s.start) as f64 / 1e3,
+            name: &self.name,
+            ph: "X",
+            pid: 0,
+            tid: s.pcpu,
+            ts: s.start as f64 / 1e3,
+        };
+        serde_json::to_writer(&mut self.out, &event)?;
+        Ok(())
+    }
+
+    fn finish(&mut self, spans: u64, dropped: u64) -> io::Result<()> {
+        let mut other = std::mem::take(&mut self.other);
+        other.insert("spans".into(), json!(spans));
+        other.insert("dropped_spans".into(), json!(dropped));
+        self.out.write_all(br#"],"otherData":"#)?;
+        serde_json::to_writer(&mut self.out, &other)?;
+        self.out.write_all(b"}")?;
+        self.out.flush()
+    }
 }

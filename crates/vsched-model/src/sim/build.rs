@@ -19,10 +19,20 @@ use super::slab::Slab;
 use super::state::{policy_stream, Core, Dom, GuestThread, HostState, Pcpu, ThreadState, Vcpu, CLOCK_PHASE_STREAM};
 use super::Simulation;
 use crate::domain::{DomainInfo, VcpuState};
+use crate::histogram::Histogram;
 use crate::ids::ThreadId;
 use crate::policy::Policy;
+use crate::trace::{SpanSink, Trace};
 
 impl Simulation {
+    /// Passes per-pCPU run intervals to `sink` as they close, at most `limit` of them
+    /// ([`Trace::streaming`]; [`Simulation::enable_trace`] keeps them in memory instead). A
+    /// sink error ends the run; [`Trace::finish`], on the trace [`Simulation::take_trace`]
+    /// returns, gives the cause.
+    pub fn stream_trace(&mut self, limit: usize, sink: Box<dyn SpanSink>) {
+        self.core.trace = Some(Trace::streaming(limit, sink));
+    }
+
     /// One host running `policy`, no network.
     pub fn new(host: HostConfig, domains: Vec<DomainConfig>, policy: Box<dyn Policy>, seed: u64) -> Self {
         Self::cluster(host, NetworkConfig::default(), domains, vec![policy], seed)
@@ -215,7 +225,7 @@ impl Simulation {
                 lock_waiter_preemptions: 0,
                 wake_latency_sum: 0,
                 wakes: 0,
-                request_latencies: Vec::new(),
+                request_latencies: Histogram::new(),
                 co_launches: 0,
                 costart: CoStart::new(n),
                 created_at: cfg.start_at,

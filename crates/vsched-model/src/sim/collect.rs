@@ -4,7 +4,7 @@
 use vsched_engine::Time;
 
 use super::state::{Core, Dom, HostState};
-use crate::metrics::{quantile, weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
@@ -58,9 +58,7 @@ impl Core {
                 pc.idle_ns += now - pc.since;
             }
             pc.since = now;
-            if let Some(t) = &mut self.trace {
-                t.close(p, now);
-            }
+            self.with_trace(|t| t.close(p, now));
         }
         for h in 0..self.hosts.len() {
             self.integrate_frag(h);
@@ -78,16 +76,14 @@ impl Core {
     }
 
     /// Domain `d`'s figures (its `weight_share` is set with its host's).
-    fn vm_metrics(&mut self, d: usize, now: Time) -> VmMetrics {
+    fn vm_metrics(&self, d: usize, now: Time) -> VmMetrics {
         let host_capacity = (now as f64) * self.host.pcpus as f64;
-        let dom: &mut Dom = &mut self.doms[d];
+        let dom: &Dom = &self.doms[d];
         let vcpus = &self.vcpus[dom.span.clone()];
         let cpu_ns: Time = vcpus.iter().map(|v| v.running_ns).sum();
         let spin_ns: Time = vcpus.iter().map(|v| v.spin_ns).sum();
         let blocked_ns: Time = vcpus.iter().map(|v| v.blocked_ns).sum();
-        dom.request_latencies.sort_unstable();
         let lat = &dom.request_latencies;
-        let serving = !lat.is_empty();
         let mut vm = VmMetrics {
             name: dom.info.name.clone(),
             workload: dom.workload.clone(),
@@ -108,10 +104,10 @@ impl Core {
             wake_latency_us_mean: (dom.wakes > 0).then(|| dom.wake_latency_sum as f64 / dom.wakes as f64 / 1e3),
             cpu_share: ratio(cpu_ns as f64, host_capacity),
             weight_share: 0.0,
-            requests: lat.len() as u64,
-            throughput_rps: serving.then(|| ratio(lat.len() as f64, secs(now))),
-            latency_ms_mean: serving.then(|| lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6),
-            latency_ms_p99: quantile(lat, 0.99).map(|l| l as f64 / 1e6),
+            requests: lat.count(),
+            throughput_rps: (!lat.is_empty()).then(|| ratio(lat.count() as f64, secs(now))),
+            latency_ms_mean: lat.mean().map(|m| m / 1e6),
+            latency_ms_p99: lat.quantile(0.99).map(|l| l as f64 / 1e6),
             co_launches: dom.co_launches,
             costarts: 0,
             costart_skew_us_mean: None,

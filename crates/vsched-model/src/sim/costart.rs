@@ -6,8 +6,9 @@ use vsched_engine::Time;
 
 use super::state::Core;
 use crate::domain::VcpuState;
+use crate::histogram::Histogram;
 use crate::ids::{DomId, PcpuId, VcpuId};
-use crate::metrics::{cdf_quantiles, quantile, VmMetrics};
+use crate::metrics::{cdf_levels, VmMetrics};
 
 /// Measures co-start skew per co-scheduling operation (seed 004 Fig. 6, "the scheduling time
 /// edge difference between the VCPUs"). A launch of the VM's co-scheduling (the policy's
@@ -16,29 +17,32 @@ use crate::metrics::{cdf_quantiles, quantile, VmMetrics};
 /// already running at the launch (nothing to co-start), blocked ones (nothing to run) and
 /// the launcher itself (switched in at t on the pCPU that launched). A sibling still
 /// pending at a later launch keeps its first launch: its skew runs from the operation that
-/// first asked for it.
+/// first asked for it. Samples go into a [`Histogram`], so a VM's memory does not grow
+/// with the run's length (quantiles within `histogram::RELATIVE_ERROR`).
 pub(super) struct CoStart {
     /// Per vCPU of the VM: the launch it is pending on, as (time, launching global pCPU).
     pending: Vec<Option<(Time, Option<PcpuId>)>>,
-    skews: Vec<Time>,
+    skews: Histogram,
 }
 
 impl CoStart {
     pub(super) fn new(vcpus: usize) -> Self {
-        CoStart { pending: vec![None; vcpus], skews: Vec::new() }
+        CoStart { pending: vec![None; vcpus], skews: Histogram::new() }
     }
 
     /// Writes `costarts` and the `costart_skew_us_*` figures of `vm`.
-    pub(super) fn report(&mut self, vm: &mut VmMetrics) {
-        self.skews.sort_unstable();
+    pub(super) fn report(&self, vm: &mut VmMetrics) {
         let skews = &self.skews;
         let us = |t: Time| t as f64 / 1e3;
-        vm.costarts = skews.len() as u64;
-        vm.costart_skew_us_mean =
-            (!skews.is_empty()).then(|| skews.iter().sum::<Time>() as f64 / skews.len() as f64 / 1e3);
-        vm.costart_skew_us_p50 = quantile(skews, 0.5).map(us);
-        vm.costart_skew_us_p99 = quantile(skews, 0.99).map(us);
-        vm.costart_skew_us_quantiles = cdf_quantiles(skews).map(|q| q.into_iter().map(us).collect());
+        vm.costarts = skews.count();
+        vm.costart_skew_us_mean = skews.mean().map(|m| m / 1e3);
+        // p50 and p99 first, then the CDF's levels, all in one pass over the histogram.
+        let levels: Vec<f64> = [0.5, 0.99].into_iter().chain(cdf_levels()).collect();
+        if let Some(q) = skews.quantiles(&levels) {
+            vm.costart_skew_us_p50 = Some(us(q[0]));
+            vm.costart_skew_us_p99 = Some(us(q[1]));
+            vm.costart_skew_us_quantiles = Some(q[2..].iter().copied().map(us).collect());
+        }
     }
 }
 
@@ -63,7 +67,7 @@ impl Core {
         if let Some((launched_at, from)) = costart.pending[index].take() {
             let launcher = launched_at == now && from == Some(p);
             if !launcher {
-                costart.skews.push(now - launched_at);
+                costart.skews.record(now - launched_at);
             }
         }
     }

@@ -152,17 +152,20 @@ impl Core {
             vc.run_from = owed_until + overhead;
             vc.synced_to = now;
             vc.ple_from = vc.run_from;
-            if let Some(t) = &mut self.trace {
-                t.open(p, v, vc.dom, vc.index, now, self.threads[vc.curr].state.spinning());
+            if self.trace.is_some() {
+                let vc = &self.vcpus[v];
+                let (dom, index, spinning) = (vc.dom, vc.index, self.threads[vc.curr].state.spinning());
+                self.with_trace(|t| t.open(p, v, dom, index, now, spinning));
             }
+            let vc = &self.vcpus[v];
             if !vc.irqs.is_empty() {
                 // Interrupts that arrived while it waited are injected at VM entry.
                 let (at, gen) = (vc.run_from, vc.irq_gen);
                 self.post(at, Ev::Irq { v, gen });
             }
             self.arm(v);
-        } else if let Some(t) = &mut self.trace {
-            t.close(p, now);
+        } else {
+            self.with_trace(|t| t.close(p, now));
         }
         let deadline = d.slice_ns.map(|s| now + s.max(1) + self.timer_late(h));
         self.pcpus[p].slice_deadline = deadline;

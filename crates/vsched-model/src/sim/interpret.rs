@@ -17,9 +17,11 @@ use vsched_engine::Time;
 use super::events::Ev;
 use super::locks::WaitAction;
 use super::state::{Core, SpinLimit, ThreadState};
+use super::RunError;
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
 use crate::ids::{DomId, ThreadId, VcpuId};
+use crate::trace::Trace;
 
 /// Steps one thread may take in one instant before its program is declared to loop without
 /// taking time: far more than any program of ours takes between two durations.
@@ -165,10 +167,23 @@ impl Core {
 
     /// Records a run/spin change of a running vCPU in the trace.
     pub(super) fn trace_state(&mut self, v: VcpuId) {
+        if self.trace.is_none() {
+            return;
+        }
+        let vc = &self.vcpus[v];
+        if let VcpuState::Running(p) = vc.state {
+            let (now, spinning) = (self.queue.now(), self.threads[vc.curr].state.spinning());
+            self.with_trace(|t| t.set_spinning(p, now, spinning));
+        }
+    }
+
+    /// Applies `f` to the trace, if the run is traced. A trace whose sink failed (a full
+    /// disk) ends the run: nothing more could be written, so running on would be wasted.
+    pub(super) fn with_trace(&mut self, f: impl FnOnce(&mut Trace)) {
         if let Some(t) = &mut self.trace {
-            let vc = &self.vcpus[v];
-            if let VcpuState::Running(p) = vc.state {
-                t.set_spinning(p, self.queue.now(), self.threads[vc.curr].state.spinning());
+            f(t);
+            if t.failed() {
+                self.error.get_or_insert(RunError::TraceSink);
             }
         }
     }
@@ -357,7 +372,7 @@ impl Core {
                 }
                 Instr::RequestEnd => {
                     let latency = now - th.request_start;
-                    self.doms[d].request_latencies.push(latency);
+                    self.doms[d].request_latencies.record(latency);
                     Step::Next
                 }
                 Instr::Send { to, bytes } => {

@@ -107,12 +107,16 @@ pub enum RunError {
     /// A workload's guest program misbehaved (a message to a rank outside its job): a bug
     /// in the workload model.
     Workload(String),
+    /// The trace's sink failed (a full disk): the run stopped, as nothing more could be
+    /// written. Its I/O error says why.
+    TraceSink,
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RunError::Interrupted => f.write_str("interrupted"),
+            RunError::TraceSink => f.write_str(crate::trace::SINK_FAILED),
             RunError::Policy(m) | RunError::Scenario(m) | RunError::Workload(m) => f.write_str(m),
         }
     }

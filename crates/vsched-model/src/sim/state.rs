@@ -18,6 +18,7 @@ use super::network::{Msg, NetStats, Pass};
 use super::slab::Slab;
 use crate::domain::{DomainInfo, VcpuState};
 use crate::guest::{LockKind, Program};
+use crate::histogram::Histogram;
 use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
 use crate::policy::YieldReason;
 use crate::trace::Trace;
@@ -231,7 +232,9 @@ pub(super) struct Dom {
     pub(super) lock_waiter_preemptions: u64,
     pub(super) wake_latency_sum: Time,
     pub(super) wakes: u64,
-    pub(super) request_latencies: Vec<Time>,
+    /// Latencies of the requests it served (`Instr::RequestEnd`), as a distribution: its
+    /// size does not grow with the number of requests.
+    pub(super) request_latencies: Histogram,
     /// Co-scheduling launches the policy reported for this VM (`World::co_launch`).
     pub(super) co_launches: u64,
     pub(super) costart: CoStart,
