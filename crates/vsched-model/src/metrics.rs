@@ -4,7 +4,7 @@
 //! - `completion_s`: how long after its creation the VM's last thread exited (null for a
 //!   never-ending workload, or if the run or the VM stopped first).
 //! - `created_s`, `destroyed_s`: when the VM was created (0 unless the scenario creates it
-//!   later) and destroyed (null if never).
+//!   later; null if the run ended before) and destroyed (null if never).
 //! - `cpu_s`: time its vCPUs held a pCPU (including dispatch overheads).
 //! - `spin_s`: the part of `cpu_s` spent spinning on locks or barriers (wasted).
 //! - `steal_s`: time its vCPUs were runnable but not running (waiting in a run queue).
@@ -107,7 +107,7 @@ pub struct VmMetrics {
     pub weight: u32,
     pub cap: u32,
     pub completion_s: Option<f64>,
-    pub created_s: f64,
+    pub created_s: Option<f64>,
     pub destroyed_s: Option<f64>,
     pub cpu_s: f64,
     pub spin_s: f64,

@@ -149,13 +149,26 @@ impl ConfigError {
 }
 
 impl fmt::Display for ConfigError {
+    /// One line, always: a control character or line separator from the input (a quoted
+    /// TOML key may hold one) is shown escaped (`\n`, `\u{2028}`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            write!(f, "{}", self.message)
+        if !self.path.is_empty() {
+            write_one_line(f, &self.path)?;
+            f.write_str(": ")?;
+        }
+        write_one_line(f, &self.message)
+    }
+}
+
+fn write_one_line(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            write!(f, "{}", c.escape_default())?;
         } else {
-            write!(f, "{}: {}", self.path, self.message)
+            fmt::Write::write_char(f, c)?;
         }
     }
+    Ok(())
 }
 
 /// Checked parameters: what the user wrote merged over the declared defaults.
@@ -344,6 +357,8 @@ mod tests {
         assert_eq!(e.to_string(), "w.x: expected a finite number in [0, 2], got NaN");
         let e = Params::check("w", SPECS, &given(&[("x", Value::Int(3))])).unwrap_err();
         assert_eq!(e.to_string(), "w.x: expected a finite number in [0, 2], got 3");
+        let e = Params::check("w", SPECS, &given(&[("a\u{2028}b\nc", Value::Int(1))])).unwrap_err();
+        assert!(e.to_string().starts_with("w.a\\u{2028}b\\nc: unknown key"), "{e}");
         let p = Params::check("w", SPECS, &given(&[("kind", Value::Str("c".into()))])).unwrap();
         assert_eq!(
             p.choice("kind", &["a", "b"]).unwrap_err().to_string(),

@@ -52,7 +52,7 @@ fn cvs_switches_algorithm_when_vor_crosses_a_threshold() {
     assert!((extra.cpu_s - 1.5).abs() < 0.25, "extra: {}", extra.cpu_s);
     // Base has the whole host for 2 s outside [1, 2] s, and at least a pCPU inside.
     assert!(base.cpu_s > 2.0 * 4.0 + 1.0, "base: {}", base.cpu_s);
-    assert_eq!((extra.created_s, extra.destroyed_s), (1.0, Some(2.0)));
+    assert_eq!((extra.created_s, extra.destroyed_s), (Some(1.0), Some(2.0)));
 }
 
 #[test]

@@ -192,8 +192,8 @@ fn vms_are_created_and_destroyed_on_time() {
         .run(4 * NS_PER_MS * 1000, Until::Horizon, &mut |_| true)
         .unwrap();
     let (first, late, job) = (vm(&m, "first"), vm(&m, "late"), vm(&m, "job"));
-    assert_eq!((late.created_s, late.destroyed_s), (1.0, Some(3.0)));
-    assert_eq!((job.created_s, job.destroyed_s), (2.0, None));
+    assert_eq!((late.created_s, late.destroyed_s), (Some(1.0), Some(3.0)));
+    assert_eq!((job.created_s, job.destroyed_s), (Some(2.0), None));
     // 0–1 s: first alone. 1–2 s: first and late alternate 10 ms slices. 2 s on: three VMs
     // take turns until the job is done (100 ms of its own: 300 ms), then two until late goes
     // at 3 s; first alone after.

@@ -124,3 +124,18 @@ fn a_job_too_large_for_memory_is_refused_before_it_is_built() {
     let e = vsched::validate_scenario(&small, 1 << 20).unwrap_err().to_string();
     assert!(e.starts_with("host.pcpus: the hosts would need about 64.0 MiB"), "{e}");
 }
+
+#[test]
+fn a_vm_due_after_the_run_ended_was_never_created() {
+    // The fuzz campaign's finding: `until = "all_done"` ended the run at 0.01 s, before the
+    // late VM's start, and its `created_s` said 0.5 s, after the run's end.
+    let text = "[host]\npcpus = 2\ndom0_vcpus = 0\n[scheduler]\nname = \"credit\"\n\
+        [[vm]]\nname = \"quick\"\nvcpus = 2\n[vm.workload]\nkind = \"spinlock\"\niterations = 10\n\
+        [[vm]]\nname = \"late\"\nvcpus = 1\nstart_s = 0.5\n[vm.workload]\nkind = \"cpu_hog\"\n\
+        [run]\nhorizon_s = 1\nuntil = \"all_done\"\n";
+    let scenario = vsched::Scenario::parse(text).unwrap();
+    let m = scenario.build(1).run(scenario.horizon, scenario.until, &mut |_| true).unwrap();
+    assert!(m.sim_s < 0.5, "the run ends when the finite workload is done, at {} s", m.sim_s);
+    let late = m.vms.iter().find(|v| v.name == "late").unwrap();
+    assert_eq!((late.created_s, late.cpu_s), (None, 0.0));
+}

@@ -92,7 +92,8 @@ impl Core {
             weight: dom.info.weight,
             cap: dom.info.cap,
             completion_s: dom.finished_at.map(|t| secs(t - dom.started_at)),
-            created_s: secs(dom.created_at),
+            // A VM due after the run ended was never created.
+            created_s: (dom.created_at <= now).then(|| secs(dom.created_at)),
             destroyed_s: dom.destroyed_at.map(secs),
             cpu_s: secs(cpu_ns),
             spin_s: secs(spin_ns),
