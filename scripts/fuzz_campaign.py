@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzz campaign: many generated scenarios through vsched, each outcome classified.
 
-    python scripts/fuzz_campaign.py --cases 100000 --jobs 2 --out fuzz-campaign
+    python scripts/fuzz_campaign.py --cases 100000 --jobs 2 --out fuzz/campaign
 
 Case i of seed s is generated alone (tests/python/scenario_gen.py, `RandomSource.of(s, i)`),
 so a case can be replayed (`--replay I`) and an interrupted campaign resumed: rerunning the
@@ -68,12 +68,20 @@ SAVED_OUTCOMES = (*BAD_OUTCOMES, "policy_error")
 
 
 def blur(message: str) -> str:
-    """A message with its particulars blurred, so that one bug gives one signature."""
-    text = re.sub(r'"[^"]*"', '"S"', message)
+    """A message with its particulars blurred, so that one bug gives one signature: after
+    the stage ("validate: ", "vsched run: "...), field paths, names, numbers and lists of
+    choices become placeholders."""
+    stage, sep, rest = message.partition(": ")
+    if not sep:
+        stage, rest = "", message
+    # A message starts with its field path: "vm[1].workload.iterations: ...", "host: ..."
+    text = re.sub(r"(^|')([a-z_]+|[^\s'\":]*[.\[\\][^\s'\":]*): ", r"\1PATH: ", rest)
+    text = re.sub(r'"[^"]*"', '"S"', text)
     text = re.sub(r"`[^`]*`", "`S`", text)
+    text = re.sub(r"expected one of [^;'\"]*", "expected one of ...", text)
     text = re.sub(r"0x[0-9a-f]+", "N", text)
     text = re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "N", text)
-    return " ".join(text.split())[:160]
+    return (stage + sep + " ".join(text.split()))[:160]
 
 
 # ---------------------------------------------------------------------------------------
@@ -730,8 +738,8 @@ def main() -> None:
     parser.add_argument(
         "--cli-every",
         type=int,
-        default=50,
-        help="every Nth case also through the CLI; 0 = never (default 50)",
+        default=100,
+        help="every Nth case also through the CLI; 0 = never (default 100)",
     )
     parser.add_argument(
         "--mem-mb",
@@ -739,7 +747,9 @@ def main() -> None:
         default=6144,
         help="address-space limit per worker and CLI process, MiB; 0 = none (default 6144)",
     )
-    parser.add_argument("--out", default="fuzz-campaign", help="output directory (default fuzz-campaign)")
+    parser.add_argument(
+        "--out", default=str(REPO / "fuzz" / "campaign"), help="output directory (default fuzz/campaign)"
+    )
     parser.add_argument(
         "--reduce-budget", type=int, default=300, help="evaluations to shrink each reproducer (default 300)"
     )
