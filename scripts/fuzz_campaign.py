@@ -625,21 +625,31 @@ class Campaign:
         return self.answers.pop(key)
 
     def reduce(self, data: bytes, outcome: str, signature: str, cli: bool) -> bytes:
-        """Drop chunks of lines (then single lines) while the case keeps its signature."""
+        """Drop whole tables, then chunks of lines, then single lines, as long as the case keeps
+        its outcome and signature."""
+        budget = self.args.reduce_budget if outcome != "timeout" else max(4, self.args.reduce_budget // 20)
 
-        def same(candidate: bytes) -> bool:
-            answer = self.evaluate_text(candidate, cli)
+        def same(candidate: list[bytes]) -> bool:
+            nonlocal budget
+            budget -= 1
+            answer = self.evaluate_text(b"\n".join(candidate), cli)
             return answer["outcome"] == outcome and blur(answer["detail"]) == signature
 
         lines = data.split(b"\n")
-        budget = self.args.reduce_budget if outcome != "timeout" else max(4, self.args.reduce_budget // 20)
+        # Tables: a header line and the lines up to the next header, the last table first.
+        headers = [i for i, line in enumerate(lines) if line.lstrip().startswith(b"[")]
+        for start, end in reversed(list(zip(headers, [*headers[1:], len(lines)]))):
+            if budget <= 0:
+                break
+            candidate = lines[:start] + lines[end:]
+            if candidate and same(candidate):
+                lines = candidate
         chunk = max(1, len(lines) // 2)
         while chunk >= 1 and budget > 0:
             i = 0
             while i < len(lines) and budget > 0:
                 candidate = lines[:i] + lines[i + chunk :]
-                budget -= 1
-                if candidate and same(b"\n".join(candidate)):
+                if candidate and same(candidate):
                     lines = candidate
                 else:
                     i += chunk

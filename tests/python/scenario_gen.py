@@ -521,11 +521,48 @@ def nest(depth: int, inline_tables: bool) -> Raw:
     return Raw("[" * depth + "1" + "]" * depth)
 
 
+# Large but representable values: wrapped into 32 bits, as a count of things to allocate...
+EXTREME_COUNTS = [2**16, 2**24, 2**31, 2**32, 2**32 + 1, 2**40, 2**62, 2**63 - 1, -1, 0]
+EXTREME_AMOUNTS = [1e15, 1e-9, 5e-324, 1e300, math.inf, math.nan, -0.0, -1.0, 0.0]
+
+
+def _mutate_parameter(src: Source, doc: dict[str, Any], notes: list[str]) -> bool:
+    """A policy or workload parameter (from the registry) set to an extreme of its type."""
+    policies, workloads = registry()
+    tables: list[tuple[str, dict[str, Any], Entry]] = []
+    scheduler = doc.get("scheduler")
+    if isinstance(scheduler, dict):
+        tables += [("scheduler", scheduler, p) for p in policies if p.name == scheduler.get("name")]
+    for section in ("vm", "virtual_cluster"):
+        items = doc.get(section)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            workload = item.get("workload") if isinstance(item, dict) else None
+            if isinstance(workload, dict):
+                found = [w for w in workloads if w.name == workload.get("kind")]
+                tables += [(f"{section}.[{i}].workload", workload, w) for w in found]
+    tables = [t for t in tables if t[2].params]
+    if not tables:
+        return False
+    where, table, entry = pick(src, tables)
+    param = pick(src, entry.params)
+    default = param.default
+    if isinstance(default, int) and not isinstance(default, bool):
+        value: Any = pick(src, EXTREME_COUNTS)
+    elif isinstance(default, float):
+        value = pick(src, EXTREME_AMOUNTS)
+    else:
+        value = extreme_value(src)
+    table[param.name] = value
+    notes.append(f"{where}.{param.name} = {to_toml_value(value)[:40]}")
+    return True
+
+
 def mutate_document(src: Source, doc: dict[str, Any], notes: list[str]) -> None:
     """One structural mutation of `doc`, in place, described in `notes`."""
     action = weighted(
         src,
         [
+            (4, "parameter"),
             (5, "extreme"),
             (3, "wrong type"),
             (2, "unknown key"),
@@ -534,6 +571,8 @@ def mutate_document(src: Source, doc: dict[str, Any], notes: list[str]) -> None:
             (1, "many tables"),
         ],
     )
+    if action == "parameter" and _mutate_parameter(src, doc, notes):
+        return
     slots = _slots(doc)
     if action in ("extreme", "wrong type", "missing key", "deep nesting") and slots:
         container, key, path = pick(src, slots)
@@ -673,6 +712,16 @@ class Case:
             return None
 
 
+def _keep_big_scenarios_short(doc: dict[str, Any]) -> None:
+    """Hundreds of VMs only with a short explicit horizon: with the default one (60 s, when a
+    mutation removed `run` or `horizon_s`) a run is slow but correct, not a hang."""
+    run = doc.get("run")
+    horizon = run.get("horizon_s") if isinstance(run, dict) else None
+    short = isinstance(horizon, (int, float)) and not isinstance(horizon, bool) and horizon <= 0.5
+    if isinstance(doc.get("vm"), list) and len(doc["vm"]) > 50 and not short:
+        doc["vm"] = doc["vm"][:50]
+
+
 def generate(src: Source) -> Case:
     """One case: a valid-looking scenario (about a third of cases), or one mutated."""
     kind = weighted(src, [(7, "valid"), (9, "mutated"), (3, "text-mutated"), (1, "noise")])
@@ -683,6 +732,7 @@ def generate(src: Source) -> Case:
     if kind == "mutated":
         for _ in range(src.integer(1, 3)):
             mutate_document(src, doc, notes)
+        _keep_big_scenarios_short(doc)
     text = to_toml(doc)
     if kind == "text-mutated":
         for _ in range(src.integer(1, 2)):

@@ -15,6 +15,7 @@ scripts/fuzz_campaign.py and the cargo-fuzz target in fuzz/ (docs/hardening.md).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,9 @@ FIXED = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
+# Examples of the in-process test (the command-line test runs a twentieth as many):
+# VSCHED_FUZZ_EXAMPLES=5000 searches longer than CI does.
+EXAMPLES = int(os.environ.get("VSCHED_FUZZ_EXAMPLES", "300"))
 # The longest a single run may take before it counts as a hang (shorter horizons than this
 # are the generator's rule: 0.05 to 0.5 simulated seconds).
 RUN_BUDGET_S = 20.0
@@ -91,7 +95,7 @@ def assert_one_line(message: str) -> None:
     assert problem is None, f"{problem}: {message!r}"
 
 
-@settings(FIXED, max_examples=300, deadline=timedelta(seconds=2 * RUN_BUDGET_S + 10))
+@settings(FIXED, max_examples=EXAMPLES, deadline=timedelta(seconds=2 * RUN_BUDGET_S + 10))
 @given(case=scenario_cases())
 def test_validate_and_run_in_process(case: Case) -> None:
     event(f"case: {case.kind}")  # pytest --hypothesis-show-statistics shows the mix
@@ -131,7 +135,7 @@ def assert_clean_exit(result: subprocess.CompletedProcess[str]) -> None:
         assert result.stderr.startswith("error: "), result.stderr
 
 
-@settings(FIXED, max_examples=15, deadline=timedelta(seconds=4 * RUN_BUDGET_S + 60))
+@settings(FIXED, max_examples=max(1, EXAMPLES // 20), deadline=timedelta(seconds=4 * RUN_BUDGET_S + 60))
 @given(case=scenario_cases())
 def test_command_line(case: Case) -> None:
     with tempfile.TemporaryDirectory() as tmp:
