@@ -81,7 +81,7 @@ def blur(message: str) -> str:
     text = re.sub(r"expected one of [^;'\"]*", "expected one of ...", text)
     text = re.sub(r"0x[0-9a-f]+", "N", text)
     text = re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "N", text)
-    return (stage + sep + " ".join(text.split()))[:160]
+    return (stage + sep + " ".join(text.split()))[:160].rstrip("'\". ")
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,8 +137,11 @@ class Worker:
 
         def check(rep: int, reps: int, sim_s: float, horizon_s: float) -> None:
             if time.monotonic() - started > self.timeout:
+                # Slow (a big scenario) or stalled (next to no simulated time: a livelock)?
+                pace = "stalled" if sim_s < 0.1 * horizon_s else "slow"
                 raise CaseTimeout(
-                    f"run still going after {self.timeout:g} s (simulated {sim_s:.3f}/{horizon_s:g} s)"
+                    f"run still going after {self.timeout:g} s, {pace} "
+                    f"(simulated {sim_s:.3f}/{horizon_s:g} s)"
                 )
 
         return check
@@ -277,8 +280,12 @@ class Worker:
                 )
 
 
+BACKTRACE_LINE = re.compile(r"^\s+(\d+: |at )|^stack backtrace:|^note: .*backtrace")
+
+
 def tail(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    """The end of a dead process's stderr, without the frames of a Rust backtrace."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip() and not BACKTRACE_LINE.match(line)]
     return " | ".join(lines[-3:])[:400]
 
 
