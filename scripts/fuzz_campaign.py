@@ -283,9 +283,14 @@ class Worker:
 BACKTRACE_LINE = re.compile(r"^\s+(\d+: |at )|^stack backtrace:|^note: .*backtrace")
 
 
+def without_backtrace(stderr: str) -> str:
+    """stderr without the frames of a Rust backtrace (printed under RUST_BACKTRACE=1)."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if not BACKTRACE_LINE.match(line))
+
+
 def tail(stderr: str) -> str:
-    """The end of a dead process's stderr, without the frames of a Rust backtrace."""
-    lines = [line for line in stderr.strip().splitlines() if line.strip() and not BACKTRACE_LINE.match(line)]
+    """The last lines of a dead process's stderr, backtrace left out, as one line."""
+    lines = [line for line in without_backtrace(stderr).splitlines() if line.strip()]
     return " | ".join(lines[-3:])[:400]
 
 
@@ -714,7 +719,7 @@ def cli_transcript(path: Path, timeout: float) -> list[dict[str, Any]]:
                     "command": "vsched " + " ".join(args),
                     "exit": done.returncode,
                     "stdout": done.stdout.decode("utf-8", errors="replace")[:300],
-                    "stderr": done.stderr.decode("utf-8", errors="replace")[-2000:],
+                    "stderr": without_backtrace(done.stderr.decode("utf-8", errors="replace"))[-2000:],
                 }
             )
         except subprocess.TimeoutExpired:

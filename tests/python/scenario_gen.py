@@ -647,8 +647,9 @@ def mutate_text(src: Source, text: str, notes: list[str]) -> str:
         i = pick(src, keys)
         notes.append(f"duplicated key {lines[i].strip()[:40]}")
         return "".join(lines[: i + 1] + [lines[i]] + lines[i + 1 :])
-    if action == "drop line" and lines:
-        i = src.integer(0, len(lines) - 1)
+    droppable = [i for i, line in enumerate(lines) if not line.startswith("horizon_s")]  # 60 s: slow
+    if action == "drop line" and droppable:
+        i = pick(src, droppable)
         notes.append(f"dropped line {lines[i].strip()[:40]}")
         return "".join(lines[:i] + lines[i + 1 :])
     if len(lines) > 1:
