@@ -77,13 +77,16 @@ def _check_vm(c: _Checker, where: str, vm: dict[str, Any], sim_s: float, host_pc
     if not isinstance(vcpus, int) or vcpus < 1:
         c.fail(f"{where}.vcpus", f"expected an integer >= 1, got {vcpus!r}")
         return
+    # null: the VM was due after the run ended, so it never existed (nor ran).
     created = vm.get("created_s")
-    c.number(f"{where}.created_s", created, 0.0, sim_s)
+    c.optional(f"{where}.created_s", created, 0.0, sim_s)
+    if created is None:
+        c.number(f"{where}.cpu_s (never created)", vm.get("cpu_s"), 0.0, 0.0)
     destroyed = vm.get("destroyed_s")
     c.optional(
         f"{where}.destroyed_s", destroyed, created if isinstance(created, (int, float)) else 0.0, sim_s
     )
-    lifetime = sim_s
+    lifetime = 0.0 if created is None else sim_s
     if isinstance(created, (int, float)):
         end = destroyed if isinstance(destroyed, (int, float)) else sim_s
         lifetime = max(0.0, end - created)
