@@ -13,7 +13,10 @@
 //! MPI library uses for small payloads, not an exact account of every library's algorithm.
 //! Ranks are `usize` as in [`crate::Ranks`]; a group (communicator) of `P = 1` sends nothing.
 
-use vsched_model::{BarrierWait, ConfigError, Dur, GuestSpec, Instr, Params, ProgramBuilder, Time, NS_PER_S};
+use vsched_model::{
+    BarrierWait, ConfigError, Dur, GuestSpec, Instr, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder, Time,
+    NS_PER_S,
+};
 
 use crate::Ranks;
 
@@ -159,8 +162,29 @@ pub(crate) fn job_guest(ranks: &Ranks, mut rank_program: impl FnMut(&mut Program
 // Parameters shared by the NPB models.
 
 pub(crate) use crate::runtime::{MPI_RUNTIME_PARAM, SPIN_LIMIT_PARAM, WAIT_PARAM};
-pub(crate) const JITTER_DOC: &str = "coefficient of variation of each compute block";
-pub(crate) const SERIAL_DOC: &str = "CPU time of the whole job on one rank, s (each rank computes serial_s / P)";
+const JITTER_DOC: &str = "coefficient of variation of each compute block";
+const SERIAL_DOC: &str = "CPU time of the whole job on one rank, s (each rank computes serial_s / P)";
+
+/// The `serial_s` parameter of an NPB model, `default_s` seconds by default (up to 10^6 s,
+/// the longest horizon).
+pub(crate) const fn serial_spec(default_s: f64) -> ParamSpec {
+    ParamSpec {
+        name: "serial_s",
+        default: ParamDefault::Float(default_s),
+        range: ParamRange::Float { min: 0.0, max: 1e6 },
+        doc: SERIAL_DOC,
+    }
+}
+
+/// The `jitter` parameter of an NPB model (a coefficient of variation up to 10).
+pub(crate) const fn jitter_spec(default_cv: f64) -> ParamSpec {
+    ParamSpec {
+        name: "jitter",
+        default: ParamDefault::Float(default_cv),
+        range: ParamRange::Float { min: 0.0, max: 10.0 },
+        doc: JITTER_DOC,
+    }
+}
 
 /// How the VM's ranks wait in a receive: `wait` if given, else the MPI `runtime`'s polling.
 /// A VM runs one rank per vCPU, never more.

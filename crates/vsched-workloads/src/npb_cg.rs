@@ -33,7 +33,7 @@
 
 use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamRange, ParamSpec, Params, ProgramBuilder};
 
-use crate::mpi::{self, Group, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
+use crate::mpi::{self, Group, MPI_RUNTIME_PARAM, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
@@ -49,18 +49,8 @@ const PARAMS: &[ParamSpec] = &[
         range: ParamRange::Int { min: 1, max: 100_000_000 },
         doc: "matrix order: 14000 class A, 75000 B, 150000 C",
     },
-    ParamSpec {
-        name: "serial_s",
-        default: ParamDefault::Float(16.0),
-        range: ParamRange::Float { min: 0.0, max: 1e6 },
-        doc: SERIAL_DOC,
-    },
-    ParamSpec {
-        name: "jitter",
-        default: ParamDefault::Float(0.05),
-        range: ParamRange::Float { min: 0.0, max: 10.0 },
-        doc: JITTER_DOC,
-    },
+    mpi::serial_spec(16.0),
+    mpi::jitter_spec(0.05),
     MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,

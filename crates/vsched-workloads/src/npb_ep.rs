@@ -15,28 +15,13 @@
 //!
 //! Messages per rank per run: 2 ⌈log2 P⌉ (barrier and allreduce, dissemination).
 
-use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamRange, ParamSpec, Params};
+use vsched_model::{ConfigError, GuestSpec, ParamSpec, Params};
 
-use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
+use crate::mpi::{self, MPI_RUNTIME_PARAM, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "serial_s",
-        default: ParamDefault::Float(16.0),
-        range: ParamRange::Float { min: 0.0, max: 1e6 },
-        doc: SERIAL_DOC,
-    },
-    ParamSpec {
-        name: "jitter",
-        default: ParamDefault::Float(0.01),
-        range: ParamRange::Float { min: 0.0, max: 10.0 },
-        doc: JITTER_DOC,
-    },
-    MPI_RUNTIME_PARAM,
-    WAIT_PARAM,
-    SPIN_LIMIT_PARAM,
-];
+const PARAMS: &[ParamSpec] =
+    &[mpi::serial_spec(16.0), mpi::jitter_spec(0.01), MPI_RUNTIME_PARAM, WAIT_PARAM, SPIN_LIMIT_PARAM];
 
 /// sx, sy and q[0..10], as doubles.
 const REDUCE_BYTES: u64 = 12 * 8;

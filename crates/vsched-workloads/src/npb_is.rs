@@ -21,7 +21,7 @@
 
 use vsched_model::{ConfigError, GuestSpec, ParamDefault, ParamRange, ParamSpec, Params};
 
-use crate::mpi::{self, JITTER_DOC, MPI_RUNTIME_PARAM, SERIAL_DOC, SPIN_LIMIT_PARAM, WAIT_PARAM};
+use crate::mpi::{self, MPI_RUNTIME_PARAM, SPIN_LIMIT_PARAM, WAIT_PARAM};
 use crate::{Ranks, WorkloadInfo};
 
 const PARAMS: &[ParamSpec] = &[
@@ -37,18 +37,8 @@ const PARAMS: &[ParamSpec] = &[
         range: ParamRange::Int { min: 10, max: 40 },
         doc: "log2 of the number of 4-byte keys: 23 class A, 25 B, 27 C",
     },
-    ParamSpec {
-        name: "serial_s",
-        default: ParamDefault::Float(8.0),
-        range: ParamRange::Float { min: 0.0, max: 1e6 },
-        doc: SERIAL_DOC,
-    },
-    ParamSpec {
-        name: "jitter",
-        default: ParamDefault::Float(0.05),
-        range: ParamRange::Float { min: 0.0, max: 10.0 },
-        doc: JITTER_DOC,
-    },
+    mpi::serial_spec(8.0),
+    mpi::jitter_spec(0.05),
     MPI_RUNTIME_PARAM,
     WAIT_PARAM,
     SPIN_LIMIT_PARAM,
