@@ -1,7 +1,7 @@
 //! The memory budget: what a scenario's simulation will hold, estimated at validation, and
 //! a one-line refusal naming the field when it exceeds the budget (`--max-memory`).
 //!
-//! The estimate counts what grows with the scenario's size: pCPUs, vCPUs, guest threads and
+//! The estimate counts what grows with the scenario's size: pCPUs, VMs, vCPUs, guest threads and
 //! their programs, locks, and the MPI mailboxes (one counter per rank of the job in every
 //! rank that receives: the quadratic term of a large virtual cluster). Nothing grows with
 //! simulated time: traces stream to their file, and per-request and per-sample figures are
@@ -16,6 +16,9 @@ use vsched_workloads::Ranks;
 // scenario varying one count, less the base, divided by the count.
 /// Bytes per pCPU: its state, its policy's run queue and its events (measured ~235).
 const PCPU_BYTES: u64 = 512;
+/// Bytes per VM, whatever its size: its domain state, its policy's, and its row of the report
+/// in Rust and in Python (measured ~15,400: 20,000 one-vCPU VMs under `credit`, 345 MB).
+const DOMAIN_BYTES: u64 = 20 << 10;
 /// Bytes per vCPU: its state, its policy's per-vCPU state and its events (measured ~600,
 /// with its thread).
 const VCPU_BYTES: u64 = 1 << 10;
@@ -23,9 +26,13 @@ const VCPU_BYTES: u64 = 1 << 10;
 const THREAD_BYTES: u64 = 512;
 /// Bytes per guest lock (its holder and waiter queues, empty at rest; measured ~100).
 const LOCK_BYTES: u64 = 128;
-/// Bytes of one streaming distribution (`vsched_model::Histogram`): 8 KiB per power of two
-/// its samples span, bounded here by 30 of them (nanoseconds from 2 µs to about 40 minutes).
-const HISTOGRAM_BYTES: u64 = 30 * (8 << 10);
+/// Bytes of a streaming distribution (`vsched_model::Histogram`): 8 KiB per power of two its
+/// samples visit, allocated as they arrive. A typical size, not the worst (30 powers, 240
+/// KiB): a web server's latencies span about ten powers (10 µs to 10 ms: 80 KiB); a CON
+/// VM's co-start skews about two (4 to 12 µs under `cs` on seed 004's lu), and none at all
+/// under a policy that does not co-schedule.
+const LATENCIES_BYTES: u64 = 10 * (8 << 10);
+const SKEWS_BYTES: u64 = 2 * (8 << 10);
 /// Bytes per counter of an MPI mailbox (`u32`).
 const MAILBOX_ENTRY_BYTES: u64 = 4;
 /// What the process holds whatever the scenario: the interpreter, the library, the tables.
@@ -34,6 +41,8 @@ pub(crate) const BASE_BYTES: u64 = 64 << 20;
 /// What one VM will hold, by the field that makes it grow.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct VmFootprint {
+    /// The VM itself, whatever its size.
+    pub(crate) domain: u64,
     pub(crate) vcpus: u64,
     /// Threads and their programs.
     pub(crate) threads: u64,
@@ -53,6 +62,7 @@ impl VmFootprint {
         // A thread's mailbox holds a counter per rank of the job, made at its first message.
         let receives = guest.programs.iter().any(|p| p.iter().any(|i| matches!(i, Instr::Recv { .. })));
         VmFootprint {
+            domain: DOMAIN_BYTES,
             vcpus: vcpus as u64 * VCPU_BYTES,
             threads: threads * THREAD_BYTES + programs,
             locks: u64::from(guest.locks) * LOCK_BYTES,
@@ -61,15 +71,18 @@ impl VmFootprint {
         }
     }
 
-    /// With `n` streaming distributions (a web server's latencies, a CON VM's skews).
-    pub(crate) fn with_distributions(self, n: u64) -> Self {
-        VmFootprint { statistics: n * HISTOGRAM_BYTES, ..self }
+    /// With the streaming distributions a VM keeps: a web server's request latencies, a CON
+    /// VM's co-start skews.
+    pub(crate) fn with_distributions(self, web: bool, con: bool) -> Self {
+        let statistics = u64::from(web) * LATENCIES_BYTES + u64::from(con) * SKEWS_BYTES;
+        VmFootprint { statistics, ..self }
     }
 
     /// `n` times this footprint (a VM of `n` ranks from one rank's).
     pub(crate) fn times(&self, n: usize) -> Self {
         let n = n as u64;
         VmFootprint {
+            domain: self.domain,
             vcpus: self.vcpus.saturating_mul(n),
             threads: self.threads.saturating_mul(n),
             locks: self.locks.saturating_mul(n),
@@ -79,7 +92,7 @@ impl VmFootprint {
     }
 
     pub(crate) fn total(&self) -> u64 {
-        self.vcpus + self.threads + self.locks + self.mailboxes + self.statistics
+        self.domain + self.vcpus + self.threads + self.locks + self.mailboxes + self.statistics
     }
 
     /// The workload or VM field behind the largest part, for the error message.

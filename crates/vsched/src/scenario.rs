@@ -749,22 +749,20 @@ fn vm_spec(
     let mut given = to_params(&wpath, &workload.params)?;
     let working_set_kb = given.remove(working_set::KEY);
     let params = Params::check(&wpath, info.params, &given)?;
-    // A web server records its requests' latencies, a CON VM its co-start skews.
-    let distributions = u64::from(info.name == "web") + u64::from(vm_type == VmType::Con);
+    let (web, con) = (info.name == "web", vm_type == VmType::Con);
     match charge {
         // A rank's program may grow with its job (an all-to-all has a step per rank), so a
         // VM of a larger job is measured by one rank's program before all are built.
         Some((budget, copies)) if ranks.world > ranks.vcpus => {
             let one = Ranks { vcpus: 1, ..ranks };
-            let footprint = VmFootprint::of(&(info.build)(&params, &one)?, 1, &one)
-                .times(ranks.vcpus)
-                .with_distributions(distributions);
+            let footprint =
+                VmFootprint::of(&(info.build)(&params, &one)?, 1, &one).times(ranks.vcpus).with_distributions(web, con);
             budget.vms(at, footprint, copies)?;
             (info.build)(&params, &ranks)?;
         }
         Some((budget, copies)) => {
             let guest = (info.build)(&params, &ranks)?.on_vcpus(vcpus as usize);
-            let footprint = VmFootprint::of(&guest, vcpus as usize, &ranks).with_distributions(distributions);
+            let footprint = VmFootprint::of(&guest, vcpus as usize, &ranks).with_distributions(web, con);
             budget.vms(at, footprint, copies)?;
         }
         None => {
