@@ -133,8 +133,8 @@ def _check_path(option: str, path: str | os.PathLike[str], hint: str = "") -> Pa
 def read_scenario(scenario: Scenario) -> str:
     """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8.
 
-    Raises `OSError` (e.g. `FileNotFoundError`) if the file cannot be read and
-    `ScenarioError` if it is not UTF-8 text, is larger than 16 MiB (`MAX_SCENARIO_BYTES`),
+    Raises `ScenarioError` if a one-line str names no file, `OSError` if a file cannot be
+    read, and `ScenarioError` if it is not UTF-8 text, is larger than 16 MiB (`MAX_SCENARIO_BYTES`),
     or holds a NUL character; text with a NUL or a lone surrogate raises `ScenarioError` too.
     """
     if isinstance(scenario, str) and "\n" in scenario:
@@ -142,6 +142,11 @@ def read_scenario(scenario: Scenario) -> str:
         return scenario
     # A one-line str is taken for a path: say so, since it may have been meant as text.
     path = _check_path("scenario", scenario, "; TOML text is recognized by its newline")
+    if isinstance(scenario, str) and not path.exists():
+        raise ScenarioError(
+            f"scenario: {scenario!r} is neither TOML text (text has at least one newline) "
+            "nor the path of an existing file"
+        )
     data = _read_bounded(path)
     try:
         text = data.decode("utf-8")

@@ -217,7 +217,7 @@ def run(
     policy: Annotated[
         Optional[str],
         typer.Option(
-            help="Run under this policy (default parameters) instead of the scenario's [scheduler]."
+            help="Run under this policy (default parameters) instead of the scenario's \\[scheduler] table."
         ),
     ] = None,
     json_output: Annotated[

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,14 @@ def _cell(outcome: FigureOutcome, x: str, series: str) -> str:
     return f"{text} (paper {paper:g}{outcome.figure.paper_unit})" if paper is not None else text
 
 
+def figure_notes(notes: str, quick: bool) -> str:
+    """A figure's notes for this run: what the quick version shortens (the notes' last
+    sentences, from "Quick:" or "Quick version:") only in a quick run."""
+    if quick:
+        return notes.strip()
+    return re.split(r"\s*\bQuick(?: version)?:", notes, maxsplit=1)[0].strip()
+
+
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -229,8 +238,9 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
             lines += ["", f"## {paper.id}: {paper.title}", "", paper.notes.strip()]
         image = f"{figures_dir}/{paper.id}-{figure.id}.png"
         lines += ["", f"### {figure.label}: {figure.title}", "", f"![{paper.id} {figure.label}]({image})", ""]
-        if figure.notes:
-            lines += [figure.notes.strip(), ""]
+        notes = figure_notes(figure.notes, settings.quick)
+        if notes:
+            lines += [notes, ""]
         if figure.kind != "cdf":
             what = (
                 "standard deviation over the seeds" if figure.stat == "std" else "mean ± standard deviation"

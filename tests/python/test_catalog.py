@@ -299,3 +299,12 @@ def test_a_missing_value_fails_only_the_claims_that_read_it() -> None:
     assert [v.holds for v in verdicts] == [True, True, False, False]
     assert verdicts[2].sim == "no value for 2 / C: 3 runs (e.g. unfinished within the horizon)"
     assert verdicts[3].sim.startswith("no value for 2 / C")
+
+
+def test_a_full_runs_report_leaves_out_what_the_quick_version_shortens() -> None:
+    from vsched.reproduce import figure_notes
+
+    notes = "Three 6-vCPU VMs. Quick: 5 seeds instead of 20, same work."
+    assert figure_notes(notes, quick=False) == "Three 6-vCPU VMs."
+    assert figure_notes(notes, quick=True) == notes
+    assert figure_notes("Quick version: 20 supersteps instead of 50.", quick=False) == ""

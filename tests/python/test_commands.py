@@ -165,3 +165,16 @@ def test_exception_in_progress_callback_stops_the_run() -> None:
 def test_progress_must_be_callable() -> None:
     with pytest.raises(TypeError):
         vsched.run(TINY_SCENARIO, progress=42)  # type: ignore[arg-type]
+
+
+def test_help_shows_table_names_in_brackets(cli: Cli) -> None:
+    # Rich takes `[scheduler]` for markup unless it is escaped; the help once read
+    # "instead of the scenario's ." (issue 19's small frictions).
+    result = cli("run", "--help")
+    assert result.exit_code == 0
+    assert "[scheduler]" in result.stdout
+
+
+def test_one_line_text_that_names_no_file_is_a_scenario_error() -> None:
+    with pytest.raises(vsched.ScenarioError, match="neither TOML text .* nor the path of an existing file"):
+        vsched.run("not toml [")
