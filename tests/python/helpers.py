@@ -37,6 +37,24 @@ horizon_s = 0.5
 seed = 3
 """
 
+# Three vCPUs contending for a ticket lock on two pCPUs: about 0.2 s of wall time per run,
+# long enough to interrupt a sweep or kill it mid-run.
+SLOW_SCENARIO = """\
+name = "slow"
+[host]
+pcpus = 2
+[scheduler]
+name = "credit"
+[[vm]]
+name = "locker"
+vcpus = 3
+[vm.workload]
+kind = "spinlock"
+iterations = 30000
+[run]
+horizon_s = 100
+"""
+
 WALL_CLOCK_FIELDS = frozenset({"wall_s"})
 
 

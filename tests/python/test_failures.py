@@ -24,7 +24,7 @@ from vsched import _core
 from vsched.cli import parse_size
 from vsched.runs import JobFailed, RunSettings, Store, apply_overrides, make_jobs, run_jobs
 
-from helpers import TINY_SCENARIO, CliResult
+from helpers import SLOW_SCENARIO, TINY_SCENARIO, CliResult
 
 Cli = Callable[..., CliResult]
 
@@ -266,24 +266,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-# Three vCPUs contending for a ticket lock on two pCPUs: about 0.2 s of wall time per run.
-SLOW_SCENARIO = """\
-name = "slow"
-[host]
-pcpus = 2
-[scheduler]
-name = "credit"
-[[vm]]
-name = "locker"
-vcpus = 3
-[vm.workload]
-kind = "spinlock"
-iterations = 30000
-[run]
-horizon_s = 100
-"""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not FORK, reason="reads /proc; forked workers")

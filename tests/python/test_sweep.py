@@ -20,7 +20,7 @@ import pytest
 import vsched
 from vsched.runs import Store, apply_overrides, make_jobs, parse_value, run_jobs
 
-from helpers import TINY_SCENARIO, CliResult, without_wall_clock
+from helpers import SLOW_SCENARIO, TINY_SCENARIO, CliResult, without_wall_clock
 
 Cli = Callable[..., CliResult]
 
@@ -169,29 +169,11 @@ def stored_keys(path: Path) -> list[str]:
     return keys
 
 
-# Three vCPUs contending for a ticket lock on two pCPUs: about 0.2 s of wall time per run.
-RESUME_SCENARIO = """\
-name = "resume"
-[host]
-pcpus = 2
-[scheduler]
-name = "credit"
-[[vm]]
-name = "locker"
-vcpus = 3
-[vm.workload]
-kind = "spinlock"
-iterations = 30000
-[run]
-horizon_s = 100
-"""
-
-
 def test_an_interrupted_sweep_resumes_and_has_every_run_exactly_once(tmp_path: Path) -> None:
     # 16 runs on 2 worker processes; Ctrl-C (SIGINT) once a few have been stored, then a
     # write cut short is simulated by a partial line, as a kill -9 could leave.
     scenario = tmp_path / "resume.toml"
-    scenario.write_text(RESUME_SCENARIO)
+    scenario.write_text(SLOW_SCENARIO)
     out = tmp_path / "sweep"
     command = [
         sys.executable,
@@ -245,7 +227,7 @@ def test_the_ray_backend_returns_the_rows_of_local_runs(tmp_path: Path) -> None:
         job
         for cs_us in (5, 20)
         for job in make_jobs(
-            "resume", RESUME_SCENARIO, None, [("vm.locker.workload.cs_us", cs_us)], range(1, 3)
+            "resume", SLOW_SCENARIO, None, [("vm.locker.workload.cs_us", cs_us)], range(1, 3)
         )
     ]
     with Store(tmp_path / "local.jsonl") as local_store:

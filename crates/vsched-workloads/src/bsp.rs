@@ -48,7 +48,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         return Err(params.invalid("compute_ms", format!("expected a number > 0, got {compute_ms}")));
     }
     let jitter = params.float("jitter");
-    let threads = threads_of(params, vcpus)?;
+    let threads = threads_of(params, vcpus);
     let wait = runtime::wait_of(params, runtime::RUNTIMES, threads, vcpus)?;
     let mut b = ProgramBuilder::new();
     b.repeat(Some(supersteps))

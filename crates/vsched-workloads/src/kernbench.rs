@@ -122,7 +122,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
     let chunks = shootdowns.clamp(1, sections);
     let per_chunk = sections / chunks;
     let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
-    let threads = threads_of(params, OPTIMAL_JOBS_PER_CPU * vcpus)? as u64;
+    let threads = threads_of(params, OPTIMAL_JOBS_PER_CPU * vcpus) as u64;
     let programs = (0..threads)
         .map(|i| {
             let mine = jobs / threads + u64::from(i < jobs % threads);

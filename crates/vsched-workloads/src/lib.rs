@@ -107,9 +107,13 @@ pub(crate) const THREADS_PARAM: ParamSpec = ParamSpec {
 };
 
 /// The program's threads: `threads` if given (not 0), else `default`.
-pub(crate) fn threads_of(params: &Params, default: usize) -> Result<usize, ConfigError> {
+pub(crate) fn threads_of(params: &Params, default: usize) -> usize {
     let n = params.int("threads");
-    Ok(if n == 0 { default } else { n as usize })
+    if n == 0 {
+        default
+    } else {
+        n as usize
+    }
 }
 
 /// Microseconds (as the user writes them) to nanoseconds.

@@ -86,7 +86,7 @@ fn build(params: &Params, ranks: &Ranks) -> Result<GuestSpec, ConfigError> {
         .push(Instr::Unlock)
         .end_repeat();
     let program = b.build();
-    let threads = threads_of(params, vcpus)?;
+    let threads = threads_of(params, vcpus);
     Ok(GuestSpec { programs: vec![program; threads], vcpus, locks, lock_kind, finite: true, idle_vcpus: 0 })
 }
 
