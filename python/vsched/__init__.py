@@ -9,8 +9,10 @@ fragmentation emerge from the schedule. This package is its Python face::
     for vm in report["summary"]["vms"]:
         print(vm["name"], vm["completion_s_mean"], vm["completion_s_std"])
 
-A scenario is given either as a path (a `pathlib.Path`, or a one-line `str`) or as TOML
-text (a `str` holding at least one newline). Bad input raises `ScenarioError`, whose
+A scenario is given as a path (a `pathlib.Path`, or a one-line `str`), as TOML text (a `str`
+holding at least one newline), or as Python data: a `vsched.Scenario` or any dict of its
+tables (see `vsched.scenario`). `run` returns a `Report`, the report's dict with its runs as
+tables (`report.vms()`, `report.hosts()`; see `vsched.frames`). Bad input raises `ScenarioError`, whose
 message is the one line the command line prints; a policy that makes an unusable decision
 (a bug in the policy, not in the input) raises `PolicyError`, and a bug in vsched itself (a
 panic in the Rust core) raises `InternalError`, both with one-line messages. The scenario
@@ -24,6 +26,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable, Union
 
 from vsched import _core
@@ -41,19 +44,24 @@ __all__ = [
     "InternalError",
     "PolicyError",
     "ProgressCallback",
+    "Report",
     "Scenario",
     "ScenarioError",
+    "ScenarioLike",
+    "SweepResults",
     "bench",
     "policies",
     "read_scenario",
     "run",
     "run_json",
+    "run_sweep",
     "validate",
     "workloads",
 ]
 
-Scenario = Union[str, "os.PathLike[str]"]
-"""A scenario file path, or the scenario's TOML text (any `str` containing a newline)."""
+ScenarioLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+"""A scenario file path, the scenario's TOML text (any `str` containing a newline), or the
+scenario as Python data (a `Scenario`, or a dict of its tables)."""
 
 ProgressCallback = Callable[[int, int, float, float], None]
 """Called as `progress(rep, reps, sim_s, horizon_s)` at most every 100 ms of a run; `rep`
@@ -130,13 +138,17 @@ def _check_path(option: str, path: str | os.PathLike[str], hint: str = "") -> Pa
     return Path(os.fsdecode(name))
 
 
-def read_scenario(scenario: Scenario) -> str:
-    """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8.
+def read_scenario(scenario: ScenarioLike) -> str:
+    """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8, Python
+    data is rendered (`Scenario.to_toml`).
 
     Raises `ScenarioError` if a one-line str names no file, `OSError` if a file cannot be
     read, and `ScenarioError` if it is not UTF-8 text, is larger than 16 MiB (`MAX_SCENARIO_BYTES`),
-    or holds a NUL character; text with a NUL or a lone surrogate raises `ScenarioError` too.
+    or holds a NUL character; text with a NUL or a lone surrogate raises `ScenarioError` too,
+    and so does data holding a value TOML cannot (naming its path).
     """
+    if isinstance(scenario, Mapping):
+        return scenario_toml(scenario)
     if isinstance(scenario, str) and "\n" in scenario:
         _check_text(scenario)
         return scenario
@@ -177,7 +189,7 @@ def _check_max_memory(value: int) -> None:
 
 
 def run_json(
-    scenario: Scenario,
+    scenario: ScenarioLike,
     *,
     seed: int | None = None,
     reps: int | None = None,
@@ -220,7 +232,7 @@ def run_json(
 
 
 def run(
-    scenario: Scenario,
+    scenario: ScenarioLike,
     *,
     seed: int | None = None,
     reps: int | None = None,
@@ -230,14 +242,15 @@ def run(
     progress: ProgressCallback | None = None,
     check: bool = False,
     max_memory: int = 0,
-) -> dict[str, Any]:
+) -> Report:
     """Run `scenario` and return the report: `runs[]` (one per repetition, each with `seed`,
     `events`, `wall_s`, `vms[]` and `host`) and `summary` (means and standard deviations, per
-    VM and for the host).
+    VM and for the host), a dict whose methods `runs()`, `vms()` and `hosts()` give them as
+    tables (see `vsched.frames`).
 
     Arguments as for `run_json`.
     """
-    report: dict[str, Any] = json.loads(
+    report = Report(json.loads(
         run_json(
             scenario,
             seed=seed,
@@ -249,11 +262,11 @@ def run(
             check=check,
             max_memory=max_memory,
         )
-    )
+    ))
     return report
 
 
-def validate(scenario: Scenario, *, max_memory: int = 0) -> None:
+def validate(scenario: ScenarioLike, *, max_memory: int = 0) -> None:
     """Check `scenario` without running it; raises `ScenarioError` if it is invalid or its
     estimated memory exceeds `max_memory` bytes (0: the core's default budget)."""
     _check_max_memory(max_memory)
@@ -279,3 +292,9 @@ def bench(sim_s: float | None = None) -> dict[str, Any]:
     core's) and return its figures, among them `events_per_s` and `sim_s_per_wall_s`."""
     figures: dict[str, Any] = json.loads(_core.bench(sim_s))
     return figures
+
+
+# At the end: these modules use the helpers above.
+from vsched.frames import Report, SweepResults  # noqa: E402
+from vsched.scenario import Scenario, scenario_toml  # noqa: E402
+from vsched.sweep import run_sweep  # noqa: E402

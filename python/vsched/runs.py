@@ -182,13 +182,14 @@ class RunSettings:
 
 
 def execute(job: Job, settings: RunSettings | None = None) -> Row:
-    """Run one job and return its row (job columns first). Runs in a worker process."""
+    """Run one job and return its row (job columns first; `policy` is the policy the run had,
+    the scenario's own when the job names none). Runs in a worker process."""
     settings = settings or RunSettings()
     report = vsched.run(job.text, seed=job.seed, reps=1, check=settings.check, max_memory=settings.max_memory)
     row: Row = {
         "key": job.key,
         "scenario": job.scenario,
-        "policy": job.policy or "",
+        "policy": report["policy"],
         "overrides": json.dumps(list(map(list, job.overrides))),
         "seed": job.seed,
     }
@@ -234,9 +235,14 @@ def _one_line(text: str) -> str:
 Outcome = tuple[Any, ...]
 
 
-def _attempt(job: Job, settings: RunSettings) -> Outcome:
+Task = Callable[[Job, RunSettings], Row]
+"""What a worker does with a job: `execute` (a row of metrics), or another picklable callable
+(e.g. `vsched.repetitions.WholeReport`)."""
+
+
+def _attempt(job: Job, settings: RunSettings, task: Task = execute) -> Outcome:
     try:
-        return ("row", execute(job, settings))
+        return ("row", task(job, settings))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # noqa: B036 - a PanicException is a BaseException
@@ -418,7 +424,9 @@ def _die_with_parent(expected_parent: int | None) -> int:
     return parent
 
 
-def _worker_main(connection: Connection, expected_parent: int | None, settings: RunSettings) -> None:
+def _worker_main(
+    connection: Connection, expected_parent: int | None, settings: RunSettings, task: Task = execute
+) -> None:
     """A worker process: run the jobs received on `connection`, send back each outcome,
     stop on None, on a closed connection or when orphaned."""
     # Ctrl-C is the parent's to handle (it keeps what finished and stops the workers).
@@ -432,7 +440,7 @@ def _worker_main(connection: Connection, expected_parent: int | None, settings: 
             job = connection.recv()
             if job is None:
                 return
-            connection.send(_attempt(job, settings))
+            connection.send(_attempt(job, settings, task))
     except (EOFError, OSError):
         return  # the parent closed its end or went away
 
@@ -461,10 +469,13 @@ def _stop(workers: Sequence[_Worker]) -> None:
         worker.connection.close()
 
 
-def _local(jobs: Sequence[Job], workers: int, settings: RunSettings) -> Iterator[Row]:
+def run_local(jobs: Sequence[Job], workers: int, settings: RunSettings, task: Task = execute) -> Iterator[Row]:
+    """Run `jobs` on `workers` local processes (in this one for 1), each with `task`, yielding
+    each row as its job finishes, in that order; nothing is stored. A failed run raises
+    `JobFailed` naming it, and the runs still going are stopped."""
     if workers <= 1:
         for job in jobs:
-            yield _row(job, _attempt(job, settings))
+            yield _row(job, _attempt(job, settings, task))
         return
     context = multiprocessing.get_context()
     # A worker's parent is this process, unless a fork server starts them.
@@ -474,7 +485,7 @@ def _local(jobs: Sequence[Job], workers: int, settings: RunSettings) -> Iterator
         for _ in range(min(workers, len(jobs))):
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=_worker_main, args=(theirs, expected_parent, settings), daemon=True
+                target=_worker_main, args=(theirs, expected_parent, settings, task), daemon=True
             )
             process.start()
             theirs.close()
@@ -558,7 +569,7 @@ def run_jobs(
     if progress:
         progress(done, total)
     if todo:
-        rows = _ray(todo, address, settings) if backend == "ray" else _local(todo, workers, settings)
+        rows = _ray(todo, address, settings) if backend == "ray" else run_local(todo, workers, settings)
         for row in rows:
             store.add(row)
             done += 1
@@ -567,26 +578,31 @@ def run_jobs(
     return [store.rows[job.key] for job in jobs]
 
 
+def arrow_table(rows: Sequence[Row], names: Sequence[str]) -> Any:
+    """`rows` as a `pyarrow.Table` with the columns `names`, in that order. A field a row lacks
+    is null; a column mixing kinds of values is written as text (JSON)."""
+    import pyarrow as pa
+
+    columns = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            columns[name] = pa.array([None if v is None else json.dumps(v) for v in values], pa.string())
+    return pa.table(columns)
+
+
 def write_parquet(rows: Sequence[Row], path: Path, extra: dict[str, dict[str, Any]] | None = None) -> None:
     """Write `rows` (one per run) as a Parquet table with a column per field seen in any row:
     the job columns first, then `extra` columns (per key: column -> value), then the metrics in
     name order. A field a row lacks is null; a column mixing kinds of values is written as text."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     unique = list({row["key"]: row for row in rows}.values())
     extra = extra or {}
     extra_names = list(dict.fromkeys(name for values in extra.values() for name in values))
     metric_names = sorted({name for row in unique for name in row} - set(JOB_COLUMNS))
-    columns = {}
-    for name in [*JOB_COLUMNS, *extra_names, *metric_names]:
-        if name in extra_names:
-            values = [extra.get(row["key"], {}).get(name) for row in unique]
-        else:
-            values = [row.get(name) for row in unique]
-        try:
-            columns[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            columns[name] = pa.array([None if v is None else json.dumps(v) for v in values], pa.string())
+    combined = [{**row, **extra.get(row["key"], {})} for row in unique]
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(columns), path)
+    pq.write_table(arrow_table(combined, [*JOB_COLUMNS, *extra_names, *metric_names]), path)

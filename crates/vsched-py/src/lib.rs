@@ -173,6 +173,27 @@ fn apply_overrides(scenario_toml: &str, policy: Option<&str>, overrides: Vec<(St
     guarded(|| vsched::apply_overrides_json(scenario_toml, policy, &overrides).map_err(to_py_err))
 }
 
+/// The TOML text of a scenario given as JSON text (an object); raises `ScenarioError` if it
+/// is not one.
+#[pyfunction]
+fn scenario_toml(scenario_json: &str) -> PyResult<String> {
+    guarded(|| vsched::scenario_toml_from_json(scenario_json).map_err(to_py_err))
+}
+
+/// The report of several single-repetition reports of one scenario (seeds `seed`,
+/// `seed + 1`, ...), as `run` writes it for all of them at once.
+#[pyfunction]
+#[pyo3(signature = (scenario_toml, policy, max_memory, seed, reports))]
+fn combine_reports(
+    scenario_toml: &str,
+    policy: Option<&str>,
+    max_memory: u64,
+    seed: u64,
+    reports: Vec<String>,
+) -> PyResult<String> {
+    guarded(|| vsched::combine_reports_json(scenario_toml, policy, max_memory, seed, &reports).map_err(to_py_err))
+}
+
 /// The registered scheduling policies as JSON text.
 #[pyfunction]
 fn policies() -> PyResult<String> {
@@ -223,6 +244,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(apply_overrides, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(combine_reports, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;

@@ -3,7 +3,8 @@
 //! It turns scenario text into simulations, runs repetitions and renders the JSON report.
 //! The PyO3 layer depends on exactly these items:
 //! - [`run_scenario_json`], [`validate_scenario`], [`apply_overrides_json`], [`policies_json`],
-//!   [`workloads_json`], [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
+//!   [`workloads_json`], [`bench_json`], [`scenario_toml_from_json`], [`combine_reports_json`],
+//!   [`DEFAULT_SCENARIO`], [`Error`].
 
 mod footprint;
 mod guest_kernel;
@@ -172,6 +173,54 @@ pub fn apply_overrides_json(
         .collect::<Result<Vec<_>, _>>()
         .map_err(scenario_error)?;
     overrides::apply_overrides(toml_text, policy, &values).map_err(scenario_error)
+}
+
+/// The TOML text of a scenario given as a JSON object (how `vsched.Scenario` crosses over from
+/// Python), written by the same writer as [`apply_overrides_json`]; not validated.
+pub fn scenario_toml_from_json(json_text: &str) -> Result<String, Error> {
+    let scenario_error = |e: vsched_model::ConfigError| Error::Scenario(e.to_string());
+    let toml::Value::Table(table) = overrides::value_from_json_text("scenario", json_text).map_err(scenario_error)?
+    else {
+        return Err(Error::Scenario("scenario: expected a table of the scenario's keys".into()));
+    };
+    toml::to_string(&table).map_err(|e| Error::Scenario(format!("scenario: cannot be written as TOML: {e}")))
+}
+
+/// The report of the repetitions in `reports`, each the JSON report of one repetition of the
+/// scenario `toml_text` (run with `policy`, as [`run_scenario_json`] with `reps = 1`), the
+/// i-th with seed `seed + i`: the text [`run_scenario_json`] writes for all of them in one
+/// process (`vsched run --jobs`), wall-clock times apart.
+pub fn combine_reports_json(
+    toml_text: &str,
+    policy: Option<&str>,
+    max_memory: u64,
+    seed: u64,
+    reports: &[String],
+) -> Result<String, Error> {
+    #[derive(serde::Deserialize)]
+    struct OneRepetition {
+        runs: Vec<report::RunRecord>,
+    }
+    let scenario =
+        Scenario::parse_with(toml_text, policy, max_memory).map_err(|e| Error::Scenario(e.to_string()))?;
+    let reps = u32::try_from(reports.len()).unwrap_or(u32::MAX);
+    scenario::check_reps("reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;
+    let mut runs = Vec::with_capacity(reports.len());
+    for (i, text) in reports.iter().enumerate() {
+        let bad = |why: String| Error::Scenario(format!("reports[{i}]: {why}"));
+        let one: OneRepetition =
+            serde_json::from_str(text).map_err(|e| bad(format!("expected a report of vsched: {e}")))?;
+        let [run]: [report::RunRecord; 1] = one
+            .runs
+            .try_into()
+            .map_err(|runs: Vec<_>| bad(format!("expected the report of one repetition, got {}", runs.len())))?;
+        let expected = seed.wrapping_add(i as u64);
+        if run.seed != expected {
+            return Err(bad(format!("expected the repetition of seed {expected}, got seed {}", run.seed)));
+        }
+        runs.push(run);
+    }
+    Ok(report::document(&scenario, seed, reps, &runs).to_string())
 }
 
 /// Every policy with its description and parameters, as JSON.

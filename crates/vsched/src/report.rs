@@ -4,14 +4,17 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 use vsched_model::{RunError, RunMetrics, Span, SpanSink, Until};
 
 use crate::scenario::Scenario;
 
-/// One repetition: its seed, the metrics, and how long it took on the wall clock.
-#[derive(Serialize)]
+/// One repetition: its seed, the metrics, and how long it took on the wall clock. It reads
+/// back from the report's JSON exactly (floats are written in their shortest exact form), so
+/// repetitions run in separate processes combine into the report one process would write
+/// ([`crate::combine_reports_json`]).
+#[derive(Serialize, Deserialize)]
 pub struct RunRecord {
     pub seed: u64,
     pub wall_s: f64,
