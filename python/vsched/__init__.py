@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Callable, Union
 
 from vsched import _core
@@ -250,19 +250,21 @@ def run(
 
     Arguments as for `run_json`.
     """
-    report = Report(json.loads(
-        run_json(
-            scenario,
-            seed=seed,
-            reps=reps,
-            policy=policy,
-            trace=trace,
-            trace_limit=trace_limit,
-            progress=progress,
-            check=check,
-            max_memory=max_memory,
+    report = Report(
+        json.loads(
+            run_json(
+                scenario,
+                seed=seed,
+                reps=reps,
+                policy=policy,
+                trace=trace,
+                trace_limit=trace_limit,
+                progress=progress,
+                check=check,
+                max_memory=max_memory,
+            )
         )
-    ))
+    )
     return report
 
 

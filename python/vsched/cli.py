@@ -646,7 +646,8 @@ def sweep(
     summary = sweeping.summary(grid, job_list, rows, metrics)
     if json_output:
         skipped = [
-            {**dict(s.values), "policy": s.policy or "(scenario's)", "reason": s.reason} for s in planned.skipped
+            {**dict(s.values), "policy": s.policy or "(scenario's)", "reason": s.reason}
+            for s in planned.skipped
         ]
         print_json({"out": str(out), "metrics": metrics, "points": summary, "skipped": skipped})
         return

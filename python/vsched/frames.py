@@ -70,7 +70,7 @@ def _ordered(identity: Row) -> Row:
 
 def vm_rows(runs: Iterable[Row]) -> list[Row]:
     """One row per run and VM, from flat run rows (see the module notes)."""
-    rows = []
+    rows: list[Row] = []
     for run in runs:
         identity = _ordered(_identity(run))
         by_vm: dict[str, Row] = {}
@@ -89,7 +89,7 @@ def vm_rows(runs: Iterable[Row]) -> list[Row]:
 def host_rows(runs: Iterable[Row]) -> list[Row]:
     """One row per run and host, from flat run rows: a cluster's `hosts.<i>.<metric>`, or the
     single host's `host.<metric>` as host 0 (see the module notes)."""
-    rows = []
+    rows: list[Row] = []
     for run in runs:
         identity = _ordered(_identity(run))
         cluster = any(name.startswith("hosts.") for name in run)

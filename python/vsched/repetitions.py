@@ -16,7 +16,7 @@ from pathlib import Path
 
 import vsched
 from vsched import _core
-from vsched.runs import Job, Progress, RunSettings, Row, apply_overrides, make_jobs, run_local
+from vsched.runs import Job, Progress, Row, RunSettings, apply_overrides, make_jobs, run_local
 
 if sys.version_info >= (3, 11):
     import tomllib

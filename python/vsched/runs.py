@@ -469,7 +469,9 @@ def _stop(workers: Sequence[_Worker]) -> None:
         worker.connection.close()
 
 
-def run_local(jobs: Sequence[Job], workers: int, settings: RunSettings, task: Task = execute) -> Iterator[Row]:
+def run_local(
+    jobs: Sequence[Job], workers: int, settings: RunSettings, task: Task = execute
+) -> Iterator[Row]:
     """Run `jobs` on `workers` local processes (in this one for 1), each with `task`, yielding
     each row as its job finishes, in that order; nothing is stored. A failed run raises
     `JobFailed` naming it, and the runs still going are stopped."""

@@ -38,7 +38,6 @@ import numbers
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import vsched
@@ -86,7 +85,9 @@ def _plain(value: Any, path: str, depth: int = 0) -> Any:
     if isinstance(value, numbers.Integral):
         number = int(value)
         if not _I64_MIN <= number <= _I64_MAX:
-            raise _error(path, f"expected an integer from {_I64_MIN} to {_I64_MAX} (TOML's limit), got {number}")
+            raise _error(
+                path, f"expected an integer from {_I64_MIN} to {_I64_MAX} (TOML's limit), got {number}"
+            )
         return number
     if isinstance(value, numbers.Real):
         real = float(value)
@@ -154,7 +155,9 @@ class Scenario(dict[str, Any]):
         """Raise `ScenarioError` if the scenario is invalid (as `vsched.validate`)."""
         vsched.validate(self, max_memory=max_memory)
 
-    def with_overrides(self, overrides: Mapping[str, Any] | None = None, *, policy: str | None = None) -> Scenario:
+    def with_overrides(
+        self, overrides: Mapping[str, Any] | None = None, *, policy: str | None = None
+    ) -> Scenario:
         """A new scenario with `[scheduler]` replaced by `policy` at its default parameters
         when given, then each dotted key of `overrides` set to its value, by the rules of
         `vsched sweep --set` (`{"scheduler.tslice_ms": 10, "vm.spin.vcpus": 2}`)."""

@@ -104,7 +104,7 @@ def plan(
     """Every job of the sweep; each scenario variant is validated (its memory estimate against
     `max_memory` bytes, 0 = the core's default budget) before anything runs. A variant the
     core refuses raises `InfeasiblePoint`, or with `skip_infeasible` is left out and listed
-    in `skipped`; if every point is, `InfeasiblePoint` is raised all the same."""
+    in `skipped`; if every point is, `ScenarioError` is raised all the same."""
     jobs: list[Job] = []
     skipped: list[SkippedPoint] = []
     for point in grid:
@@ -124,7 +124,7 @@ def plan(
             raise vsched.InternalError(f"{error} (with {described or 'the scenario as written'})") from None
         jobs += point_jobs
     if grid and len(skipped) == len(grid):
-        raise InfeasiblePoint(f"every point of the sweep is infeasible, e.g. {skipped[0].describe()}")
+        raise vsched.ScenarioError(f"every point of the sweep is infeasible, e.g. {skipped[0].describe()}")
     return Plan(jobs, skipped)
 
 
@@ -217,7 +217,8 @@ def summary(
             {
                 **dict(point.overrides),
                 # The policy the runs had: the scenario's own when the point names none.
-                "policy": point.policy or next((r["policy"] for r in point_rows if r["policy"]), "(scenario's)"),
+                "policy": point.policy
+                or next((r["policy"] for r in point_rows if r["policy"]), "(scenario's)"),
                 "runs": len(point_rows),
                 **{m: summarize([r.get(m) for r in point_rows]) for m in metrics},
             }

@@ -9,13 +9,12 @@ from typing import Any
 import pandas
 import pyarrow
 import pytest
+from test_cluster import CLUSTER
 
 import vsched
 from vsched.frames import read_sweep, vm_rows
 
 from helpers import TINY_SCENARIO
-
-from test_cluster import CLUSTER
 
 
 def test_vms_has_a_row_per_repetition_and_vm_and_a_column_per_metric() -> None:
@@ -29,7 +28,7 @@ def test_vms_has_a_row_per_repetition_and_vm_and_a_column_per_metric() -> None:
     # Every metric of the report, value for value.
     metrics = set(report["runs"][0]["vms"][0]) - {"name"}
     assert metrics <= set(vms.columns)
-    for index, (run, vm) in enumerate((run, vm) for run in report["runs"] for vm in run["vms"]):
+    for index, vm in enumerate(vm for run in report["runs"] for vm in run["vms"]):
         row = vms.iloc[index]
         for metric in ("cpu_s", "spin_s", "steal_s", "lock_holder_preemptions", "workload", "vcpus"):
             assert row[metric] == vm[metric], (index, metric)

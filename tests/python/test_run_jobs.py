@@ -56,11 +56,15 @@ def test_the_scenario_s_seed_and_reps_apply_when_not_given(cli: Cli, tiny_scenar
 
 
 def test_bad_options_fail_as_in_a_serial_run(cli: Cli, tiny_scenario: Path, tmp_path: Path) -> None:
-    assert cli("run", tiny_scenario, "--jobs", "0").stderr_lines == ["error: --jobs: expected at least 1, got 0"]
+    assert cli("run", tiny_scenario, "--jobs", "0").stderr_lines == [
+        "error: --jobs: expected at least 1, got 0"
+    ]
     for options in (["--policy", "fifo"], ["--reps", "100001"]):
         serial = cli("run", tiny_scenario, *options)
         parallel = cli("run", tiny_scenario, *options, "--jobs", "2")
-        assert (parallel.exit_code, parallel.stderr) == (serial.exit_code, serial.stderr) == (2, serial.stderr)
+        assert (
+            (parallel.exit_code, parallel.stderr) == (serial.exit_code, serial.stderr) == (2, serial.stderr)
+        )
     unwritable = tmp_path / "missing" / "trace.json"
     serial = cli("run", tiny_scenario, "--trace", unwritable)
     parallel = cli("run", tiny_scenario, "--trace", unwritable, "--jobs", "2")

@@ -60,7 +60,10 @@ def test_changes_to_a_scenario_reach_the_run_and_not_the_data_it_came_from() -> 
     report = vsched.run(scenario)
     assert (report["scenario"], report["pcpus"]) == ("changed", 3)
     assert [vm["name"] for vm in report["runs"][0]["vms"]] == ["hog", "other"]
-    assert template == {"host": {"pcpus": 2}, "vm": [{"name": "hog", "vcpus": 1, "workload": {"kind": "cpu_hog"}}]}
+    assert template == {
+        "host": {"pcpus": 2},
+        "vm": [{"name": "hog", "vcpus": 1, "workload": {"kind": "cpu_hog"}}],
+    }
     copied = scenario.copy()
     copied["host"]["pcpus"] = 1
     assert isinstance(copied, vsched.Scenario) and scenario["host"]["pcpus"] == 3
@@ -99,8 +102,16 @@ def at(path: str, value: Any) -> vsched.Scenario:
     ("path", "value", "message"),
     [
         ("host.pcpus", None, "host.pcpus: expected a number, string, boolean, array or table, got None"),
-        ("vm[0].workload.iterations", float("nan"), "vm[0].workload.iterations: expected a finite number, got nan"),
-        ("vm[0].workload.iterations", float("-inf"), "vm[0].workload.iterations: expected a finite number, got -inf"),
+        (
+            "vm[0].workload.iterations",
+            float("nan"),
+            "vm[0].workload.iterations: expected a finite number, got nan",
+        ),
+        (
+            "vm[0].workload.iterations",
+            float("-inf"),
+            "vm[0].workload.iterations: expected a finite number, got -inf",
+        ),
         (
             "vm[1].vcpus",
             2**64,
@@ -123,7 +134,9 @@ def test_a_value_toml_cannot_hold_is_named_by_its_path(path: str, value: Any, me
 def test_data_nested_without_end_is_refused_in_one_line() -> None:
     scenario = tiny()
     scenario["run"]["loop"] = scenario["run"]
-    with pytest.raises(vsched.ScenarioError, match=r"^run\.loop\.loop.*: expected tables and arrays nested at most"):
+    with pytest.raises(
+        vsched.ScenarioError, match=r"^run\.loop\.loop.*: expected tables and arrays nested at most"
+    ):
         scenario.to_toml()
     with pytest.raises(vsched.ScenarioError, match="^scenario: expected a table"):
         vsched.scenario.scenario_toml([1, 2])  # type: ignore[arg-type]
