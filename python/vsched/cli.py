@@ -627,12 +627,7 @@ def sweep(
     for skipped_point in planned.skipped:
         # One line each, however long: print, not the console, which wraps.
         print(f"skipped (infeasible) {skipped_point.describe()}", file=sys.stderr)
-    job_list = planned.jobs
-    grid = [
-        point
-        for point in grid
-        if not any((point.overrides, point.policy) == (s.values, s.policy) for s in planned.skipped)
-    ]
+    job_list, grid = planned.jobs, planned.points
     out = out if out is not None else Path(f"sweep-{scenario.stem}")
     workers = jobs or os.cpu_count() or 1
     store = run_batch(job_list, out, f"sweep {scenario.name}", workers, backend, address, settings)

@@ -87,9 +87,10 @@ class InfeasiblePoint(vsched.ScenarioError):
 
 @dataclass(frozen=True)
 class Plan:
-    """The jobs of a sweep, and the points left out as infeasible."""
+    """The jobs of a sweep, the points they run and the points left out as infeasible."""
 
     jobs: list[Job]
+    points: list[Point]
     skipped: list[SkippedPoint]
 
 
@@ -106,6 +107,7 @@ def plan(
     core refuses raises `InfeasiblePoint`, or with `skip_infeasible` is left out and listed
     in `skipped`; if every point is, `ScenarioError` is raised all the same."""
     jobs: list[Job] = []
+    feasible: list[Point] = []
     skipped: list[SkippedPoint] = []
     for point in grid:
         # A bad key or value raises here: a mistake in the sweep, never skipped.
@@ -123,9 +125,10 @@ def plan(
         except vsched.InternalError as error:
             raise vsched.InternalError(f"{error} (with {described or 'the scenario as written'})") from None
         jobs += point_jobs
-    if grid and len(skipped) == len(grid):
+        feasible.append(point)
+    if grid and not feasible:
         raise vsched.ScenarioError(f"every point of the sweep is infeasible, e.g. {skipped[0].describe()}")
-    return Plan(jobs, skipped)
+    return Plan(jobs, feasible, skipped)
 
 
 def swept_columns(jobs: Sequence[Job]) -> dict[str, dict[str, Any]]:
