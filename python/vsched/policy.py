@@ -166,10 +166,14 @@ def split_name(name: str) -> tuple[str, str]:
 
 def absolute_name(name: str, base_dir: str | os.PathLike[str]) -> str:
     """`name` with its file made absolute against `base_dir` (any other name as it is), so
-    that it means the same file in a process with another current directory."""
+    that it means the same file in a process with another current directory. A malformed
+    name is left as it is, for the core to refuse naming the field."""
     if not is_python_policy(name):
         return name
-    path, class_name = split_name(name)
+    try:
+        path, class_name = split_name(name)
+    except ScenarioError:
+        return name
     return f"{Path(base_dir, path).resolve()}:{class_name}"
 
 
@@ -219,7 +223,8 @@ def load_class(name: str, base_dir: str) -> type[Policy]:
 def check_class(candidate: object, label: str) -> type[Policy]:
     """`candidate` if it is a usable policy class, else ScenarioError naming `label`."""
     if not (isinstance(candidate, type) and issubclass(candidate, Policy)):
-        raise ScenarioError(f"{label}: expected a subclass of vsched.Policy, got {candidate!r}")
+        shown = f"class {candidate.__qualname__}" if isinstance(candidate, type) else repr(candidate)
+        raise ScenarioError(f"{label}: expected a subclass of vsched.Policy, got {shown}")
     missing = [name for name in REQUIRED_CALLBACKS if getattr(candidate, name) is getattr(Policy, name)]
     if missing:
         raise ScenarioError(f"{label}: does not define {', '.join(missing)}, which every policy must")
