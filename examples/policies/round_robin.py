@@ -12,7 +12,6 @@ tail and kicks one idle pCPU.
 from __future__ import annotations
 
 from collections import deque
-from typing import Optional
 
 import vsched
 from vsched import Cx, Decision, YieldReason
@@ -40,7 +39,7 @@ class RoundRobin(vsched.Policy):
         if isinstance(why, YieldReason.PauseLoopExit):
             cx.resched_here()
 
-    def pick_next(self, cx: Cx, pcpu: int, prev: Optional[int]) -> Decision:
+    def pick_next(self, cx: Cx, pcpu: int, prev: int | None) -> Decision:
         if prev is not None and cx.is_runnable(prev):
             self.queue.append(prev)
         if self.queue:

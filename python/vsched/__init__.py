@@ -276,7 +276,9 @@ def validate(scenario: Scenario, *, max_memory: int = 0) -> None:
     """Check `scenario` without running it; raises `ScenarioError` if it is invalid or its
     estimated memory exceeds `max_memory` bytes (0: the core's default budget)."""
     _check_max_memory(max_memory)
-    _core.validate(read_scenario(scenario), max_memory=max_memory, policy_dir=_policy.policy_dir(scenario, None))
+    _core.validate(
+        read_scenario(scenario), max_memory=max_memory, policy_dir=_policy.policy_dir(scenario, None)
+    )
 
 
 def policies() -> list[dict[str, Any]]:

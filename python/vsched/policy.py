@@ -24,7 +24,7 @@ import sysconfig
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 from vsched._core import (
     Cx,
@@ -73,7 +73,7 @@ class Policy:
     """The hypervisor this policy is the scheduler of: "generic" (a bare host), "xen" (the host
     boots a Domain-0 with one vCPU per pCPU) or "kvm"."""
 
-    def admit(self, pcpus: int, domains: list[DomainInfo]) -> Optional[str]:
+    def admit(self, pcpus: int, domains: list[DomainInfo]) -> str | None:
         """Before the run: None if the policy can run these domains on `pcpus` pCPUs, else a
         one-line reason (the scenario is refused with it)."""
         return None
@@ -82,7 +82,7 @@ class Policy:
         """Once, when the host and its domains exist, before any vCPU is inserted: set up
         per-pCPU and per-domain state and the first timers."""
 
-    def tick_period_ns(self) -> Optional[int]:
+    def tick_period_ns(self) -> int | None:
         """The period of the per-pCPU `tick`, or None for a tickless policy."""
         return None
 
@@ -124,7 +124,7 @@ class Policy:
         """`v`, running on `here`, yields (`why`); it keeps running unless the policy calls
         `cx.resched(here)` (or `cx.resched_here()`)."""
 
-    def pick_next(self, cx: Cx, pcpu: int, prev: Optional[int]) -> Decision:
+    def pick_next(self, cx: Cx, pcpu: int, prev: int | None) -> Decision:
         """`pcpu` needs a decision; `prev` ran on it (maybe no longer runnable). Return
         `Decision.run(v, slice_ns)` with a runnable vCPU not running elsewhere (or `prev`), or
         `Decision.idle()`; keep a runnable `prev` that is not returned queued."""
@@ -139,7 +139,7 @@ class Policy:
     def vm_type_changed(self, cx: Cx, d: int, old: VmType) -> None:
         """Domain `d` changed type (it was `old`; `cx.domain(d).vm_type` is the new one)."""
 
-    def check(self, cx: Cx) -> Optional[str]:
+    def check(self, cx: Cx) -> str | None:
         """The policy's invariants, checked after every event with `--check`: None if they
         hold, else what is broken. `cx` may only be read here."""
         return None
@@ -213,9 +213,13 @@ def load_class(name: str, base_dir: str) -> type[Policy]:
     found = getattr(module, class_name, None)
     if found is None:
         classes = sorted(
-            n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Policy) and v is not Policy
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, Policy) and v is not Policy
         )
-        expected = f"expected one of {', '.join(classes)}" if classes else "it defines no vsched.Policy subclass"
+        expected = (
+            f"expected one of {', '.join(classes)}" if classes else "it defines no vsched.Policy subclass"
+        )
         raise ScenarioError(f"{path_text}: no class {class_name!r}; {expected}")
     return check_class(found, f"{path_text}:{class_name}")
 
@@ -244,7 +248,11 @@ def _resolve(name: str, base_dir: str, given: type[Policy] | None) -> type[Polic
 
 # Where the Python installation's own modules live: frames there are not the policy's code.
 _LIBRARY_DIRS = tuple(
-    {str(Path(p).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(key))}
+    {
+        str(Path(p).resolve())
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
 )
 
 

@@ -155,14 +155,23 @@ def make_jobs(
     directory; named in the scenario file, against that file's directory."""
     cwd = os.getcwd()
     absolute_overrides = [
-        (key, python_policy.absolute_name(value, cwd) if key == "scheduler.name" and isinstance(value, str) else value)
+        (
+            key,
+            python_policy.absolute_name(value, cwd)
+            if key == "scheduler.name" and isinstance(value, str)
+            else value,
+        )
         for key, value in overrides
     ]
     final = apply_overrides(
         text, absolute_overrides, None if policy is None else python_policy.absolute_name(policy, cwd)
     )
     name = _scheduler_name(final)
-    if name is not None and python_policy.is_python_policy(name) and not Path(name.rpartition(":")[0]).is_absolute():
+    if (
+        name is not None
+        and python_policy.is_python_policy(name)
+        and not Path(name.rpartition(":")[0]).is_absolute()
+    ):
         scenario_dir = python_policy.policy_dir(scenario, None) if Path(scenario).is_file() else cwd
         final = apply_overrides(final, [("scheduler.name", python_policy.absolute_name(name, scenario_dir))])
         name = _scheduler_name(final)
