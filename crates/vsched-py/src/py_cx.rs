@@ -45,12 +45,15 @@ pub fn scoped<R>(py: Python<'_>, cx: &mut Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx
     // the method call that made it. `unsendable` keeps the object on this thread, and no
     // method calls back into Python while it holds a reference (the world never calls the
     // policy back), so references made from the pointer never overlap.
+    // The second cast erases the lifetime (which clippy does not count as a change of type).
+    #[allow(clippy::unnecessary_cast)]
     let pointer = cx as *mut Cx<'_> as *mut Cx<'static>;
     with_access(py, Access::Write(pointer), f)
 }
 
 /// As [`scoped`], for a callback that may only read (`check`).
 pub fn scoped_read<R>(py: Python<'_>, cx: &Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> PyResult<R> {
+    #[allow(clippy::unnecessary_cast)]
     let pointer = cx as *const Cx<'_> as *const Cx<'static>;
     with_access(py, Access::Read(pointer), f)
 }

@@ -64,7 +64,14 @@ fn call_helper<'py>(py: Python<'py>, function: &str, args: impl IntoPy<Py<PyTupl
     py.import_bound(POLICY_MODULE)?.getattr(function)?.call1(args)
 }
 
-/// One line about `error`: its type, message and the line of the policy's code that raised it.
+/// `error` with its traceback set on the exception object, where Python code looks for it
+/// (`__traceback__`); an error fetched from a call keeps it beside the object only.
+fn settled(py: Python<'_>, error: PyErr) -> PyErr {
+    PyErr::from_value_bound(error.into_value(py).into_bound(py).into_any())
+}
+
+/// One line about `error` (`settled`): its type, message and the line of the policy's code
+/// that raised it.
 fn describe(py: Python<'_>, error: &PyErr) -> String {
     call_helper(py, "_describe", (error.value_bound(py),))
         .and_then(|text| text.extract::<String>())
@@ -147,6 +154,7 @@ impl ExternalPolicy for PythonPolicyClass {
         Python::with_gil(|py| {
             let kwargs = self.kwargs.bind(py);
             let instance = self.class.bind(py).call((), Some(kwargs)).map_err(|e| {
+                let e = settled(py, e);
                 let args: Vec<String> = kwargs
                     .iter()
                     .map(|(k, v)| format!("{k}={}", v.repr().map_or(String::new(), |r| r.to_string())))
@@ -219,7 +227,7 @@ impl PythonPolicy {
         let constant = |name: &str, expected: &str, convert: &dyn Fn(&Bound<'_, PyAny>) -> Option<u64>| {
             let value = instance
                 .call_method0(name)
-                .map_err(|e| format!("{class_name}.{name}() raised {}", describe(py, &e)))?;
+                .map_err(|e| format!("{class_name}.{name}() raised {}", describe(py, &settled(py, e))))?;
             convert(&value).ok_or_else(|| {
                 let shown = value.repr().map_or_else(|_| "a value".to_string(), |r| r.to_string());
                 format!("{class_name}.{name}() returned {shown}; expected {expected}")
@@ -292,6 +300,7 @@ impl PythonPolicy {
 
     /// The run fails: `callback` raised `error`.
     fn raised(&self, py: Python<'_>, cx: &mut Cx, callback: &str, error: PyErr) {
+        let error = settled(py, error);
         cx.fail(format!("{callback} raised {} at t={} ns", describe(py, &error), cx.now()));
         self.failure.record(Some(error));
     }
@@ -304,7 +313,9 @@ impl Policy for PythonPolicy {
         };
         Python::with_gil(|py| {
             let views: Vec<PyDomainInfo> = domains.iter().map(PyDomainInfo::from).collect();
-            let answer = method.call1(py, (pcpus, views)).map_err(|e| format!("admit raised {}", describe(py, &e)))?;
+            let answer = method
+                .call1(py, (pcpus, views))
+                .map_err(|e| format!("admit raised {}", describe(py, &settled(py, e))))?;
             reason(py, "admit", answer)
         })
     }
@@ -400,6 +411,7 @@ impl Policy for PythonPolicy {
         Python::with_gil(|py| match scoped_read(py, cx, |py_cx| method.call1(py, (py_cx.clone(),))) {
             Ok(answer) => reason(py, "check", answer),
             Err(error) => {
+                let error = settled(py, error);
                 let message = format!("check raised {}", describe(py, &error));
                 self.failure.record(Some(error));
                 Err(message)
