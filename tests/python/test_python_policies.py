@@ -430,3 +430,25 @@ def test_a_scenario_naming_a_policy_names_its_scheduler_table(cli: Cli, tmp_path
     ]
     scenario.write_text(TINY_SCENARIO.replace('name = "credit"', 'name = "mine.py:Base"'))
     assert cli("validate", scenario).exit_code == 0
+
+
+def test_admit_refuses_a_scenario_with_the_policys_reason(cli: Cli, tmp_path: Path) -> None:
+    body = (
+        "class Narrow(Base):\n"
+        "    def admit(self, pcpus, domains):\n"
+        "        wide = [d.name for d in domains if d.vcpus > pcpus]\n"
+        "        return f'VM {wide[0]} is wider than the host' if wide else None\n"
+    )
+    policy_file(tmp_path, body)
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY_SCENARIO.replace('name = "credit"', 'name = "mine.py:Narrow"'))
+    assert cli("validate", scenario).exit_code == 0
+    scenario.write_text(
+        TINY_SCENARIO.replace('name = "credit"', 'name = "mine.py:Narrow"').replace(
+            "vcpus = 2", "vcpus = 3", 1
+        )
+    )
+    assert cli("validate", scenario).stderr_lines == [
+        "error: scheduler.name: policy mine.py:Narrow cannot run this scenario: "
+        "VM locker is wider than the host"
+    ]

@@ -5,9 +5,9 @@
 //! as a hypervisor can observe it, and its actions — reschedule a pCPU, set a timer, bump a
 //! counter, report a co-scheduling launch, fail the run. Nothing here knows of the simulator.
 //!
-//! A world is anything that implements [`World`]: the simulator (`sim::world`) is one; real
-//! KVM vCPUs and a bridge to policies written in Python are others. `World` is the narrow
-//! set of facts and actions a world must provide; `Cx` wraps it (as `&mut dyn World`) and
+//! A world is anything that implements [`World`]: the simulator (`sim::world`) is one, the
+//! hand-driven `hand_world::Bench` another, and real KVM vCPUs could be a third. `World` is
+//! the narrow set of facts and actions a world must provide; `Cx` wraps it (as `&mut dyn World`) and
 //! adds what can be derived from them, plus the helpers policy authors expect (in the
 //! spirit of sched_ext's `scx_bpf_select_cpu_dfl`): find an idle pCPU, kick it once.
 //!

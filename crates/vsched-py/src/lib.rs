@@ -147,7 +147,7 @@ fn python_policy_error(py: Python<'_>, message: String, exception: Option<PyErr>
     }
     let value = error.value_bound(py);
     let traceback = py
-        .import_bound("vsched.policy")
+        .import_bound(py_policy::POLICY_MODULE)
         .and_then(|m| m.getattr("_traceback"))
         .and_then(|format| format.call1((exception.value_bound(py),)));
     if let Ok(text) = traceback {

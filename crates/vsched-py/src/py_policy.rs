@@ -24,7 +24,7 @@ use crate::py_cx::{scoped, scoped_read, MAX_TIME_NS};
 use crate::py_types::{PyDecision, PyDomainInfo, PyVmType, PyYieldReason};
 
 /// The Python module with the loader and the `Policy` base class.
-const POLICY_MODULE: &str = "vsched.policy";
+pub const POLICY_MODULE: &str = "vsched.policy";
 /// The most a policy may delay preemption or fire timers late: the bounds of the host options
 /// that override them (`host.preempt_delay_us`, `host.timer_slop_us` in `vsched/src/host.rs`).
 const MAX_PREEMPT_DELAY_NS: u64 = 100_000_000;

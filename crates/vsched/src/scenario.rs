@@ -647,7 +647,7 @@ impl Scenario {
         for (h, here) in infos.iter().enumerate() {
             built.admit(host.pcpus, here).map_err(|m| {
                 let on = if hosts > 1 { format!(" (host {h})") } else { String::new() };
-                err("scheduler.name", format!("policy {} cannot run this scenario{on}: {}", policy.name(), m))
+                err("scheduler.name", format!("policy {} cannot run this scenario{on}: {m}", policy.name()))
             })?;
         }
         Ok(Scenario {
