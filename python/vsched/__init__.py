@@ -18,6 +18,9 @@ message is the one line the command line prints; a policy that makes an unusable
 panic in the Rust core) raises `InternalError`, both with one-line messages. The scenario
 format is described in docs/scenario.md; the report's fields in the crate `vsched-model`
 (`metrics.rs`).
+
+A policy may be written in Python: subclass `vsched.Policy` (see `vsched.policy` and
+docs/python-policies.md) and pass the class as `policy=`, or name it `path/to/file.py:Class`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Union
 
 from vsched import _core
+from vsched import policy as _policy
 from vsched._core import (
     DEFAULT_BASELINE_SCENARIO,
     DEFAULT_SCENARIO,
@@ -37,11 +41,16 @@ from vsched._core import (
     PolicyError,
     ScenarioError,
 )
+from vsched.policy import Cx, Decision, DomainInfo, Policy, VcpuState, VmType, YieldReason
 
 __all__ = [
     "DEFAULT_BASELINE_SCENARIO",
     "DEFAULT_SCENARIO",
+    "Cx",
+    "Decision",
+    "DomainInfo",
     "InternalError",
+    "Policy",
     "PolicyError",
     "ProgressCallback",
     "Report",
@@ -49,6 +58,9 @@ __all__ = [
     "ScenarioError",
     "ScenarioLike",
     "SweepResults",
+    "VcpuState",
+    "VmType",
+    "YieldReason",
     "bench",
     "policies",
     "read_scenario",
@@ -193,7 +205,7 @@ def run_json(
     *,
     seed: int | None = None,
     reps: int | None = None,
-    policy: str | None = None,
+    policy: str | type[Policy] | None = None,
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
@@ -204,7 +216,10 @@ def run_json(
 
     `seed` and `reps` override the scenario's `[run]` table; repetition i runs with seed
     `seed + i`. `policy` runs the scenario under that policy, at its default parameters,
-    instead of its `[scheduler]`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
+    instead of its `[scheduler]`: a registered policy's name, a Python policy's
+    `path/to/file.py:ClassName` (relative to the current directory) or a `vsched.Policy`
+    subclass. A failure of a Python policy raises `PolicyError` with the policy's exception
+    as its `__cause__` and its traceback as `policy_traceback`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
     JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). `check`
     runs the simulator's invariant checks after every event (slower; for suspicious runs), and
     `max_memory` is the memory budget in bytes the scenario's estimate must fit (0: the
@@ -214,20 +229,24 @@ def run_json(
     _check_int("seed", seed, 0, _U64_MAX)
     _check_int("reps", reps, 1, _U32_MAX)
     _check_int("trace_limit", trace_limit, 0, _U64_MAX)
-    _check_option_text("policy", policy)
+    if isinstance(policy, str):
+        _check_option_text("policy", policy)
     _check_max_memory(max_memory)
     if trace is not None:
         _check_path("trace", trace)
+    policy_name, policy_class, policy_dir = _policy.run_arguments(scenario, policy)
     return _core.run(
         read_scenario(scenario),
         seed=seed,
         reps=reps,
-        policy=policy,
+        policy=policy_name,
         trace=None if trace is None else os.fspath(trace),
         trace_limit=trace_limit,
         progress=progress,
         check=bool(check),
         max_memory=max_memory,
+        policy_class=policy_class,
+        policy_dir=policy_dir,
     )
 
 
@@ -236,7 +255,7 @@ def run(
     *,
     seed: int | None = None,
     reps: int | None = None,
-    policy: str | None = None,
+    policy: str | type[Policy] | None = None,
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
@@ -272,7 +291,9 @@ def validate(scenario: ScenarioLike, *, max_memory: int = 0) -> None:
     """Check `scenario` without running it; raises `ScenarioError` if it is invalid or its
     estimated memory exceeds `max_memory` bytes (0: the core's default budget)."""
     _check_max_memory(max_memory)
-    _core.validate(read_scenario(scenario), max_memory=max_memory)
+    _core.validate(
+        read_scenario(scenario), max_memory=max_memory, policy_dir=_policy.policy_dir(scenario, None)
+    )
 
 
 def policies() -> list[dict[str, Any]]:

@@ -229,7 +229,8 @@ def run(
     policy: Annotated[
         Optional[str],
         typer.Option(
-            help="Run under this policy (default parameters) instead of the scenario's \\[scheduler] table."
+            help="Run under this policy (default parameters) instead of the scenario's \\[scheduler] table: "
+            "a registered name or a Python policy, path/to/file.py:ClassName (docs/python-policies.md)."
         ),
     ] = None,
     json_output: Annotated[
@@ -787,6 +788,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except OSError as error:
         fail(describe_os_error(error))
     except vsched.PolicyError as error:
+        # A policy written in Python is the user's code: its traceback comes first.
+        policy_traceback = getattr(error, "policy_traceback", None)
+        if policy_traceback:
+            print(policy_traceback, end="", file=sys.stderr)
         fail(f"policy failure (a bug in the policy, not in the scenario): {error}", EXIT_INTERNAL_ERROR)
     except vsched.InternalError as error:
         internal_failure(str(error))

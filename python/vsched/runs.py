@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import vsched
 from vsched import _core
+from vsched import policy as python_policy
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -124,29 +125,67 @@ def apply_overrides(text: str, overrides: Sequence[Override], policy: str | None
 @dataclass(frozen=True)
 class Job:
     """One simulation: `scenario` names it, `text` is its TOML with `policy` and `overrides`
-    applied (see `make_jobs`)."""
+    applied (see `make_jobs`); `policy_digest` is the SHA-256 of the file of the Python
+    policy it runs under, if any."""
 
     scenario: str
     text: str
     policy: str | None
     overrides: tuple[Override, ...]
     seed: int
+    policy_digest: str = ""
 
     @property
     def key(self) -> str:
-        """What the run computes: the scenario text (overrides applied), policy and seed."""
+        """What the run computes: the scenario text (overrides applied), policy (and the code
+        of a Python one) and seed."""
         digest = hashlib.sha256(self.text.encode()).hexdigest()
-        identity = json.dumps([digest, self.policy, self.seed])
-        return hashlib.sha256(identity.encode()).hexdigest()[:20]
+        identity = [digest, self.policy, self.seed] + ([self.policy_digest] if self.policy_digest else [])
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
 
 
 def make_jobs(
     scenario: str, text: str, policy: str | None, overrides: Sequence[Override], seeds: Iterable[int]
 ) -> list[Job]:
     """One job per seed. A `policy` replaces the scenario's [scheduler] table by that policy at
-    its default parameters, before the overrides (which may then set `scheduler.*` keys)."""
-    final = apply_overrides(text, overrides, policy)
-    return [Job(scenario, final, policy, tuple(overrides), seed) for seed in seeds]
+    its default parameters, before the overrides (which may then set `scheduler.*` keys).
+
+    A Python policy's file is made absolute first (jobs may run in processes with another
+    current directory): given as `policy` or a `scheduler.name` override, against the current
+    directory; named in the scenario file, against that file's directory."""
+    cwd = os.getcwd()
+    absolute_overrides = [
+        (
+            key,
+            python_policy.absolute_name(value, cwd)
+            if key == "scheduler.name" and isinstance(value, str)
+            else value,
+        )
+        for key, value in overrides
+    ]
+    final = apply_overrides(
+        text, absolute_overrides, None if policy is None else python_policy.absolute_name(policy, cwd)
+    )
+    name = _scheduler_name(final)
+    if (
+        name is not None
+        and python_policy.is_python_policy(name)
+        and not Path(name.rpartition(":")[0]).is_absolute()
+    ):
+        scenario_dir = python_policy.policy_dir(scenario, None) if Path(scenario).is_file() else cwd
+        final = apply_overrides(final, [("scheduler.name", python_policy.absolute_name(name, scenario_dir))])
+        name = _scheduler_name(final)
+    digest = python_policy.file_digest(name) if name is not None else ""
+    return [Job(scenario, final, policy, tuple(overrides), seed, digest) for seed in seeds]
+
+
+def _scheduler_name(text: str) -> str | None:
+    """The `[scheduler] name` of scenario text, or None if it has none (validation says why)."""
+    try:
+        name = tomllib.loads(text).get("scheduler", {}).get("name")
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _flatten(prefix: str, value: Any, row: Row) -> None:

@@ -4,8 +4,11 @@
 //! The PyO3 layer depends on exactly these items:
 //! - [`run_scenario_json`], [`validate_scenario`], [`apply_overrides_json`], [`policies_json`],
 //!   [`workloads_json`], [`bench_json`], [`scenario_toml_from_json`], [`combine_reports_json`],
-//!   [`DEFAULT_SCENARIO`], [`Error`].
+//!   [`DEFAULT_SCENARIO`], [`Error`];
+//! - for policies written in Python: [`run_scenario_json_with`], [`validate_scenario_with`] and
+//!   the traits of [`external`] they take.
 
+pub mod external;
 mod footprint;
 mod guest_kernel;
 mod host;
@@ -21,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;
 
 /// The embedded default scenario that `vsched demo` runs (scenarios/lhp-demo.toml).
@@ -93,7 +97,18 @@ fn parse(text: &str) -> Result<Scenario, Error> {
 /// Checks a scenario without running it, including that its estimated memory fits
 /// `max_memory` bytes (0 = [`DEFAULT_MAX_MEMORY`]).
 pub fn validate_scenario(toml_text: &str, max_memory: u64) -> Result<(), Error> {
-    Scenario::parse_with(toml_text, None, max_memory).map(|_| ()).map_err(|e| Error::Scenario(e.to_string()))
+    validate_scenario_with(toml_text, max_memory, None)
+}
+
+/// As [`validate_scenario`], with `resolver` finding the policies that are not in the registry.
+pub fn validate_scenario_with(
+    toml_text: &str,
+    max_memory: u64,
+    resolver: Option<&dyn PolicyResolver>,
+) -> Result<(), Error> {
+    Scenario::parse_with_resolver(toml_text, None, max_memory, resolver)
+        .map(|_| ())
+        .map_err(|e| Error::Scenario(e.to_string()))
 }
 
 /// Runs a scenario (all its repetitions) and returns the JSON report as text.
@@ -102,7 +117,18 @@ pub fn run_scenario_json(
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<String, Error> {
-    let scenario = Scenario::parse_with(toml_text, opts.policy.as_deref(), opts.max_memory)
+    run_scenario_json_with(toml_text, opts, None, progress)
+}
+
+/// As [`run_scenario_json`], with `resolver` finding the policies that are not in the
+/// registry (policies written in Python: see [`external`]).
+pub fn run_scenario_json_with(
+    toml_text: &str,
+    opts: &RunOptions,
+    resolver: Option<&dyn PolicyResolver>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<String, Error> {
+    let scenario = Scenario::parse_with_resolver(toml_text, opts.policy.as_deref(), opts.max_memory, resolver)
         .map_err(|e| Error::Scenario(e.to_string()))?;
     let seed = opts.seed.unwrap_or(scenario.seed);
     let reps = opts.reps.unwrap_or(scenario.reps);
@@ -151,7 +177,7 @@ fn run_error(scenario: &Scenario, error: vsched_model::RunError) -> Error {
     use vsched_model::RunError as R;
     match error {
         R::Interrupted => Error::Interrupted,
-        R::Policy(m) => Error::Policy(format!("policy {}: {m}", scenario.policy.name)),
+        R::Policy(m) => Error::Policy(format!("policy {}: {m}", scenario.policy.name())),
         R::Scenario(m) => Error::Scenario(m),
         R::Workload(m) => Error::Policy(m),
         // The sink's own I/O error is reported instead (`run_reps` checks it first).

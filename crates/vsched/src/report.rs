@@ -174,7 +174,7 @@ pub fn run_reps(
 pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -> Json {
     json!({
         "scenario": scenario.name,
-        "policy": scenario.policy.name,
+        "policy": scenario.policy.name(),
         "pcpus": scenario.host.pcpus,
         "hosts": scenario.hosts,
         "horizon_s": vsched_engine::ns_to_secs(scenario.horizon),
@@ -257,7 +257,7 @@ impl<W: Write> TraceJsonWriter<W> {
         let vms: Vec<String> = scenario.vms.iter().map(|v| v.name.clone()).collect();
         let other = json!({
             "scenario": scenario.name,
-            "policy": scenario.policy.name,
+            "policy": scenario.policy.name(),
             "seed": seed,
             "pcpus": scenario.host.pcpus,
             "vms": vms,
