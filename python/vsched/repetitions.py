@@ -16,6 +16,7 @@ from pathlib import Path
 
 import vsched
 from vsched import _core
+from vsched.policy import policy_dir
 from vsched.runs import Job, Progress, Row, RunSettings, apply_overrides, make_jobs, run_local
 
 if sys.version_info >= (3, 11):
@@ -86,7 +87,10 @@ def run_repetitions(
     # Everything a serial run checks before it starts, with the same messages: the scenario
     # under `policy`, the number of repetitions, and the trace file, created here as the core
     # does (an unwritable path raises OSError).
-    vsched.validate(apply_overrides(text, [], policy), max_memory=settings.max_memory)
+    vsched._check_max_memory(settings.max_memory)
+    _core.validate(
+        apply_overrides(text, [], policy), max_memory=settings.max_memory, policy_dir=policy_dir(scenario, policy)
+    )
     first, count = seed_and_reps(text, seed, reps)
     if count > MAX_REPS:
         raise vsched.ScenarioError(f"--reps: expected an integer in 1..={MAX_REPS}, got {count}")
@@ -94,7 +98,10 @@ def run_repetitions(
         vsched._check_path("trace", trace)
         Path(trace).open("w").close()
     # Repetition i has seed first + i, wrapping past 2^64 - 1 as in the core.
-    jobs = make_jobs("scenario", text, policy, [], [(first + i) % _SEEDS for i in range(count)])
+    # A Python policy named in a scenario file is found next to that file (`make_jobs`).
+    is_file = isinstance(scenario, os.PathLike) or (isinstance(scenario, str) and "\n" not in scenario)
+    name = os.fspath(scenario) if is_file else "scenario"  # type: ignore[arg-type]
+    jobs = make_jobs(name, text, policy, [], [(first + i) % _SEEDS for i in range(count)])
     task = WholeReport(None if trace is None else os.fspath(trace), trace_limit, first)
     reports: dict[str, str] = {}
     if progress:
@@ -109,6 +116,11 @@ def run_repetitions(
             Path(trace).unlink()
         raise
     combined: str = _core.combine_reports(
-        text, policy, settings.max_memory, first, [reports[job.key] for job in jobs]
+        text,
+        policy,
+        settings.max_memory,
+        first,
+        [reports[job.key] for job in jobs],
+        policy_dir=policy_dir(scenario, policy),
     )
     return combined

@@ -14,6 +14,7 @@ from helpers import TINY_SCENARIO, CliResult
 Cli = Callable[..., CliResult]
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 
 
 def without_wall_s(text: str) -> str:
@@ -28,6 +29,8 @@ def without_wall_s(text: str) -> str:
     [
         ["--reps", "4"],
         ["--reps", "3", "--seed", "7", "--policy", "rr"],
+        # A policy written in Python: each worker loads it, and the combined report names it.
+        ["--reps", "2", "--policy", str(EXAMPLES / "round_robin.py") + ":RoundRobin"],
     ],
 )
 def test_parallel_repetitions_give_the_serial_report_byte_for_byte(

@@ -241,17 +241,24 @@ fn scenario_toml(scenario_json: &str) -> PyResult<String> {
 }
 
 /// The report of several single-repetition reports of one scenario (seeds `seed`,
-/// `seed + 1`, ...), as `run` writes it for all of them at once.
+/// `seed + 1`, ...), as `run` writes it for all of them at once. A policy written in Python is
+/// found as `run` finds it (`policy_dir`).
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, policy, max_memory, seed, reports))]
+#[pyo3(signature = (scenario_toml, policy, max_memory, seed, reports, policy_dir=None))]
 fn combine_reports(
+    py: Python<'_>,
     scenario_toml: &str,
     policy: Option<&str>,
     max_memory: u64,
     seed: u64,
     reports: Vec<String>,
+    policy_dir: Option<String>,
 ) -> PyResult<String> {
-    guarded(|| vsched::combine_reports_json(scenario_toml, policy, max_memory, seed, &reports).map_err(to_py_err))
+    let resolver = python_policies(py, None, None, policy_dir)?;
+    guarded(|| {
+        vsched::combine_reports_json(scenario_toml, policy, max_memory, seed, &reports, Some(&resolver))
+            .map_err(to_py_err)
+    })
 }
 
 /// The registered scheduling policies as JSON text.

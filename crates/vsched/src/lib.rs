@@ -222,12 +222,14 @@ pub fn combine_reports_json(
     max_memory: u64,
     seed: u64,
     reports: &[String],
+    resolver: Option<&dyn PolicyResolver>,
 ) -> Result<String, Error> {
     #[derive(serde::Deserialize)]
     struct OneRepetition {
         runs: Vec<report::RunRecord>,
     }
-    let scenario = Scenario::parse_with(toml_text, policy, max_memory).map_err(|e| Error::Scenario(e.to_string()))?;
+    let scenario = Scenario::parse_with_resolver(toml_text, policy, max_memory, resolver)
+        .map_err(|e| Error::Scenario(e.to_string()))?;
     let reps = u32::try_from(reports.len()).unwrap_or(u32::MAX);
     scenario::check_reps("reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;
     let mut runs = Vec::with_capacity(reports.len());

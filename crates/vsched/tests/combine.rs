@@ -29,7 +29,7 @@ fn single_repetitions_combine_into_the_serial_report_byte_for_byte() {
     // Seed 2's fairness is one a parser rounding to within 1 ULP reads back wrong (found so):
     // the report stays byte-identical only with serde_json's `float_roundtrip`.
     let singles: Vec<String> = (0..3).map(|i| serial(1 + i, 1)).collect();
-    let combined = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &singles).unwrap_or_else(|e| panic!("{e}"));
+    let combined = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &singles, None).unwrap_or_else(|e| panic!("{e}"));
     let whole = serial(1, 3);
     assert!(whole.contains("\"wall_s\":"));
     assert_eq!(without_wall_s(&combined), without_wall_s(&whole));
@@ -38,15 +38,15 @@ fn single_repetitions_combine_into_the_serial_report_byte_for_byte() {
 #[test]
 fn reports_out_of_order_or_of_several_repetitions_are_refused() {
     let (first, second) = (serial(1, 1), serial(2, 1));
-    let swapped = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &[second, first.clone()]);
+    let swapped = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &[second, first.clone()], None);
     assert_eq!(swapped, Err(Error::Scenario("reports[0]: expected the repetition of seed 1, got seed 2".into())));
-    let two = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &[serial(1, 2)]);
+    let two = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &[serial(1, 2)], None);
     assert_eq!(two, Err(Error::Scenario("reports[0]: expected the report of one repetition, got 2".into())));
-    let Err(Error::Scenario(garbage)) = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &["{".into()]) else {
+    let Err(Error::Scenario(garbage)) = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &["{".into()], None) else {
         panic!("accepted")
     };
     assert!(garbage.starts_with("reports[0]: expected a report of vsched: "), "{garbage}");
-    let none = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &[]);
+    let none = combine_reports_json(DEFAULT_SCENARIO, None, 0, 1, &[], None);
     assert_eq!(none, Err(Error::Scenario("reps: expected an integer in 1..=100000, got 0".into())));
 }
 
