@@ -2,8 +2,9 @@
 //!
 //! A policy sees and changes its world through [`Cx`] only: the clock, the topology of one
 //! host (pCPUs, vCPUs and domains numbered from 0), the state of each vCPU and of its guest
-//! as a hypervisor can observe it, and four actions — reschedule a pCPU, set a timer, bump a
-//! counter, report a co-scheduling launch. Nothing here knows of the simulator.
+//! as a hypervisor can observe it, and its actions — reschedule a pCPU, set a timer, bump a
+//! counter, report a co-scheduling launch, publish a figure to the run's trace. Nothing here
+//! knows of the simulator.
 //!
 //! A world is anything that implements [`World`]: the simulator (`sim::world`) is one; real
 //! KVM vCPUs and a bridge to policies written in Python are others. `World` is the narrow
@@ -20,6 +21,7 @@ use vsched_engine::{StreamRng, Time};
 
 use crate::domain::{DomainInfo, VcpuState};
 use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::trace::CounterOf;
 
 /// What a world provides to a policy, on one host, with host-local ids.
 ///
@@ -78,6 +80,14 @@ pub trait World {
     fn count(&mut self, name: &'static str);
     /// The policy's own seeded random stream (deterministic per run and host).
     fn rng(&mut self) -> &mut StreamRng;
+    /// Whether the run's trace keeps the counters a policy publishes. A world without traces
+    /// keeps this default.
+    fn tracing(&self) -> bool {
+        false
+    }
+    /// Counter `name` of `of` (host-local ids; `Host(_)` is this host) holds `value` from now
+    /// on, in the run's trace. A world without traces keeps this default: nothing.
+    fn trace_counter(&mut self, _name: &'static str, _of: CounterOf, _value: i64) {}
 }
 
 /// A policy's view of its world during one callback (see the module notes).
@@ -242,6 +252,20 @@ impl<'a> Cx<'a> {
     #[inline]
     pub fn rng(&mut self) -> &mut StreamRng {
         self.world.rng()
+    }
+    /// Whether the run is traced so that [`Cx::trace_counter`] keeps anything: a policy skips
+    /// computing counters otherwise.
+    #[inline]
+    pub fn tracing(&self) -> bool {
+        self.world.tracing()
+    }
+    /// Publishes one of the policy's own figures (a run queue's length, a vCPU's credit) to
+    /// the run's trace: counter `name` of `of` holds `value` from now on, a counter track
+    /// named "`name` `owner`" in Perfetto. Nothing unless the run is traced; the trace keeps
+    /// changes only, so publishing an unchanged value costs nothing in the file.
+    #[inline]
+    pub fn trace_counter(&mut self, name: &'static str, of: CounterOf, value: i64) {
+        self.world.trace_counter(name, of, value)
     }
 
     // ---- Helpers ----

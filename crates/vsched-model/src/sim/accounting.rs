@@ -41,6 +41,10 @@ impl Core {
         }
         vc.state = new;
         vc.state_since = now;
+        if self.trace.is_some() {
+            self.trace_vcpu(v);
+            self.trace_runnable(h);
+        }
     }
 
     pub(super) fn set_curr(&mut self, p: PcpuId, next: Option<VcpuId>) {

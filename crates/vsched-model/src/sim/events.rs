@@ -179,6 +179,7 @@ impl Simulation {
                 }
             }
         }
+        self.core.trace_start();
         self.start_clocks();
     }
 
@@ -221,6 +222,8 @@ impl Simulation {
                 if core.pcpus[p].resched_gen != gen {
                     return false;
                 }
+                let now = core.now();
+                core.with_trace(|t| t.resched_handled(p, gen, now));
                 self.schedule(p);
             }
             Ev::Irq { v, gen } => {
