@@ -531,9 +531,12 @@ impl Credit {
 
     /// Publishes the run queues' lengths and the credits that changed to a traced run
     /// (`credit_trace`); called at the end of each callback.
+    #[inline]
     pub(crate) fn publish(&mut self, cx: &mut Cx) {
-        let (pcpus, vcpus) = (&self.pcpus, &self.vcpus);
-        self.published.publish(cx, |p| pcpus[p].runq.len(), |v| vcpus[v].credit);
+        if self.published.on() {
+            let (pcpus, vcpus) = (&self.pcpus, &self.vcpus);
+            self.published.publish(cx, |p| pcpus[p].runq.len(), |v| vcpus[v].credit);
+        }
     }
 
     /// Whether `v` is on its domain's active list (Xen's `sdom->active_unit`: charged and

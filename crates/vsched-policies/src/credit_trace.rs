@@ -24,11 +24,14 @@ impl Published {
         self.credit = vec![i64::MIN; if self.on { vcpus } else { 0 }];
     }
 
+    /// Whether the run is traced (only then call [`Published::publish`]).
+    #[inline]
+    pub(crate) fn on(&self) -> bool {
+        self.on
+    }
+
     /// Publishes each counter whose value differs from the one last published.
     pub(crate) fn publish(&mut self, cx: &mut Cx, runq_len: impl Fn(usize) -> usize, credit_of: impl Fn(usize) -> i64) {
-        if !self.on {
-            return;
-        }
         for (p, last) in self.runq.iter_mut().enumerate() {
             let len = runq_len(p) as i64;
             if *last != len {

@@ -41,10 +41,7 @@ impl Core {
         }
         vc.state = new;
         vc.state_since = now;
-        if self.trace.is_some() {
-            self.trace_vcpu(v);
-            self.trace_runnable(h);
-        }
+        self.trace_state_change(v, h);
     }
 
     pub(super) fn set_curr(&mut self, p: PcpuId, next: Option<VcpuId>) {

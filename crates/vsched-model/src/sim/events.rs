@@ -222,8 +222,7 @@ impl Simulation {
                 if core.pcpus[p].resched_gen != gen {
                     return false;
                 }
-                let now = core.now();
-                core.with_trace(|t| t.resched_handled(p, gen, now));
+                core.trace_resched_handled(p, gen);
                 self.schedule(p);
             }
             Ev::Irq { v, gen } => {

@@ -9,7 +9,7 @@ use super::state::{Core, ThreadState, Vcpu};
 use crate::cx::{Cx, World};
 use crate::domain::{DomainInfo, VcpuState};
 use crate::ids::{DomId, PcpuId, VcpuId};
-use crate::trace::{CounterOf, Instant, Trace, Track};
+use crate::trace::{CounterOf, Instant, Trace};
 
 /// Host `host`'s view of the core during one callback, on global pCPU `here` if any.
 pub(super) struct HostView<'a> {
@@ -126,11 +126,7 @@ impl World for HostView<'_> {
             let sent = self.core.request_resched(p, at);
             if sent {
                 self.core.hosts[self.host].ipis += 1;
-                if self.core.trace.is_some() {
-                    let from = self.here.map_or(Track::Host(self.host), Track::Pcpu);
-                    let gen = self.core.pcpus[p].resched_gen;
-                    self.core.with_trace(|t| t.resched_ipi_sent(from, p, gen, now));
-                }
+                self.core.trace_resched_sent(self.host, self.here, p);
             }
             sent
         }
