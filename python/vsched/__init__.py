@@ -192,8 +192,9 @@ def run_json(
 
     `seed` and `reps` override the scenario's `[run]` table; repetition i runs with seed
     `seed + i`. `policy` runs the scenario under that policy, at its default parameters,
-    instead of its `[scheduler]`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
-    JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). `check`
+    instead of its `[scheduler]`. `trace` names a file to receive the first repetition as Chrome
+    trace-event JSON (docs/traces.md), holding at most `trace_limit` events (0 = the core's
+    default bound). `check`
     runs the simulator's invariant checks after every event (slower; for suspicious runs), and
     `max_memory` is the memory budget in bytes the scenario's estimate must fit (0: the
     core's default). Same scenario and seed give the same text, except for wall-clock fields
