@@ -8,8 +8,6 @@
 //! hook (a vCPU's state change, a reschedule) stay as small as they were without it
 //! (docs/performance.md, "Traces").
 
-use vsched_engine::Time;
-
 use super::state::Core;
 use super::RunError;
 use crate::domain::VcpuState;
@@ -144,7 +142,7 @@ impl Core {
     #[inline]
     pub(super) fn trace_resched_handled(&mut self, p: PcpuId, gen: u32) {
         if self.trace.is_some() {
-            let now: Time = self.now();
+            let now = self.now();
             self.with_trace(|t| t.resched_handled(p, gen, now));
         }
     }

@@ -1,4 +1,4 @@
-//! Writes a run's trace as Chrome trace-event JSON (opens in https://ui.perfetto.dev and
+//! Writes a run's trace as Chrome trace-event JSON (opens in <https://ui.perfetto.dev> and
 //! chrome://tracing) while the run goes.
 //!
 //! # Layout
@@ -26,24 +26,30 @@
 //! The file is `{"displayTimeUnit": "ms", "traceEvents": [...], "otherData": {...}}`:
 //! `otherData` holds the run's description, the event counts (known only at the end, so it
 //! comes after the events; Perfetto reads it in either place) and an index for readers of
-//! windows of the schedule (`vsched plot-trace`): every [`checkpoint_interval`] events a
+//! windows of the schedule (`vsched plot-trace`): every 16,384 events or more a
 //! metadata event `vsched_checkpoint` (which Perfetto ignores) lists the spans open on
 //! each pCPU, and the index gives each checkpoint's time and byte offset, so a reader of a
 //! window reads only the bytes written while it was open. Each event is written as
 //! `serde_json` writes a `json!` object (keys in sorted order), so the file is canonical.
 //! No event holds an array: Perfetto's JSON tokenizer refuses arrays inside events.
 
-use std::collections::BTreeMap;
+mod layout;
+mod records;
+
 use std::io::{self, Write};
 
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use serde_json::{json, Value as Json};
 use vsched_model::{
     CounterOf, FlowKind, FlowPoint, Instant, Span, Time, TraceEvent, TraceSink, Track, VcpuActivity, VcpuSlice,
 };
 
 use crate::scenario::Scenario;
+use layout::Layout;
+use records::{
+    complete, micros, Activity, Checkpoint, Counter, FlowEnd, InstantArgs, InstantJson, Meta, NameArg, OneArg,
+    OpenSpans, PcpuArg, SortArg,
+};
 
 /// Events between two checkpoints, at least; more on a host with many pCPUs, so that the
 /// checkpoints (a span per pCPU each) stay a small part of the file.
@@ -51,85 +57,11 @@ const CHECKPOINT_EVENTS: u64 = 16_384;
 /// Checkpoint events are at most about 1/this of all events (each lists every pCPU row).
 const CHECKPOINT_EVENTS_PER_ROW: u64 = 16;
 /// The name of the checkpoint metadata events.
-pub const CHECKPOINT_NAME: &str = "vsched_checkpoint";
+const CHECKPOINT_NAME: &str = "vsched_checkpoint";
 
 /// Events between checkpoints for a trace with `rows` pCPU rows.
-pub fn checkpoint_interval(rows: usize) -> u64 {
+fn checkpoint_interval(rows: usize) -> u64 {
     CHECKPOINT_EVENTS.max(CHECKPOINT_EVENTS_PER_ROW * rows as u64)
-}
-
-/// Who is where: the pid, tid and name of every row, from the scenario's domains in
-/// simulation order (the simulator numbers vCPUs in that order, a domain's consecutively).
-struct Layout {
-    hosts: usize,
-    pcpus_per_host: usize,
-    /// Each VM's name, by global domain id.
-    vms: Vec<String>,
-    /// Each VM's first global vCPU id.
-    first_vcpu: Vec<usize>,
-    /// Each vCPU's domain and index in it, by global vCPU id.
-    vcpus: Vec<(usize, usize)>,
-    /// "pCPU 3", or "host 1 pCPU 3" on a cluster, by global pCPU id.
-    pcpu_names: Vec<String>,
-}
-
-impl Layout {
-    fn new(scenario: &Scenario) -> Self {
-        let (hosts, pcpus_per_host) = (scenario.hosts, scenario.host.pcpus);
-        let pcpu_names = (0..hosts * pcpus_per_host)
-            .map(|p| {
-                if hosts == 1 {
-                    format!("pCPU {p}")
-                } else {
-                    format!("host {} pCPU {}", p / pcpus_per_host, p % pcpus_per_host)
-                }
-            })
-            .collect();
-        let mut first_vcpu = Vec::new();
-        let mut vcpus = Vec::new();
-        for (d, vm) in scenario.vms.iter().enumerate() {
-            first_vcpu.push(vcpus.len());
-            vcpus.extend((0..vm.vcpus).map(|i| (d, i)));
-        }
-        let vms = scenario.vms.iter().map(|v| v.name.clone()).collect();
-        Layout { hosts, pcpus_per_host, vms, first_vcpu, vcpus, pcpu_names }
-    }
-
-    fn pcpu_rows(&self) -> usize {
-        self.pcpu_names.len()
-    }
-    fn host_of_pcpu(&self, p: usize) -> u32 {
-        (p / self.pcpus_per_host) as u32
-    }
-    fn vm_pid(&self, d: usize) -> u32 {
-        (self.hosts + d) as u32
-    }
-    fn vcpu_tid(&self, v: usize) -> usize {
-        self.pcpu_rows() + v
-    }
-    fn hypervisor_tid(&self, h: usize) -> usize {
-        self.pcpu_rows() + self.vcpus.len() + h
-    }
-    /// "spin.v0".
-    fn vcpu_name(&self, v: usize) -> String {
-        let (d, i) = self.vcpus[v];
-        format!("{}.v{i}", self.vms[d])
-    }
-    fn host_name(&self, h: usize) -> String {
-        if self.hosts == 1 {
-            "host".to_string()
-        } else {
-            format!("host {h}")
-        }
-    }
-    /// The pid and tid of a track.
-    fn place(&self, track: Track) -> (u32, usize) {
-        match track {
-            Track::Pcpu(p) => (self.host_of_pcpu(p), p),
-            Track::Vcpu(v) => (self.vm_pid(self.vcpus[v].0), self.vcpu_tid(v)),
-            Track::Host(h) => (h as u32, self.hypervisor_tid(h)),
-        }
-    }
 }
 
 /// A byte-counting writer: offsets of checkpoints for the index.
@@ -149,166 +81,13 @@ impl<W: Write> Write for Counted<W> {
     }
 }
 
-/// A metadata event (a name or a sort index); fields in key order, as `json!` writes them.
-#[derive(Serialize)]
-struct Meta<A> {
-    args: A,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tid: Option<usize>,
-}
-
-#[derive(Serialize)]
-struct NameArg<'a> {
-    name: &'a str,
-}
-
-#[derive(Serialize)]
-struct SortArg {
-    sort_index: usize,
-}
-
-/// A pCPU's run interval.
-#[derive(Serialize)]
-struct Complete<'a> {
-    args: SpanArgs<'a>,
-    cat: &'static str,
-    dur: f64,
-    name: &'a str,
-    ph: &'static str,
-    pid: u32,
-    tid: usize,
-    ts: f64,
-}
-
-#[derive(Serialize)]
-struct SpanArgs<'a> {
-    vcpu: usize,
-    vm: &'a str,
-}
-
-/// A vCPU's activity interval.
-#[derive(Serialize)]
-struct Activity {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    args: Option<PcpuArg>,
-    cat: &'static str,
-    dur: f64,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    tid: usize,
-    ts: f64,
-}
-
-#[derive(Serialize)]
-struct PcpuArg {
-    pcpu: usize,
-}
-
-#[derive(Serialize)]
-struct Counter<'a> {
-    args: OneArg<'a>,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    tid: usize,
-    ts: f64,
-}
-
-/// `{"<owner>": value}`: the series name Perfetto appends to the counter's.
-struct OneArg<'a>(&'a str, i64);
-
-impl Serialize for OneArg<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(1))?;
-        map.serialize_entry(self.0, &self.1)?;
-        map.end()
-    }
-}
-
-#[derive(Serialize)]
-struct InstantJson {
-    args: InstantArgs,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    s: &'static str,
-    tid: usize,
-    ts: f64,
-}
-
-#[derive(Serialize, Default)]
-struct InstantArgs {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lock: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    locks_held: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pcpu: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    waiter_running: Option<bool>,
-}
-
-/// One end of a flow: a zero-length slice bound to it.
-#[derive(Serialize)]
-struct FlowEnd {
-    bind_id: u64,
-    cat: &'static str,
-    dur: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    flow_in: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    flow_out: Option<bool>,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    tid: usize,
-    ts: f64,
-}
-
-#[derive(Serialize)]
-struct Checkpoint<'a> {
-    args: OpenSpans<'a>,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    ts: f64,
-}
-
-#[derive(Serialize)]
-struct OpenSpans<'a> {
-    /// By pCPU row (as a string key, in the order a sorted JSON object has them).
-    open: BTreeMap<String, Complete<'a>>,
-}
-
-fn micros(ns: Time) -> f64 {
-    ns as f64 / 1e3
-}
-
-/// Span `s` as a complete event, ending at `end`.
-fn complete<'a>(layout: &'a Layout, s: &Span, name: &'a str, end: Time) -> Complete<'a> {
-    Complete {
-        args: SpanArgs { vcpu: s.index, vm: &layout.vms[s.dom] },
-        cat: if s.spinning { "spin" } else { "run" },
-        dur: micros(end - s.start),
-        name,
-        ph: "X",
-        pid: layout.host_of_pcpu(s.pcpu),
-        tid: s.pcpu,
-        ts: micros(s.start),
-    }
-}
-
 /// The trace file's writer: a [`TraceSink`] (see the module notes).
 pub struct TraceJsonWriter<W: Write> {
     out: Counted<W>,
     layout: Layout,
     /// `otherData` without the counts and the index.
     other: serde_json::Map<String, Json>,
-    /// Reused for each span's "<vm>.v<index>".
+    /// Reused for each span's `<vm>.v<index>`.
     name: String,
     /// Each vCPU's and hypervisor's display name, for counters' series.
     vcpu_names: Vec<String>,
