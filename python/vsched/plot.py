@@ -100,6 +100,11 @@ def _bars(intervals: list[Interval], pixel_ms: float) -> list[_Bar]:
     return bars
 
 
+def _check_window(start_ms: float | None, end_ms: float | None) -> None:
+    if start_ms is not None and end_ms is not None and start_ms >= end_ms:
+        raise PlotError(f"the window start ({start_ms} ms) must be before its end ({end_ms} ms)")
+
+
 def gantt_figure(
     schedule: Schedule,
     *,
@@ -108,8 +113,7 @@ def gantt_figure(
     title: str | None = None,
 ) -> Figure:
     """Draw `schedule` between `start_ms` and `end_ms` (default: all of it)."""
-    if start_ms is not None and end_ms is not None and start_ms >= end_ms:
-        raise PlotError(f"the window start ({start_ms} ms) must be before its end ({end_ms} ms)")
+    _check_window(start_ms, end_ms)
     intervals = _visible(schedule.intervals, start_ms, end_ms)
     if not intervals:
         if not schedule.intervals and schedule.extent_ms is None:
@@ -191,6 +195,7 @@ def plot_trace(
             f"output file '{output_path}': unknown image format '{image_format}';"
             f" expected a suffix among {', '.join(sorted(supported))}"
         )
+    _check_window(start_ms, end_ms)  # before reading: a backwards window has no bytes to read
     schedule = load_trace(trace_path, start_ms=start_ms, end_ms=end_ms)
     figure = gantt_figure(schedule, start_ms=start_ms, end_ms=end_ms, title=Path(trace_path).name)
     figure.savefig(output_path)

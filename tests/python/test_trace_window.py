@@ -184,3 +184,10 @@ def test_plot_window_outside_an_indexed_trace_names_its_extent(
     assert (
         result.stderr.strip() == "error: TRACE: no run intervals in the window; the trace spans 0 to 2000 ms"
     )
+
+
+def test_a_backwards_window_is_refused_before_reading(cli: Cli, busy_trace: Path, tmp_path: Path) -> None:
+    result = cli("plot-trace", busy_trace, "-o", tmp_path / "g.png", "--start-ms", "200", "--end-ms", "100")
+
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: the window start (200.0 ms) must be before its end (100.0 ms)"
