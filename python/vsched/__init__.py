@@ -41,11 +41,12 @@ from vsched._core import (
     PolicyError,
     ScenarioError,
 )
-from vsched.policy import Cx, Decision, DomainInfo, Policy, VcpuState, VmType, YieldReason
+from vsched.policy import CounterOf, Cx, Decision, DomainInfo, Policy, VcpuState, VmType, YieldReason
 
 __all__ = [
     "DEFAULT_BASELINE_SCENARIO",
     "DEFAULT_SCENARIO",
+    "CounterOf",
     "Cx",
     "Decision",
     "DomainInfo",
@@ -219,8 +220,9 @@ def run_json(
     instead of its `[scheduler]`: a registered policy's name, a Python policy's
     `path/to/file.py:ClassName` (relative to the current directory) or a `vsched.Policy`
     subclass. A failure of a Python policy raises `PolicyError` with the policy's exception
-    as its `__cause__` and its traceback as `policy_traceback`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
-    JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). `check`
+    as its `__cause__` and its traceback as `policy_traceback`. `trace` names a file to receive
+    the first repetition as Chrome trace-event JSON (docs/traces.md), holding at most
+    `trace_limit` events (0 = the core's default bound). `check`
     runs the simulator's invariant checks after every event (slower; for suspicious runs), and
     `max_memory` is the memory budget in bytes the scenario's estimate must fit (0: the
     core's default). Same scenario and seed give the same text, except for wall-clock fields

@@ -241,10 +241,13 @@ def run(
     ] = None,
     trace: Annotated[
         Optional[Path],
-        typer.Option(help="Write per-pCPU run intervals as Chrome trace-event JSON (Perfetto)."),
+        typer.Option(
+            help="Write the first repetition as Chrome trace-event JSON for Perfetto: pCPU rows, vCPU "
+            "tracks, counters, instants, IPI and message flows (docs/traces.md)."
+        ),
     ] = None,
     trace_limit: Annotated[
-        int, typer.Option(help="Most run intervals to write to the trace; 0 = the default bound.")
+        int, typer.Option(help="Most events to write to the trace; 0 = the default bound (1,000,000).")
     ] = 0,
     check: Annotated[bool, CHECK_OPTION] = False,
     max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,

@@ -1,27 +1,24 @@
 """Gantt charts of a schedule, drawn from the Chrome trace-event JSON that `vsched run --trace`
-writes: one row per pCPU, one colour per VM, spinning intervals hatched, time in ms, like the
-schedule figures of the co-scheduling papers.
-
-The trace holds complete events (`"ph": "X"`) with `tid` = pCPU, `ts`/`dur` in µs,
-`cat` = "run" or "spin", `name` = "<vm>.v<index>" and `args.vm`; metadata events
-(`"ph": "M"`, `"name": "thread_name"`) name the pCPU rows.
+writes (read by `trace_reader`): one row per pCPU, one colour per VM, spinning intervals
+hatched, time in ms, like the schedule figures of the co-scheduling papers.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-US_PER_MS = 1000.0
+from vsched.trace_reader import Interval, PlotError, Schedule, load_trace
+
+__all__ = ["Interval", "PlotError", "Schedule", "gantt_figure", "load_trace", "plot_trace"]
+
 # Spinning is drawn lighter and hatched: the lighter face still shows whose vCPU spins.
 SPIN_HATCH = "////"
 SPIN_ALPHA = 0.45
@@ -36,100 +33,9 @@ DETAIL_MIN_PX = 4
 LABEL_MIN_PX = 40
 
 
-class PlotError(ValueError):
-    """The trace cannot be drawn as asked: it is not JSON or not in the format `vsched run
-    --trace` writes, the window is empty, or the image format is unknown."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    """One stretch of time a pCPU ran one vCPU, in ms."""
-
-    pcpu: int
-    vm: str
-    vcpu_label: str
-    start_ms: float
-    end_ms: float
-    spinning: bool
-
-
-@dataclass
-class Schedule:
-    """What a trace file holds: the run intervals and the names of the pCPU rows."""
-
-    intervals: list[Interval] = field(default_factory=list)
-    pcpu_names: dict[int, str] = field(default_factory=dict)
-
-
 def _natural_key(text: str) -> tuple[int | str, ...]:
     """Sort "vm10" after "vm9"."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
-def _number(event: dict[str, Any], key: str, position: int) -> float:
-    value = event.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlotError(f"traceEvents[{position}].{key}: expected a number, got {value!r}")
-    return float(value)
-
-
-def _interval(event: dict[str, Any], position: int) -> Interval:
-    pcpu = event.get("tid")
-    if isinstance(pcpu, bool) or not isinstance(pcpu, int):
-        raise PlotError(f"traceEvents[{position}].tid: expected a pCPU number, got {pcpu!r}")
-    name = event.get("name")
-    if not isinstance(name, str):
-        raise PlotError(f"traceEvents[{position}].name: expected a string, got {name!r}")
-    args = event.get("args")
-    vm = args.get("vm") if isinstance(args, dict) else None
-    if not isinstance(vm, str):
-        # "<vm>.v<index>" is the documented name, so the VM can be recovered from it.
-        vm = name.rsplit(".", 1)[0]
-    start_us = _number(event, "ts", position)
-    duration_us = _number(event, "dur", position)
-    return Interval(
-        pcpu=pcpu,
-        vm=vm,
-        vcpu_label=name,
-        start_ms=start_us / US_PER_MS,
-        end_ms=(start_us + duration_us) / US_PER_MS,
-        spinning=event.get("cat") == "spin",
-    )
-
-
-def load_trace(path: str | os.PathLike[str]) -> Schedule:
-    """Read a trace written by `vsched run --trace`.
-
-    Raises `OSError` if the file cannot be read and `PlotError` if it is not such a trace.
-    """
-    try:
-        with open(path, encoding="utf-8") as file:
-            document = json.load(file)
-    except json.JSONDecodeError as error:
-        raise PlotError(
-            f"TRACE: '{path}' is not JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
-    except UnicodeDecodeError:
-        raise PlotError(f"TRACE: '{path}' is not UTF-8 text") from None
-    events = document.get("traceEvents") if isinstance(document, dict) else None
-    if not isinstance(events, list):
-        raise PlotError(f"TRACE: '{path}' has no \"traceEvents\" list; write one with `vsched run --trace`")
-    schedule = Schedule()
-    for position, event in enumerate(events):
-        if not isinstance(event, dict):
-            raise PlotError(f"TRACE: '{path}': traceEvents[{position}]: expected an object")
-        phase = event.get("ph")
-        if phase == "X":
-            try:
-                schedule.intervals.append(_interval(event, position))
-            except PlotError as error:
-                raise PlotError(f"TRACE: '{path}': {error}") from None
-        elif phase == "M" and event.get("name") == "thread_name":
-            args = event.get("args")
-            tid = event.get("tid")
-            if isinstance(tid, int) and isinstance(args, dict) and isinstance(args.get("name"), str):
-                schedule.pcpu_names[tid] = args["name"]
-    return schedule
 
 
 def _visible(intervals: list[Interval], start_ms: float | None, end_ms: float | None) -> list[Interval]:
@@ -194,6 +100,11 @@ def _bars(intervals: list[Interval], pixel_ms: float) -> list[_Bar]:
     return bars
 
 
+def _check_window(start_ms: float | None, end_ms: float | None) -> None:
+    if start_ms is not None and end_ms is not None and start_ms >= end_ms:
+        raise PlotError(f"the window start ({start_ms} ms) must be before its end ({end_ms} ms)")
+
+
 def gantt_figure(
     schedule: Schedule,
     *,
@@ -202,14 +113,15 @@ def gantt_figure(
     title: str | None = None,
 ) -> Figure:
     """Draw `schedule` between `start_ms` and `end_ms` (default: all of it)."""
-    if start_ms is not None and end_ms is not None and start_ms >= end_ms:
-        raise PlotError(f"the window start ({start_ms} ms) must be before its end ({end_ms} ms)")
-    if not schedule.intervals:
-        raise PlotError("TRACE: the trace holds no run intervals")
+    _check_window(start_ms, end_ms)
     intervals = _visible(schedule.intervals, start_ms, end_ms)
     if not intervals:
-        first = min(i.start_ms for i in schedule.intervals)
-        last = max(i.end_ms for i in schedule.intervals)
+        if not schedule.intervals and schedule.extent_ms is None:
+            raise PlotError("TRACE: the trace holds no run intervals")
+        first, last = schedule.extent_ms or (
+            min(i.start_ms for i in schedule.intervals),
+            max(i.end_ms for i in schedule.intervals),
+        )
         raise PlotError(f"TRACE: no run intervals in the window; the trace spans {first:g} to {last:g} ms")
 
     pcpus = sorted({interval.pcpu for interval in intervals} | set(schedule.pcpu_names))
@@ -283,7 +195,7 @@ def plot_trace(
             f"output file '{output_path}': unknown image format '{image_format}';"
             f" expected a suffix among {', '.join(sorted(supported))}"
         )
-    figure = gantt_figure(
-        load_trace(trace_path), start_ms=start_ms, end_ms=end_ms, title=Path(trace_path).name
-    )
+    _check_window(start_ms, end_ms)  # before reading: a backwards window has no bytes to read
+    schedule = load_trace(trace_path, start_ms=start_ms, end_ms=end_ms)
+    figure = gantt_figure(schedule, start_ms=start_ms, end_ms=end_ms, title=Path(trace_path).name)
     figure.savefig(output_path)

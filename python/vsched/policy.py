@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import ClassVar
 
 from vsched._core import (
+    CounterOf,
     Cx,
     Decision,
     DomainInfo,
@@ -39,6 +40,7 @@ from vsched._core import (
 )
 
 __all__ = [
+    "CounterOf",
     "Cx",
     "Decision",
     "DomainInfo",

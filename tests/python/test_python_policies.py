@@ -452,3 +452,27 @@ def test_admit_refuses_a_scenario_with_the_policys_reason(cli: Cli, tmp_path: Pa
         "error: scheduler.name: policy mine.py:Narrow cannot run this scenario: "
         "VM locker is wider than the host"
     ]
+
+
+PUBLISHES_QUEUE = """\
+class PublishesQueue(Base):
+    def pick_next(self, cx, pcpu, prev):
+        decision = Base.pick_next(self, cx, pcpu, prev)
+        assert cx.tracing()
+        cx.trace_counter("queue", vsched.CounterOf.host(), len(self.queue))
+        cx.trace_counter("picked", vsched.CounterOf.pcpu(pcpu), -1 if decision.next is None else decision.next)
+        return decision
+"""
+
+
+def test_a_python_policy_publishes_trace_counters_like_a_rust_one(tmp_path: Path) -> None:
+    path = policy_file(tmp_path, PUBLISHES_QUEUE)
+    trace = tmp_path / "trace.json"
+    vsched.run(TINY_SCENARIO, policy=f"{path}:PublishesQueue", trace=trace)
+    events = json.loads(trace.read_text())["traceEvents"]
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert any(name.startswith("queue") for name in counters), counters
+    assert any(name.startswith("picked") for name in counters), counters
+    # Untraced, the same policy is told so (`tracing()` is False) and its counters go nowhere.
+    with pytest.raises(vsched.PolicyError, match="AssertionError"):
+        vsched.run(TINY_SCENARIO, policy=f"{path}:PublishesQueue")

@@ -25,14 +25,33 @@ def write_trace(cli: Cli, scenario: Path, trace: Path, *options: object) -> dict
 
 
 def run_events(document: dict[str, Any]) -> list[dict[str, Any]]:
-    return [event for event in document["traceEvents"] if event["ph"] == "X"]
+    """The pCPU rows' run intervals."""
+    return [
+        event for event in document["traceEvents"] if event["ph"] == "X" and event["cat"] in ("run", "spin")
+    ]
+
+
+def named(document: dict[str, Any], kind: str) -> dict[int, str]:
+    """Each process's (`kind` = "process_name", by pid) or thread's ("thread_name", by tid) name."""
+    key = "pid" if kind == "process_name" else "tid"
+    return {
+        e[key]: e["args"]["name"] for e in document["traceEvents"] if e["ph"] == "M" and e["name"] == kind
+    }
 
 
 def test_trace_is_chrome_trace_event_json(cli: Cli, tiny_scenario: Path, tmp_path: Path) -> None:
     document = write_trace(cli, tiny_scenario, tmp_path / "trace.json")
 
-    names = {event["args"]["name"] for event in document["traceEvents"] if event["ph"] == "M"}
-    assert names == {"pCPU 0", "pCPU 1"}
+    assert named(document, "process_name") == {0: "host", 1: "locker", 2: "hog"}
+    assert named(document, "thread_name") == {
+        0: "pCPU 0",
+        1: "pCPU 1",
+        2: "locker.v0",
+        3: "locker.v1",
+        4: "hog.v0",
+        5: "hog.v1",
+        6: "hypervisor",
+    }
     events = run_events(document)
     assert events
     for event in events:
@@ -48,12 +67,19 @@ def test_trace_is_chrome_trace_event_json(cli: Cli, tiny_scenario: Path, tmp_pat
         assert all(end <= next_start + 1e-6 for (_, end), (next_start, _) in zip(spans, spans[1:]))
 
 
+def recorded_events(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every event the limit counts: all but the names and the index's checkpoints."""
+    return [event for event in document["traceEvents"] if event["ph"] != "M"]
+
+
 def test_trace_limit_bounds_the_events(cli: Cli, tiny_scenario: Path, tmp_path: Path) -> None:
-    unbounded = run_events(write_trace(cli, tiny_scenario, tmp_path / "all.json"))
+    unbounded = recorded_events(write_trace(cli, tiny_scenario, tmp_path / "all.json"))
     limit = len(unbounded) // 2
     assert limit > 0
 
-    bounded = run_events(write_trace(cli, tiny_scenario, tmp_path / "bounded.json", "--trace-limit", limit))
+    bounded = recorded_events(
+        write_trace(cli, tiny_scenario, tmp_path / "bounded.json", "--trace-limit", limit)
+    )
 
     assert len(bounded) == limit
     assert bounded == unbounded[:limit]
@@ -63,14 +89,14 @@ def test_trace_counts_what_the_limit_left_out_after_the_events(
     cli: Cli, tiny_scenario: Path, tmp_path: Path
 ) -> None:
     full = write_trace(cli, tiny_scenario, tmp_path / "all.json")
-    total = len(run_events(full))
-    assert (full["otherData"]["spans"], full["otherData"]["dropped_spans"]) == (total, 0)
+    total = len(recorded_events(full))
+    assert (full["otherData"]["events"], full["otherData"]["dropped_events"]) == (total, 0)
 
     path = tmp_path / "bounded.json"
     bounded = write_trace(cli, tiny_scenario, path, "--trace-limit", 3)
 
-    assert bounded["otherData"]["span_limit"] == 3
-    assert (bounded["otherData"]["spans"], bounded["otherData"]["dropped_spans"]) == (3, total - 3)
+    assert bounded["otherData"]["event_limit"] == 3
+    assert (bounded["otherData"]["events"], bounded["otherData"]["dropped_events"]) == (3, total - 3)
     # Written as the run goes, the counts come last: `otherData` follows the events.
     text = path.read_text(encoding="utf-8")
     assert text.startswith('{"displayTimeUnit":"ms","traceEvents":[')

@@ -3,7 +3,8 @@
 //! A policy sees and changes its world through [`Cx`] only: the clock, the topology of one
 //! host (pCPUs, vCPUs and domains numbered from 0), the state of each vCPU and of its guest
 //! as a hypervisor can observe it, and its actions — reschedule a pCPU, set a timer, bump a
-//! counter, report a co-scheduling launch, fail the run. Nothing here knows of the simulator.
+//! counter, report a co-scheduling launch, publish a figure to the run's trace, fail the
+//! run. Nothing here knows of the simulator.
 //!
 //! A world is anything that implements [`World`]: the simulator (`sim::world`) is one, the
 //! hand-driven `hand_world::Bench` another, and real KVM vCPUs could be a third. `World` is
@@ -20,6 +21,7 @@ use vsched_engine::{StreamRng, Time};
 
 use crate::domain::{DomainInfo, VcpuState};
 use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::trace::CounterOf;
 
 /// What a world provides to a policy, on one host, with host-local ids.
 ///
@@ -83,6 +85,14 @@ pub trait World {
     /// fail (a callback written in Python that raised) reports it here, since callbacks
     /// return nothing.
     fn fail(&mut self, message: String);
+    /// Whether the run's trace keeps the counters a policy publishes. A world without traces
+    /// keeps this default.
+    fn tracing(&self) -> bool {
+        false
+    }
+    /// Counter `name` of `of` (host-local ids; `Host(_)` is this host) holds `value` from now
+    /// on, in the run's trace. A world without traces keeps this default: nothing.
+    fn trace_counter(&mut self, _name: &'static str, _of: CounterOf, _value: i64) {}
 }
 
 /// A policy's view of its world during one callback (see the module notes).
@@ -253,6 +263,20 @@ impl<'a> Cx<'a> {
     /// the current event has been handled, and only the first failure is reported.
     pub fn fail(&mut self, message: impl Into<String>) {
         self.world.fail(message.into())
+    }
+    /// Whether the run is traced so that [`Cx::trace_counter`] keeps anything: a policy skips
+    /// computing counters otherwise.
+    #[inline]
+    pub fn tracing(&self) -> bool {
+        self.world.tracing()
+    }
+    /// Publishes one of the policy's own figures (a run queue's length, a vCPU's credit) to
+    /// the run's trace: counter `name` of `of` holds `value` from now on, a counter track
+    /// named "`name` `owner`" in Perfetto. Nothing unless the run is traced; the trace keeps
+    /// changes only, so publishing an unchanged value costs nothing in the file.
+    #[inline]
+    pub fn trace_counter(&mut self, name: &'static str, of: CounterOf, value: i64) {
+        self.world.trace_counter(name, of, value)
     }
 
     // ---- Helpers ----

@@ -2,7 +2,7 @@
 //! ([`Cx`] over a [`World`]), and the simulator, one world behind that seam: pCPUs,
 //! domains, vCPUs running guest programs, accounting, metrics and traces.
 //!
-//! Dependencies inside the crate run one way: `ids`, `domain`, `params` (plain data) <-
+//! Dependencies inside the crate run one way: `ids`, `domain`, `params`, `trace` (plain data) <-
 //! `cx` (the seam) <- `policy` (the interface) <- `sim` (a world). Nothing above `sim`
 //! knows it exists.
 
@@ -30,5 +30,7 @@ pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
     RunError, Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
-pub use trace::{Span, SpanSink, Trace};
+pub use trace::{
+    CounterOf, FlowKind, FlowPoint, Instant, Span, Trace, TraceEvent, TraceSink, Track, VcpuActivity, VcpuSlice,
+};
 pub use vsched_engine::{Time, NS_PER_MS, NS_PER_S, NS_PER_US};

@@ -47,6 +47,7 @@
 //! Suits: the baseline every seed paper measures against. Known weakness: blind to guest
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
 
+use crate::credit_trace::Published;
 use crate::xen_version::{self, Debit, Tickle, XenProfile, XEN_TIMER_SLOP_NS};
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
@@ -231,6 +232,8 @@ pub(crate) struct Credit {
     sort_epoch: u64,
     last_tickle: PcpuId,
     balance_bias: PcpuId,
+    /// The run queues' lengths and credits last published to the trace.
+    published: Published,
 }
 
 impl Credit {
@@ -526,6 +529,16 @@ impl Credit {
         self.vcpus[v].credit
     }
 
+    /// Publishes the run queues' lengths and the credits that changed to a traced run
+    /// (`credit_trace`); called at the end of each callback.
+    #[inline]
+    pub(crate) fn publish(&mut self, cx: &mut Cx) {
+        if self.published.on() {
+            let (pcpus, vcpus) = (&self.pcpus, &self.vcpus);
+            self.published.publish(cx, |p| pcpus[p].runq.len(), |v| vcpus[v].credit);
+        }
+    }
+
     /// Whether `v` is on its domain's active list (Xen's `sdom->active_unit`: charged and
     /// earning credit, whether it runs or waits).
     pub(crate) fn is_active(&self, v: VcpuId) -> bool {
@@ -796,6 +809,7 @@ impl Policy for Credit {
             .collect();
         self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
         self.vcpus = vec![VcpuState::new(); cx.n_vcpus()];
+        self.published.start(cx, cx.n_pcpus(), cx.n_vcpus());
         let at = cx.now() + self.tslice_ns;
         cx.set_timer(at, TIMER_ACCT);
     }
@@ -827,6 +841,7 @@ impl Policy for Credit {
         if cx.mid_run() {
             self.tickle(cx, v);
         }
+        self.publish(cx);
     }
 
     /// `csched_unit_remove`: off its run queue and its domain's active list (the domain leaves
@@ -837,6 +852,7 @@ impl Policy for Credit {
             self.acct_stop(cx, v);
         }
         self.vcpus[v] = VcpuState::new();
+        self.publish(cx);
     }
 
     /// `csched_unit_wake`: BOOST an UNDER vCPU, queue it on its processor, tickle.
@@ -855,6 +871,7 @@ impl Policy for Credit {
         }
         self.runq_insert(p, v);
         self.tickle(cx, v);
+        self.publish(cx);
     }
 
     /// `csched_unit_yield` (reached from Xen's PLE handler): set YIELD and reschedule. KVM's
@@ -867,16 +884,11 @@ impl Policy for Credit {
         cx.resched_here();
     }
 
-    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it.
+    /// `csched_schedule` (see `Credit::schedule`), then the trace's counters.
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        if let Some(keep) = self.put_prev(cx, p, prev, true) {
-            return keep;
-        }
-        if self.yield_placement == YieldPlacement::Head {
-            return self.pick_next_yield_to_head(cx, p, prev);
-        }
-        let next = self.choose(cx, p);
-        self.commit(cx, p, prev, next)
+        let decision = self.schedule(cx, p, prev);
+        self.publish(cx);
+        decision
     }
 
     /// `csched_tick` + `csched_unit_acct`: BOOST ends here and only here; the running vCPU
@@ -898,12 +910,14 @@ impl Policy for Credit {
             }
         }
         self.runq_sort(p);
+        self.publish(cx);
     }
 
     /// The master's accounting timer (`csched_acct`), every slice.
     fn timer(&mut self, cx: &mut Cx, id: u64) {
         debug_assert_eq!(id, TIMER_ACCT);
         self.account(cx);
+        self.publish(cx);
         let at = cx.now() + self.tslice_ns;
         cx.set_timer(at, TIMER_ACCT);
     }
@@ -912,6 +926,7 @@ impl Policy for Credit {
     fn vm_type_changed(&mut self, cx: &mut Cx, d: DomId, _old: VmType) {
         if self.spread == Spread::Con && cx.domain(d).vm_type == VmType::Con {
             self.scatter(cx, d);
+            self.publish(cx);
         }
     }
 
@@ -984,10 +999,12 @@ impl<V: CreditVariant> Policy for OnCredit<V> {
     fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
         self.base.vcpu_remove(cx, v);
         self.variant.removed(&mut self.base, cx, v);
+        self.base.publish(cx);
     }
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         self.base.wake(cx, v);
         self.variant.woke(&mut self.base, cx, v);
+        self.base.publish(cx);
     }
     fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
         self.base.sleep(cx, v)
@@ -996,7 +1013,9 @@ impl<V: CreditVariant> Policy for OnCredit<V> {
         self.base.yield_(cx, v, why)
     }
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.variant.pick_next(&mut self.base, cx, p, prev)
+        let decision = self.variant.pick_next(&mut self.base, cx, p, prev);
+        self.base.publish(cx);
+        decision
     }
     fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
         self.base.tick(cx, p)
@@ -1033,6 +1052,18 @@ impl Credit {
     pub(crate) fn with_yield_placement(mut self, placement: YieldPlacement) -> Credit {
         self.yield_placement = placement;
         self
+    }
+
+    /// `csched_schedule`: put the current vCPU back, take the head (or steal), run it.
+    fn schedule(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
+        if let Some(keep) = self.put_prev(cx, p, prev, true) {
+            return keep;
+        }
+        if self.yield_placement == YieldPlacement::Head {
+            return self.pick_next_yield_to_head(cx, p, prev);
+        }
+        let next = self.choose(cx, p);
+        self.commit(cx, p, prev, next)
     }
 
     /// `pick_next` under `Head` placement (seed 001 Fig. 1(b): the waiter "yields its CPU time
@@ -1152,6 +1183,7 @@ impl Credit {
             sort_epoch: 0,
             last_tickle: 0,
             balance_bias: 0,
+            published: Published::default(),
         })
     }
 }

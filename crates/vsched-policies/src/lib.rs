@@ -9,6 +9,7 @@ pub mod cfs;
 pub mod cosched;
 pub mod credit;
 mod credit_pick;
+mod credit_trace;
 pub mod cs;
 pub mod cvs_adaptive;
 pub mod cvs_comm;

@@ -13,9 +13,9 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use rand::{Rng, RngCore};
-use vsched_model::{Cx, DomId, PcpuId, VcpuId};
+use vsched_model::{CounterOf, Cx, DomId, PcpuId, VcpuId};
 
-use crate::py_types::{PyDomainInfo, PyVcpuState};
+use crate::py_types::{PyCounterOf, PyDomainInfo, PyVcpuState};
 
 /// The latest instant a timer may be set for: far past any run (2^62 ns is 146 years), far
 /// enough from `u64::MAX` that adding the timer slop cannot overflow.
@@ -277,6 +277,22 @@ impl PyCx {
     fn rng(slf: Bound<'_, Self>) -> PyResult<PyRng> {
         slf.borrow_mut().cx_mut("rng")?;
         Ok(PyRng { cx: slf.unbind() })
+    }
+    /// Whether the run is traced, so that `trace_counter` keeps anything: a policy skips
+    /// computing its counters otherwise.
+    fn tracing(&self) -> PyResult<bool> {
+        Ok(self.cx()?.tracing())
+    }
+    /// Publishes one of the policy's own figures to the run's trace: counter `name` of `of`
+    /// (a `CounterOf`) holds the integer `value` from now on. Nothing unless the run is traced.
+    fn trace_counter(&mut self, name: &str, of: PyCounterOf, value: i64) -> PyResult<()> {
+        let of = match of.0 {
+            CounterOf::Host(_) => CounterOf::Host(0),
+            CounterOf::Pcpu(p) => CounterOf::Pcpu(self.pcpu("trace_counter", p)?),
+            CounterOf::Vcpu(v) => CounterOf::Vcpu(self.vcpu("trace_counter", v)?),
+        };
+        self.cx_mut("trace_counter")?.trace_counter(interned(name), of, value);
+        Ok(())
     }
     /// Stops the run with a policy error: `message` says what went wrong.
     fn fail(&mut self, message: &str) -> PyResult<()> {

@@ -1,6 +1,6 @@
 //! The policy interface's plain data as Python classes, under the Rust names (`vsched-model`'s
 //! `policy.rs` and `domain.rs`): `Decision`, `YieldReason`, `VcpuState`, `VmType`,
-//! `DomainInfo`, `Paravirt`. Values cross by copy: a `DomainInfo` is a snapshot taken when the
+//! `DomainInfo`, `Paravirt`, `CounterOf`. Values cross by copy: a `DomainInfo` is a snapshot taken when the
 //! policy asked for it.
 
 use pyo3::prelude::*;
@@ -42,6 +42,41 @@ impl PyDecision {
             (Some(v), Some(slice)) => format!("Decision.run({v}, {slice})"),
             (None, None) => "Decision.idle()".to_string(),
             (next, slice) => format!("Decision(next={next:?}, slice_ns={slice:?})"),
+        }
+    }
+}
+
+/// Whose figure a trace counter is (`trace/event.rs`): `CounterOf.host()`, `CounterOf.pcpu(p)`
+/// or `CounterOf.vcpu(v)`, with host-local ids.
+#[pyclass(name = "CounterOf", module = "vsched", frozen, eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct PyCounterOf(pub model::CounterOf);
+
+#[pymethods]
+impl PyCounterOf {
+    /// A figure of the whole host (this policy's).
+    #[staticmethod]
+    fn host() -> Self {
+        PyCounterOf(model::CounterOf::Host(0))
+    }
+
+    /// A figure of pCPU `p`.
+    #[staticmethod]
+    fn pcpu(p: usize) -> Self {
+        PyCounterOf(model::CounterOf::Pcpu(p))
+    }
+
+    /// A figure of vCPU `v`.
+    #[staticmethod]
+    fn vcpu(v: usize) -> Self {
+        PyCounterOf(model::CounterOf::Vcpu(v))
+    }
+
+    fn __repr__(&self) -> String {
+        match self.0 {
+            model::CounterOf::Host(_) => "CounterOf.host()".to_string(),
+            model::CounterOf::Pcpu(p) => format!("CounterOf.pcpu({p})"),
+            model::CounterOf::Vcpu(v) => format!("CounterOf.vcpu({v})"),
         }
     }
 }
@@ -175,5 +210,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyVmType>()?;
     m.add_class::<PyParavirt>()?;
     m.add_class::<PyDomainInfo>()?;
+    m.add_class::<PyCounterOf>()?;
     Ok(())
 }

@@ -16,6 +16,7 @@ pub mod overrides;
 mod paravirt;
 pub mod report;
 pub mod scenario;
+pub mod trace_json;
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -33,8 +34,8 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lhp-demo.tom
 pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/lhp-alone.toml");
 /// The standard benchmark scenario of `vsched bench` (scenarios/bench.toml).
 pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
-/// Default bound on the number of trace spans written. It bounds the file (about 120 bytes
-/// a span), not memory: spans are written as they close.
+/// Default bound on the number of trace events written. It bounds the file (about 110 bytes
+/// an event), not memory: events are written as they are recorded.
 pub const DEFAULT_TRACE_LIMIT: usize = 1_000_000;
 /// The trace file's write buffer: large enough that writes are few, small beside a run.
 const TRACE_BUFFER_BYTES: usize = 1 << 16;
@@ -49,7 +50,7 @@ pub struct RunOptions {
     /// Run under this policy (default parameters) instead of the scenario's `[scheduler]`.
     pub policy: Option<String>,
     pub trace_path: Option<PathBuf>,
-    /// Maximum number of trace spans written (0 = [`DEFAULT_TRACE_LIMIT`]).
+    /// Maximum number of trace events written (0 = [`DEFAULT_TRACE_LIMIT`]).
     pub trace_limit: usize,
     /// Run the simulator's invariant checks after every event (`--check`), as debug builds do.
     pub check: bool,
@@ -150,8 +151,9 @@ pub fn run_scenario_json_with(
         Some(path) => {
             let file = File::create(path).map_err(|e| io_error(path, e))?;
             let out = BufWriter::with_capacity(TRACE_BUFFER_BYTES, file);
-            let writer = report::TraceJsonWriter::new(out, &scenario, seed, limit).map_err(|e| io_error(path, e))?;
-            Some((limit, Box::new(writer) as Box<dyn vsched_model::SpanSink>))
+            let writer =
+                trace_json::TraceJsonWriter::new(out, &scenario, seed, limit).map_err(|e| io_error(path, e))?;
+            Some((limit, Box::new(writer) as Box<dyn vsched_model::TraceSink>))
         }
         None => None,
     };

@@ -1,12 +1,10 @@
 //! Runs a scenario's repetitions and renders the JSON report.
 
-use std::fmt::Write as _;
-use std::io::{self, Write};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
-use vsched_model::{RunError, RunMetrics, Span, SpanSink, Until};
+use vsched_model::{RunError, RunMetrics, TraceSink, Until};
 
 use crate::scenario::Scenario;
 
@@ -137,13 +135,13 @@ pub enum RunFailure {
 
 /// Runs every repetition of `scenario`. `on_progress(rep, sim_ns)` is called every few
 /// thousand events and stops everything by returning `false`. With `trace = (limit, sink)`
-/// the first repetition streams at most `limit` run intervals into `sink` as they close,
-/// and the trace is finished (`SpanSink::finish`) as soon as that repetition ends.
+/// the first repetition streams at most `limit` trace events into `sink` as they are
+/// recorded, and the trace is finished (`TraceSink::finish`) as soon as that repetition ends.
 pub fn run_reps(
     scenario: &Scenario,
     seed: u64,
     reps: u32,
-    mut trace: Option<(usize, Box<dyn SpanSink>)>,
+    mut trace: Option<(usize, Box<dyn TraceSink>)>,
     checks: bool,
     on_progress: &mut dyn FnMut(u32, u64) -> bool,
 ) -> Result<Vec<RunRecord>, RunFailure> {
@@ -184,118 +182,4 @@ pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -
         "runs": runs,
         "summary": summarize(runs),
     })
-}
-
-/// Writes a trace as Chrome trace-event JSON (opens in Perfetto and chrome://tracing) while
-/// the run goes: one thread per pCPU, one complete ("X") event per run interval, category
-/// `run` or `spin`. The file is `{"displayTimeUnit": "ms", "traceEvents": [...], "otherData":
-/// {...}}`: `otherData` holds the run's description and the span counts, known only at the
-/// end, so it comes after the events (JSON objects are unordered; Perfetto reads `otherData`
-/// in either place). Each event is written as `serde_json` writes a `json!` object (keys in
-/// order), so the events are byte for byte what the whole-document renderer wrote before.
-pub struct TraceJsonWriter<W: Write> {
-    out: W,
-    /// Each VM's name, by global domain id.
-    vms: Vec<String>,
-    /// `otherData` without the counts.
-    other: serde_json::Map<String, Json>,
-    /// Reused for each event's "<vm>.v<index>".
-    name: String,
-}
-
-#[derive(Serialize)]
-struct ThreadName<'a> {
-    args: NameArg<'a>,
-    name: &'static str,
-    ph: &'static str,
-    pid: u32,
-    tid: usize,
-}
-
-#[derive(Serialize)]
-struct NameArg<'a> {
-    name: &'a str,
-}
-
-/// A complete event; fields in key order, as `json!` (a sorted map) writes them.
-#[derive(Serialize)]
-struct Complete<'a> {
-    args: SpanArgs<'a>,
-    cat: &'static str,
-    dur: f64,
-    name: &'a str,
-    ph: &'static str,
-    pid: u32,
-    tid: usize,
-    ts: f64,
-}
-
-#[derive(Serialize)]
-struct SpanArgs<'a> {
-    vcpu: usize,
-    vm: &'a str,
-}
-
-impl<W: Write> TraceJsonWriter<W> {
-    /// Writes the document's head and one thread-name event per pCPU row into `out`.
-    pub fn new(mut out: W, scenario: &Scenario, seed: u64, limit: usize) -> io::Result<Self> {
-        out.write_all(br#"{"displayTimeUnit":"ms","traceEvents":["#)?;
-        // One row per pCPU; on a cluster, host h's pCPU i is row h × pcpus + i.
-        let pcpus = scenario.host.pcpus;
-        for p in 0..pcpus * scenario.hosts {
-            let name = if scenario.hosts == 1 {
-                format!("pCPU {p}")
-            } else {
-                format!("host {} pCPU {}", p / pcpus, p % pcpus)
-            };
-            if p > 0 {
-                out.write_all(b",")?;
-            }
-            let event = ThreadName { args: NameArg { name: &name }, name: "thread_name", ph: "M", pid: 0, tid: p };
-            serde_json::to_writer(&mut out, &event)?;
-        }
-        let vms: Vec<String> = scenario.vms.iter().map(|v| v.name.clone()).collect();
-        let other = json!({
-            "scenario": scenario.name,
-            "policy": scenario.policy.name(),
-            "seed": seed,
-            "pcpus": scenario.host.pcpus,
-            "vms": vms,
-            "span_limit": limit,
-        });
-        let Json::Object(other) = other else { unreachable!("json! of an object") };
-        Ok(TraceJsonWriter { out, vms, other, name: String::new() })
-    }
-}
-
-impl<W: Write> SpanSink for TraceJsonWriter<W> {
-    fn span(&mut self, s: &Span) -> io::Result<()> {
-        let vm = &self.vms[s.dom];
-        self.name.clear();
-        write!(self.name, "{vm}.v{}", s.index).expect("writing to a String");
-        // Every trace has at least one thread-name event before its spans.
-        self.out.write_all(b",")?;
-        let event = Complete {
-            args: SpanArgs { vcpu: s.index, vm },
-            cat: if s.spinning { "spin" } else { "run" },
-            dur: (s.end - s.start) as f64 / 1e3,
-            name: &self.name,
-            ph: "X",
-            pid: 0,
-            tid: s.pcpu,
-            ts: s.start as f64 / 1e3,
-        };
-        serde_json::to_writer(&mut self.out, &event)?;
-        Ok(())
-    }
-
-    fn finish(&mut self, spans: u64, dropped: u64) -> io::Result<()> {
-        let mut other = std::mem::take(&mut self.other);
-        other.insert("spans".into(), json!(spans));
-        other.insert("dropped_spans".into(), json!(dropped));
-        self.out.write_all(br#"],"otherData":"#)?;
-        serde_json::to_writer(&mut self.out, &other)?;
-        self.out.write_all(b"}")?;
-        self.out.flush()
-    }
 }

@@ -1,5 +1,6 @@
-//! `--trace`: spans stream into the file as they close, within the limit, in the documented
-//! Chrome trace-event format; a write error ends the run with `Error::Io`.
+//! `--trace`: events stream into the file as they are recorded, within the limit, in the
+//! documented Chrome trace-event format; a write error ends the run with `Error::Io`. What
+//! the events show in Perfetto is tested in `perfetto.rs`.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use vsched::{Error, RunOptions, Scenario};
-use vsched_model::{Span, SpanSink};
+use vsched_model::{TraceEvent, TraceSink};
 
 /// The demo (a spinlock VM beside three hogs on 4 pCPUs), cut to 2 simulated seconds.
 fn demo() -> String {
@@ -40,20 +41,26 @@ fn without_wall_clock(text: &str) -> Value {
     doc
 }
 
-/// The run intervals of a trace file, as (pCPU, start µs, duration µs, spinning, VM, vCPU).
+/// The pCPU rows' run intervals of a trace file, as (pCPU, start µs, duration µs, spinning,
+/// VM, vCPU).
 fn intervals(doc: &Value) -> Vec<(u64, f64, f64, bool, String, u64)> {
     doc["traceEvents"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["ph"] == "X")
+        .filter(|e| e["ph"] == "X" && (e["cat"] == "run" || e["cat"] == "spin"))
         .map(|e| {
             let (vm, vcpu) = (e["args"]["vm"].as_str().unwrap().to_string(), e["args"]["vcpu"].as_u64().unwrap());
             assert_eq!(e["name"], format!("{vm}.v{vcpu}"));
             assert_eq!(e["pid"], 0);
-            let cat = e["cat"].as_str().unwrap();
-            assert!(cat == "run" || cat == "spin");
-            (e["tid"].as_u64().unwrap(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap(), cat == "spin", vm, vcpu)
+            (
+                e["tid"].as_u64().unwrap(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["cat"] == "spin",
+                vm,
+                vcpu,
+            )
         })
         .collect()
 }
@@ -80,17 +87,22 @@ fn the_file_holds_every_span_of_the_first_repetition_in_the_documented_format() 
     assert!(expected.len() > 1000, "a trace worth the name: {} spans", expected.len());
     assert_eq!(intervals(&doc), expected);
 
-    // Rows, then the run's description and the counts, known at the end, after the events.
-    let rows: Vec<&Value> = doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "M").collect();
-    let names: Vec<&str> = rows.iter().map(|e| e["args"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["pCPU 0", "pCPU 1", "pCPU 2", "pCPU 3"]);
-    let other = &doc["otherData"];
-    assert_eq!(other["spans"], expected.len());
-    assert_eq!(other["dropped_spans"], 0);
-    assert_eq!(other["span_limit"], vsched::DEFAULT_TRACE_LIMIT);
+    // Names first (pCPU 0's first of all), then the run's description and the counts, known
+    // at the end, after the events.
+    let events = doc["traceEvents"].as_array().unwrap();
     assert_eq!(
-        (&other["scenario"], &other["policy"], &other["seed"], &other["pcpus"]),
-        (&"lhp-demo".into(), &"credit".into(), &3.into(), &4.into())
+        events[0],
+        serde_json::json!({"args": {"name": "pCPU 0"}, "name": "thread_name", "ph": "M", "pid": 0, "tid": 0})
+    );
+    let first_event = events.iter().position(|e| e["ph"] != "M").unwrap();
+    assert!(events[first_event..].iter().all(|e| e["ph"] != "M" || e["name"] == "vsched_checkpoint"));
+    let other = &doc["otherData"];
+    assert_eq!(other["events"], events.len() - first_event - checkpoints(&doc));
+    assert_eq!(other["dropped_events"], 0);
+    assert_eq!(other["event_limit"], vsched::DEFAULT_TRACE_LIMIT);
+    assert_eq!(
+        (&other["scenario"], &other["policy"], &other["seed"], &other["pcpus"], &other["hosts"]),
+        (&"lhp-demo".into(), &"credit".into(), &3.into(), &4.into(), &1.into())
     );
     assert_eq!(other["vms"], serde_json::json!(["spin", "hog1", "hog2", "hog3"]));
 
@@ -111,8 +123,13 @@ fn the_file_holds_every_span_of_the_first_repetition_in_the_documented_format() 
     assert_eq!(without_wall_clock(&report), without_wall_clock(&untraced));
 }
 
+/// The checkpoint events of a trace (`trace_json`'s index).
+fn checkpoints(doc: &Value) -> usize {
+    doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["name"] == "vsched_checkpoint").count()
+}
+
 #[test]
-fn past_the_limit_spans_are_counted_not_written() {
+fn past_the_limit_events_are_counted_not_written() {
     let (full_path, cut_path) = (temp_path("all.json"), temp_path("cut.json"));
     run_traced(&demo(), &full_path, 0).unwrap();
     run_traced(&demo(), &cut_path, 100).unwrap();
@@ -120,11 +137,19 @@ fn past_the_limit_spans_are_counted_not_written() {
     let (full, cut) = (read(&full_path), read(&cut_path));
     std::fs::remove_file(&full_path).unwrap();
     std::fs::remove_file(&cut_path).unwrap();
+    // The limit counts every event, not only spans: the first 100 of the full trace.
+    let events = |doc: &Value| -> Vec<Value> {
+        let all = doc["traceEvents"].as_array().unwrap();
+        all.iter().filter(|e| e["ph"] != "M").cloned().collect()
+    };
+    assert_eq!(events(&cut), events(&full)[..100]);
     let (all, first) = (intervals(&full), intervals(&cut));
-    assert_eq!(first, all[..100]);
-    assert_eq!(cut["otherData"]["spans"], 100);
-    assert_eq!(cut["otherData"]["span_limit"], 100);
-    assert_eq!(cut["otherData"]["dropped_spans"], all.len() - 100);
+    assert!(!first.is_empty() && first.len() < 100);
+    assert_eq!(first, all[..first.len()]);
+    let total = full["otherData"]["events"].as_u64().unwrap();
+    assert_eq!(cut["otherData"]["events"], 100);
+    assert_eq!(cut["otherData"]["event_limit"], 100);
+    assert_eq!(cut["otherData"]["dropped_events"], total - 100);
 }
 
 #[test]
@@ -164,8 +189,8 @@ struct FailingSink {
     failed: Rc<Cell<bool>>,
 }
 
-impl SpanSink for FailingSink {
-    fn span(&mut self, _: &Span) -> io::Result<()> {
+impl TraceSink for FailingSink {
+    fn event(&mut self, _: &TraceEvent) -> io::Result<()> {
         self.written += 1;
         if self.written == self.fail_at {
             self.failed.set(true);

@@ -41,6 +41,7 @@ impl Core {
         }
         vc.state = new;
         vc.state_since = now;
+        self.trace_state_change(v, h);
     }
 
     pub(super) fn set_curr(&mut self, p: PcpuId, next: Option<VcpuId>) {

@@ -22,14 +22,14 @@ use crate::domain::{DomainInfo, VcpuState};
 use crate::histogram::Histogram;
 use crate::ids::ThreadId;
 use crate::policy::Policy;
-use crate::trace::{SpanSink, Trace};
+use crate::trace::{Trace, TraceSink};
 
 impl Simulation {
-    /// Passes per-pCPU run intervals to `sink` as they close, at most `limit` of them
-    /// ([`Trace::streaming`]; [`Simulation::enable_trace`] keeps them in memory instead). A
-    /// sink error ends the run; [`Trace::finish`], on the trace [`Simulation::take_trace`]
-    /// returns, gives the cause.
-    pub fn stream_trace(&mut self, limit: usize, sink: Box<dyn SpanSink>) {
+    /// Passes every trace event (pCPU spans, vCPU slices, counters, instants, flows) to `sink`
+    /// as it is recorded, at most `limit` of them ([`Trace::streaming`];
+    /// [`Simulation::enable_trace`] keeps pCPU spans in memory instead). A sink error ends the
+    /// run; [`Trace::finish`], on the trace [`Simulation::take_trace`] returns, gives the cause.
+    pub fn stream_trace(&mut self, limit: usize, sink: Box<dyn TraceSink>) {
         self.core.trace = Some(Trace::streaming(limit, sink));
     }
 

@@ -49,17 +49,15 @@ impl Core {
             let s = self.vcpus[v].state;
             self.set_state(v, s);
         }
-        for p in 0..self.pcpus.len() {
-            let curr = self.pcpus[p].curr;
-            let pc = &mut self.pcpus[p];
-            if curr.is_some() {
+        for pc in &mut self.pcpus {
+            if pc.curr.is_some() {
                 pc.busy_ns += now - pc.since;
             } else {
                 pc.idle_ns += now - pc.since;
             }
             pc.since = now;
-            self.with_trace(|t| t.close(p, now));
         }
+        self.with_trace(|t| t.close_all(now));
         for h in 0..self.hosts.len() {
             self.integrate_frag(h);
         }

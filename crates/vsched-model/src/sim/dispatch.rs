@@ -17,6 +17,7 @@ use super::{RunError, Simulation};
 use crate::domain::VcpuState;
 use crate::ids::{PcpuId, VcpuId};
 use crate::policy::Decision;
+use crate::trace::Instant;
 
 impl Simulation {
     /// Asks the policy what `p` runs next and makes it so.
@@ -156,6 +157,7 @@ impl Core {
                 let vc = &self.vcpus[v];
                 let (dom, index, spinning) = (vc.dom, vc.index, self.threads[vc.curr].state.spinning());
                 self.with_trace(|t| t.open(p, v, dom, index, now, spinning));
+                self.trace_vcpu(v); // a vCPU that stays may have started or stopped spinning
             }
             let vc = &self.vcpus[v];
             if !vc.irqs.is_empty() {
@@ -196,8 +198,10 @@ impl Core {
         vc.delay_until = None; // a grace ends with the vCPU's turn
         if preempted {
             let t = vc.curr;
-            if !self.threads[t].held.is_empty() {
+            let locks_held = self.threads[t].held.len();
+            if locks_held > 0 {
                 self.doms[vc.dom].lock_holder_preemptions += 1;
+                self.trace_instant(Instant::LockHolderPreempted { vcpu: v, locks_held });
             }
             self.set_state(v, VcpuState::Runnable);
             // A preempted mutex owner: its spinners see it if the guest has steal time.

@@ -183,6 +183,7 @@ impl Simulation {
                 }
             }
         }
+        self.core.trace_start();
         self.start_clocks();
     }
 
@@ -225,6 +226,7 @@ impl Simulation {
                 if core.pcpus[p].resched_gen != gen {
                     return false;
                 }
+                core.trace_resched_handled(p, gen);
                 self.schedule(p);
             }
             Ev::Irq { v, gen } => {

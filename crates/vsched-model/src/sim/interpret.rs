@@ -17,11 +17,9 @@ use vsched_engine::Time;
 use super::events::Ev;
 use super::locks::WaitAction;
 use super::state::{Core, SpinLimit, ThreadState};
-use super::RunError;
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
 use crate::ids::{DomId, ThreadId, VcpuId};
-use crate::trace::Trace;
 
 /// Steps one thread may take in one instant before its program is declared to loop without
 /// taking time: far more than any program of ours takes between two durations.
@@ -165,29 +163,6 @@ impl Core {
         self.trace_state(v);
     }
 
-    /// Records a run/spin change of a running vCPU in the trace.
-    pub(super) fn trace_state(&mut self, v: VcpuId) {
-        if self.trace.is_none() {
-            return;
-        }
-        let vc = &self.vcpus[v];
-        if let VcpuState::Running(p) = vc.state {
-            let (now, spinning) = (self.queue.now(), self.threads[vc.curr].state.spinning());
-            self.with_trace(|t| t.set_spinning(p, now, spinning));
-        }
-    }
-
-    /// Applies `f` to the trace, if the run is traced. A trace whose sink failed (a full
-    /// disk) ends the run: nothing more could be written, so running on would be wasted.
-    pub(super) fn with_trace(&mut self, f: impl FnOnce(&mut Trace)) {
-        if let Some(t) = &mut self.trace {
-            f(t);
-            if t.failed() {
-                self.error.get_or_insert(RunError::TraceSink);
-            }
-        }
-    }
-
     /// The thread of running vCPU `v` waits on its own (a compute, a spin): its next guest
     /// event is armed and the trace notes whether it spins.
     pub(super) fn wait_running(&mut self, v: VcpuId) -> Step {
@@ -209,7 +184,7 @@ impl Core {
         let VcpuState::Running(p) = vc.state else { unreachable!("only a running thread blocks") };
         // Pending interrupts are taken on the way to halt (`sti; hlt`).
         for s in std::mem::take(&mut vc.irqs) {
-            self.ack(s);
+            self.ipi_taken(s, v);
         }
         self.set_state(v, VcpuState::Blocked);
         self.arm_idle_timer(v);

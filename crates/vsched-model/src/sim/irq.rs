@@ -31,6 +31,7 @@ use super::state::{Core, ThreadState};
 use crate::domain::VcpuState;
 use crate::ids::{DomId, VcpuId};
 use crate::policy::YieldReason;
+use crate::trace::{FlowKind, Track};
 
 impl Core {
     /// `ipi_sync`: interrupt every other vCPU of the domain that has the address space live
@@ -82,7 +83,9 @@ impl Core {
     /// exit without posted interrupts (counted as delivery: the target's guest code is not
     /// stopped for that exit, a sub-µs approximation).
     fn send_irq(&mut self, sender: VcpuId, target: VcpuId) {
-        let sent = self.now().max(self.vcpus[sender].run_from);
+        let now = self.now();
+        self.with_trace(|t| t.flow_sent(FlowKind::GuestIpi, (sender, target), Track::Vcpu(sender), now));
+        let sent = now.max(self.vcpus[sender].run_from);
         let latency = self.host.ipi_latency_ns + self.receive_exit_ns();
         let vc = &mut self.vcpus[target];
         vc.irqs.push(sender);
@@ -98,7 +101,7 @@ impl Core {
         self.sync(v);
         self.stall(v, self.host.ipi_handler_ns + self.receive_exit_ns());
         for s in std::mem::take(&mut self.vcpus[v].irqs) {
-            self.ack(s);
+            self.ipi_taken(s, v);
         }
         self.arm(v);
     }
@@ -112,9 +115,17 @@ impl Core {
         }
     }
 
+    /// `target` takes the IPI `sender` sent it (in its handler, or on its way to halt) and
+    /// acknowledges it.
+    pub(super) fn ipi_taken(&mut self, sender: VcpuId, target: VcpuId) {
+        let now = self.now();
+        self.with_trace(|t| t.flow_arrived(FlowKind::GuestIpi, (sender, target), Track::Vcpu(target), now));
+        self.ack(sender);
+    }
+
     /// One acknowledgement reaches vCPU `sender`; the last one ends its thread's wait (a
     /// thread waiting for acknowledgements keeps its vCPU: preemption is disabled).
-    pub(super) fn ack(&mut self, sender: VcpuId) {
+    fn ack(&mut self, sender: VcpuId) {
         let t = self.vcpus[sender].curr;
         if let ThreadState::SpinIpi { pending } = &mut self.threads[t].state {
             *pending -= 1;

@@ -254,6 +254,7 @@ impl Core {
         if !executing(&self.vcpus, &self.threads, w) {
             dom.lock_waiter_preemptions += 1;
         }
+        self.trace_handoff(w, lock);
         // A running waiter continues through a guest event in this same instant.
         self.release_waiter(w);
         None
@@ -315,6 +316,7 @@ impl Core {
             let th = &mut self.threads[w];
             let kernel = matches!(th.state, ThreadState::SpinLock { kernel: true, .. });
             th.held.push((lock, kernel));
+            self.trace_handoff(w, lock);
             self.release_waiter(w);
         }
         // The others' timeouts changed: their next guest events with them.

@@ -27,6 +27,7 @@
 //! | `disk` | disk requests through the driver domain's blkback |
 //! | `costart` | the co-start skew metric |
 //! | `collect` | closing the books and building the report |
+//! | `tracing` | what the simulator tells a trace: vCPU activity, runnable vCPUs, instants |
 //! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
 //! | `watchdog` | stopping a run whose simulated time stops advancing, naming the culprit |
 //!
@@ -77,6 +78,7 @@ mod preempt_delay;
 mod queued;
 mod slab;
 mod state;
+mod tracing;
 mod watchdog;
 mod world;
 
@@ -172,7 +174,7 @@ impl Simulation {
         self.checks = true;
     }
 
-    /// Records per-pCPU run intervals, keeping at most `limit` of them.
+    /// Records per-pCPU run intervals in memory, keeping at most `limit` of them.
     pub fn enable_trace(&mut self, limit: usize) {
         self.core.trace = Some(Trace::new(limit));
     }

@@ -158,6 +158,7 @@ impl Core {
             l.handoff = false;
             l.holder = Some(w);
             self.threads[w].held.push((lock, true));
+            self.trace_handoff(w, lock);
             woke = self.release_waiter(w);
         } else {
             let (vcpus, threads) = (&self.vcpus, &self.threads);
@@ -170,6 +171,7 @@ impl Core {
                 let s = l.spinners.remove(i).expect("found");
                 l.holder = Some(s);
                 self.threads[s].held.push((lock, true));
+                self.trace_handoff(s, lock);
                 self.release_waiter(s);
             }
             let l = &self.doms[d].locks[lock as usize];

@@ -37,6 +37,7 @@ use super::RunError;
 use crate::domain::VcpuState;
 use crate::guest::BarrierWait;
 use crate::ids::{DomId, ThreadId, VcpuId};
+use crate::trace::{FlowKind, Track};
 
 /// One unit of driver-domain work: a message pass, a disk request's submission or
 /// completion, a client's request received for a thread, or a reply's packets sent
@@ -108,6 +109,7 @@ impl Core {
         let packets = self.network.packets(bytes);
         let msg = Msg { src, dst, bytes, packets, sent_at: now, stage: Stage::Deliver };
         let m = self.msgs.insert(msg);
+        self.with_trace(|t| t.flow_sent(FlowKind::Message, (m as usize, 0), Track::Vcpu(v), now));
         let (from_host, to_host) = (self.host_of(src), self.host_of(dst));
         if self.threads[dst].dom == d {
             let net = &self.network;
@@ -201,6 +203,8 @@ impl Core {
         let now = self.now();
         self.msgs.release(m);
         let Msg { src, dst, packets, sent_at, .. } = self.msgs[m];
+        let to = Track::Vcpu(self.threads[dst].vcpu);
+        self.with_trace(|t| t.flow_arrived(FlowKind::Message, (m as usize, 0), to, now));
         self.net.latency_sum_ns += now - sent_at;
         self.net.delivered += 1;
         let (from_dom, to_dom) = (self.threads[src].dom, self.threads[dst].dom);

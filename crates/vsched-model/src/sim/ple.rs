@@ -19,6 +19,7 @@ use vsched_engine::Time;
 use super::state::{Core, ThreadState};
 use crate::ids::VcpuId;
 use crate::policy::YieldReason;
+use crate::trace::Instant;
 
 impl Core {
     /// When `v`'s current kernel-mode spinning raises a pause-loop exit, if PLE applies.
@@ -46,6 +47,7 @@ impl Core {
             }
             let h = self.vcpus[v].host;
             self.hosts[h].ple_exits += 1;
+            self.trace_instant(Instant::PleExit { vcpu: v });
             self.to_yield.push_back((v, YieldReason::PauseLoopExit));
         }
         self.arm(v);

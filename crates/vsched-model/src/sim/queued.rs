@@ -92,6 +92,7 @@ impl Core {
                 l.waiters.pop_front();
                 l.holder = Some(h);
                 self.threads[h].held.push((lock, kernel));
+                self.trace_handoff(h, lock);
                 self.release_waiter(h);
                 if pv {
                     self.pv_new_head(d, lock);

@@ -10,6 +10,7 @@ use super::RunError;
 use crate::cx::{Cx, World};
 use crate::domain::{DomainInfo, VcpuState};
 use crate::ids::{DomId, PcpuId, VcpuId};
+use crate::trace::{CounterOf, Instant, Trace};
 
 /// Host `host`'s view of the core during one callback, on global pCPU `here` if any.
 pub(super) struct HostView<'a> {
@@ -126,6 +127,7 @@ impl World for HostView<'_> {
             let sent = self.core.request_resched(p, at);
             if sent {
                 self.core.hosts[self.host].ipis += 1;
+                self.core.trace_resched_sent(self.host, self.here, p);
             }
             sent
         }
@@ -139,6 +141,7 @@ impl World for HostView<'_> {
         self.core.doms[self.dom_base + d].co_launches += 1;
         self.core.hosts[self.host].co_launches += 1;
         self.core.note_co_launch(self.dom_base + d, self.here);
+        self.core.trace_instant(Instant::CoLaunch { dom: self.dom_base + d, pcpu: self.here });
     }
     fn set_timer(&mut self, at: Time, id: u64) {
         let at = at.max(self.core.queue.now()) + self.core.timer_late(self.host);
@@ -153,5 +156,17 @@ impl World for HostView<'_> {
     }
     fn fail(&mut self, message: String) {
         self.core.error.get_or_insert(RunError::Policy(message));
+    }
+    fn tracing(&self) -> bool {
+        self.core.trace.as_ref().is_some_and(Trace::detailed)
+    }
+    fn trace_counter(&mut self, name: &'static str, of: CounterOf, value: i64) {
+        let of = match of {
+            CounterOf::Host(_) => CounterOf::Host(self.host),
+            CounterOf::Pcpu(p) => CounterOf::Pcpu(self.pcpu_base + p),
+            CounterOf::Vcpu(v) => CounterOf::Vcpu(self.vcpu_base + v),
+        };
+        let now = self.core.queue.now();
+        self.core.with_trace(|t| t.counter(of, name, value, now));
     }
 }
