@@ -263,9 +263,10 @@ def run(
     report = json.loads(report_text)
     if json_output:
         print(report_text)
-        # The tables carry these warnings; JSON output keeps stdout clean, so they go here.
+        # The tables carry these warnings; JSON output keeps stdout clean, so they go to
+        # stderr, one line each as errors do.
         for line in unfinished_warnings(report):
-            stderr.print(line, style="bold red")
+            print(line, file=sys.stderr)
     else:
         stdout.print(report_tables(report, stdout.width))
     if out is not None:

@@ -176,7 +176,10 @@ def _unfinished_runs(report: dict[str, Any], index: int) -> list[dict[str, Any]]
     return [run for run in report["runs"] if run["vms"][index].get("finished") is False]
 
 
-def _flag_unfinished(report: dict[str, Any], rows: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+Rows = list[tuple[str, list[Any]]]
+
+
+def _flag_unfinished(report: dict[str, Any], rows: Rows) -> Rows:
     """`rows` with each unfinished workload's completion in red, and runs_finished
     not applicable (rather than 0) for workloads that never end."""
     runs: list[dict[str, Any]] = report["runs"]
@@ -191,7 +194,8 @@ def _flag_unfinished(report: dict[str, Any], rows: list[tuple[str, list[Any]]]) 
         if count == len(runs):
             flagged["completion_s"][index] = red
         elif count and "runs_unfinished" in flagged:
-            flagged["runs_unfinished"][index] = Text(flagged["runs_unfinished"][index], style=UNFINISHED_STYLE)
+            cells = flagged["runs_unfinished"]
+            cells[index] = Text(cells[index], style=UNFINISHED_STYLE)
         for key in ("runs_finished", "runs_unfinished"):
             if never_ending[index] and key in flagged:
                 flagged[key][index] = MISSING
@@ -206,7 +210,11 @@ def unfinished_warnings(report: dict[str, Any]) -> list[str]:
         cut_short = _unfinished_runs(report, index)
         if not cut_short:
             continue
-        reasons = "; ".join(_why_unfinished(report, run, run["vms"][index]) for run in cut_short)
+        if len(cut_short) > 1 and all(_stopped_at_horizon(report, r, r["vms"][index]) for r in cut_short):
+            seeds = ", ".join(str(run["seed"]) for run in cut_short)
+            reasons = f"seeds {seeds} stopped at the {report['horizon_s']:g} s horizon"
+        else:
+            reasons = "; ".join(_why_unfinished(report, run, run["vms"][index]) for run in cut_short)
         if len(runs) == 1:
             lines.append(
                 f"warning: {vm['name']} did not finish its {vm['workload']} workload: {reasons};"
@@ -226,14 +234,20 @@ def unfinished_warnings(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _stopped_at_horizon(report: dict[str, Any], run: dict[str, Any], vm: dict[str, Any]) -> bool:
+    existed = vm.get("created_s") is not None and vm.get("destroyed_s") is None
+    return existed and bool(run["sim_s"] >= report.get("horizon_s", float("inf")))
+
+
 def _why_unfinished(report: dict[str, Any], run: dict[str, Any], vm: dict[str, Any]) -> str:
     """Why VM `vm` of `run` did not finish, e.g. "seed 1 stopped at the 300 s horizon"."""
     which = f"seed {run['seed']}" if len(report["runs"]) > 1 else "the run"
     if vm.get("created_s") is None:
         return f"it was due after {which} ended at {run['sim_s']:.3f} s"
     if vm.get("destroyed_s") is not None:
-        return f"the VM was destroyed at {vm['destroyed_s']:.3f} s" + (f" in {which}" if len(report["runs"]) > 1 else "")
-    if run["sim_s"] >= report.get("horizon_s", float("inf")):
+        in_which = f" in {which}" if len(report["runs"]) > 1 else ""
+        return f"the VM was destroyed at {vm['destroyed_s']:.3f} s{in_which}"
+    if _stopped_at_horizon(report, run, vm):
         return f"{which} stopped at the {run['sim_s']:g} s horizon"
     return f"{which} stopped at {run['sim_s']:.3f} s"
 
@@ -274,7 +288,7 @@ def vm_tables(report: dict[str, Any], width: int) -> list[Table]:
     vms: list[dict[str, Any]] = runs[0]["vms"]
     # The summary lists the VMs in the runs' order, so the columns line up.
     if len(runs) == 1:
-        rows: list[tuple[str, list[Any]]] = list(_rows_of_values(vms, VM_ORDER))
+        rows: Rows = list(_rows_of_values(vms, VM_ORDER))
     else:
         rows = list(_rows_of_summary(report["summary"]["vms"], VM_ORDER))
     rows = _flag_unfinished(report, rows)
@@ -294,7 +308,8 @@ def vm_tables(report: dict[str, Any], width: int) -> list[Table]:
     policy = f", policy {report['policy']}" if report.get("policy") else ""
     tables = []
     for number, chunk in enumerate(chunks):
-        table = _vm_table(title=f"{heading}VMs ({_runs_description(report)}{policy})" if number == 0 else None)
+        title = f"{heading}VMs ({_runs_description(report)}{policy})"
+        table = _vm_table(title if number == 0 else None)
         for index in chunk:
             table.add_column(_vm_header(vms[index]), justify="right", no_wrap=True)
         for key, cells in rows:

@@ -112,7 +112,10 @@ def summary(
                 **dict(point.overrides),
                 "policy": point.policy or "(scenario's)",
                 "runs": len(point_rows),
-                **{m: summarize([r.get(m) for r in point_rows], unfinished_runs(point_rows, m)) for m in metrics},
+                **{
+                    m: summarize([r.get(m) for r in point_rows], unfinished_runs(point_rows, m))
+                    for m in metrics
+                },
             }
         )
     return entries
