@@ -28,7 +28,9 @@ use vsched_engine::Time;
 /// Splits `capacity` pCPUs among claimants of the given `weights` asking for `demands`
 /// pCPUs each, by weighted max-min fairness (water-filling), into `rates`. A claimant gets
 /// its demand if that is at most its weight's share of what the smaller claimants left;
-/// the rest share the remainder in proportion to their weights. `order` is scratch space.
+/// the rest share the remainder in proportion to their weights. `order` is scratch space;
+/// the order of the previous call, kept there, makes the sort nearly free when few demands
+/// changed (the simulator calls this at every change of one VM's demand).
 pub fn max_min_fair_split(capacity: f64, weights: &[f64], demands: &[f64], rates: &mut [f64], order: &mut Vec<usize>) {
     let total_demand: f64 = demands.iter().sum();
     if total_demand <= capacity {
@@ -36,11 +38,21 @@ pub fn max_min_fair_split(capacity: f64, weights: &[f64], demands: &[f64], rates
         return;
     }
     // Smallest demand per unit of weight first: those are satisfied before the level rises
-    // past them. Ties break by index, so the result never depends on the sort's stability.
-    order.clear();
-    order.extend(0..demands.len());
+    // past them. Ties break by index, so the result depends on no previous order.
+    if order.len() != demands.len() {
+        order.clear();
+        order.extend(0..demands.len());
+    }
     let per_weight = |i: usize| if weights[i] > 0.0 { demands[i] / weights[i] } else { f64::INFINITY };
-    order.sort_by(|&a, &b| per_weight(a).total_cmp(&per_weight(b)).then(a.cmp(&b)));
+    let before = |a: usize, b: usize| per_weight(a).total_cmp(&per_weight(b)).then(a.cmp(&b)).is_lt();
+    // Insertion sort: linear on the nearly sorted order of the previous call.
+    for i in 1..order.len() {
+        let mut j = i;
+        while j > 0 && before(order[j], order[j - 1]) {
+            order.swap(j, j - 1);
+            j -= 1;
+        }
+    }
     let mut left = capacity;
     let mut weight_left: f64 = order.iter().map(|&i| weights[i]).sum();
     for (position, &i) in order.iter().enumerate() {
@@ -183,6 +195,17 @@ mod tests {
     #[test]
     fn weightless_claimants_get_nothing_when_the_host_is_contended() {
         assert_eq!(split(2.0, &[0.0, 1.0], &[2.0, 4.0]), vec![0.0, 2.0]);
+    }
+
+    #[test]
+    fn the_order_left_by_a_previous_split_does_not_change_the_next() {
+        let mut order = Vec::new();
+        let mut rates = vec![0.0; 3];
+        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[0.5, 3.0, 3.0], &mut rates, &mut order);
+        assert_eq!(rates, vec![0.5, 0.75, 0.75]);
+        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2], &mut rates, &mut order);
+        assert_eq!(rates, split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2]));
+        assert_eq!(rates, vec![0.9, 0.9, 0.2]);
     }
 
     const S: Time = 1_000_000_000;
