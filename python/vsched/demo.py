@@ -13,7 +13,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 FIELD_MEANINGS = (
-    ("completion_s", "when the VM's job finished (— if it did not, e.g. a CPU hog)"),
+    (
+        "completion_s",
+        "when the VM's job finished (— for one that never ends, e.g. a CPU hog; unfinished if cut short)",
+    ),
     ("cpu_s", "CPU time its vCPUs received"),
     ("spin_s", "the part of cpu_s burned spinning on a lock: CPU used, no progress made"),
     ("steal_s", "time its vCPUs were runnable but waiting for a pCPU"),
@@ -112,13 +115,14 @@ def _too_spread_for_a_mean(values: list[float]) -> bool:
     return len(values) > 1 and stdev(values) > fmean(values)
 
 
-def _one_run(vm: dict[str, Any], sim_s: float) -> str:
-    """What VM `vm` (its figures in one run of `sim_s` seconds) received and suffered."""
+def _one_run(vm: dict[str, Any], sim_s: float, finished: str | None = None) -> str:
+    """What VM `vm` (its figures in one run of `sim_s` seconds, or their means) received and
+    suffered, and whether it `finished` (by default, as its completion_s says)."""
     spin_fraction = vm["spin_s"] / vm["cpu_s"] if vm["cpu_s"] > 0 else 0.0
     steal_fraction = vm["steal_s"] / (vm["vcpus"] * sim_s) if sim_s > 0 else 0.0
-    if vm.get("completion_s") is None:
+    if finished is None and vm.get("completion_s") is None:
         finished = f"did not finish its job before the run stopped at {sim_s:.3f} s"
-    else:
+    elif finished is None:
         finished = f"finished its job at {vm['completion_s']:.3f} s"
     return (
         f"{vm['name']} received {vm['cpu_s']:.3f} s of CPU and burned {spin_fraction:.0%} of it"
@@ -182,14 +186,13 @@ def conclusion(report: dict[str, Any]) -> list[RenderableType]:
             )
             paragraphs.append(_run_by_run(report, index, spread))
             continue
-        text = _one_run(vm, sim_s)
+        finished = None
         if vm["runs_finished"] < len(runs) and vm["completion_s"] is not None:
-            text = text.replace(
-                f"It finished its job at {vm['completion_s']:.3f} s.",
-                f"It finished its job in {vm['runs_finished']} of {len(runs)} runs, at"
-                f" {vm['completion_s']:.3f} s on average.",
+            finished = (
+                f"finished its job in {vm['runs_finished']} of {len(runs)} runs,"
+                f" at {vm['completion_s']:.3f} s on average"
             )
-        paragraphs.append(f"In this run{averaged}, {text}")
+        paragraphs.append(f"In this run{averaged}, {_one_run(vm, sim_s, finished)}")
     holders_preempted = any(vm["lock_holder_preemptions"] > 0 for _, vm in lock_vms)
     if holders_preempted:
         paragraphs.append(

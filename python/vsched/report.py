@@ -63,6 +63,8 @@ HOST_ORDER = (
     "sched_invocations",
     "ple_exits",
 )
+# A table's rows: (metric, cells), a cell being text or styled text.
+Rows = list[tuple[str, list[Any]]]
 # Rows shown even when 0 for every VM: they describe any run.
 ALWAYS_SHOWN = frozenset(
     {"completion_s", "cpu_s", "steal_s", "cpu_share", "entitled_share", "pcpus", "utilization", "fairness"}
@@ -174,9 +176,6 @@ def _flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def _unfinished_runs(report: dict[str, Any], index: int) -> list[dict[str, Any]]:
     """The runs in which VM `index` had a workload to finish and did not finish it."""
     return [run for run in report["runs"] if run["vms"][index].get("finished") is False]
-
-
-Rows = list[tuple[str, list[Any]]]
 
 
 def _flag_unfinished(report: dict[str, Any], rows: Rows) -> Rows:
