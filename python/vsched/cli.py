@@ -26,7 +26,7 @@ from rich.text import Text
 
 import vsched
 from vsched import demo as demo_text
-from vsched.report import format_value, report_tables
+from vsched.report import format_value, report_tables, unfinished_warnings
 from vsched.runs import JobFailed, RunSettings
 
 # Typer reports command-line mistakes with click's UsageError. Recent Typer releases vendor
@@ -290,6 +290,10 @@ def run(
     report = json.loads(report_text)
     if json_output:
         print(report_text)
+        # The tables carry these warnings; JSON output keeps stdout clean, so they go to
+        # stderr, one line each as errors do.
+        for line in unfinished_warnings(report):
+            print(line, file=sys.stderr)
     else:
         stdout.print(report_tables(report, stdout.width))
     if out is not None:
@@ -656,6 +660,13 @@ def sweep(
     for entry in summary:
         table.add_row(*[str(entry[c]) for c in [*keys, "policy", "runs", *metrics]])
     stdout.print(table)
+    for m in metrics:
+        if unfinished := sweeping.unfinished_runs(rows, m):
+            stdout.print(
+                f"warning: {m}: the workload did not finish in {unfinished} of {len(rows)} runs;"
+                " the means are over the runs that finished",
+                style="bold red",
+            )
     stdout.print(f"wrote {out / 'results.parquet'} ({len(rows)} runs; mean ± std over seeds)")
 
 

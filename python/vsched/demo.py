@@ -6,14 +6,17 @@ the explanation stays true when the default scenario or the simulator changes.
 
 from __future__ import annotations
 
-from statistics import fmean
+from statistics import fmean, median, stdev
 from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 
 FIELD_MEANINGS = (
-    ("completion_s", "when the VM's job finished (— if it did not, e.g. a CPU hog)"),
+    (
+        "completion_s",
+        "when the VM's job finished (— for one that never ends, e.g. a CPU hog; unfinished if cut short)",
+    ),
     ("cpu_s", "CPU time its vCPUs received"),
     ("spin_s", "the part of cpu_s burned spinning on a lock: CPU used, no progress made"),
     ("steal_s", "time its vCPUs were runnable but waiting for a pCPU"),
@@ -102,6 +105,63 @@ def _field_meanings() -> RenderableType:
     return Group("How to read the VM table:", grid)
 
 
+# Figures of a VM that the demo's sentences quote; when any of them spreads wider over the
+# seeds than its mean (standard deviation above the mean), a mean would describe no run, and
+# the sentences go run by run instead.
+QUOTED_FIGURES = ("cpu_s", "spin_s", "steal_s", "lock_holder_preemptions", "lock_waiter_preemptions")
+
+
+def _too_spread_for_a_mean(values: list[float]) -> bool:
+    return len(values) > 1 and stdev(values) > fmean(values)
+
+
+def _one_run(vm: dict[str, Any], sim_s: float, finished: str | None = None) -> str:
+    """What VM `vm` (its figures in one run of `sim_s` seconds, or their means) received and
+    suffered, and whether it `finished` (by default, as its completion_s says)."""
+    spin_fraction = vm["spin_s"] / vm["cpu_s"] if vm["cpu_s"] > 0 else 0.0
+    steal_fraction = vm["steal_s"] / (vm["vcpus"] * sim_s) if sim_s > 0 else 0.0
+    if finished is None and vm.get("completion_s") is None:
+        finished = f"did not finish its job before the run stopped at {sim_s:.3f} s"
+    elif finished is None:
+        finished = f"finished its job at {vm['completion_s']:.3f} s"
+    return (
+        f"{vm['name']} received {vm['cpu_s']:.3f} s of CPU and burned {spin_fraction:.0%} of it"
+        f" spinning ({vm['spin_s']:.3f} s). Its vCPUs were descheduled"
+        f" {vm['lock_holder_preemptions']:,.0f} times while holding a lock"
+        f" ({vm['lock_holder_preemptions'] / sim_s:,.1f} per simulated second) and spent"
+        f" {steal_fraction:.0%} of their time runnable but waiting (steal). It {finished}."
+    )
+
+
+def _run_by_run(report: dict[str, Any], index: int, spread: str) -> str:
+    """VM `index` seed by seed, with the median, for runs too different for a mean."""
+    runs: list[dict[str, Any]] = report["runs"]
+    lengths = [run["sim_s"] for run in runs]
+    why = (
+        f" The runs lasted {min(lengths):.3f} to {max(lengths):.3f} s: a run ends when every job"
+        " has finished, or at the horizon, so a seed whose job does not finish runs far longer"
+        " and accumulates far more of everything."
+        if max(lengths) > 2 * min(lengths)
+        else ""
+    )
+    per_seed = " ".join(f"Seed {run['seed']}: {_one_run(run['vms'][index], run['sim_s'])}" for run in runs)
+    vms = [run["vms"][index] for run in runs]
+    completions = [vm["completion_s"] for vm in vms if vm.get("completion_s") is not None]
+    medians = (
+        f"Medians over the {len(runs)} runs: {median(vm['cpu_s'] for vm in vms):.3f} s of CPU,"
+        f" {median(vm['lock_holder_preemptions'] for vm in vms):,.0f} lock-holder preemptions"
+        + (
+            f", completion {median(completions):.3f} s over the {len(completions)} runs that finished."
+            if completions
+            else "; no run finished."
+        )
+    )
+    return (
+        f"The {len(runs)} runs differ too much for a mean to describe any of them ({spread}: a"
+        f" standard deviation larger than the mean).{why} Run by run: {per_seed} {medians}"
+    )
+
+
 def conclusion(report: dict[str, Any]) -> list[RenderableType]:
     """Paragraphs printed after the tables: what the fields mean and what this run shows."""
     runs: list[dict[str, Any]] = report["runs"]
@@ -109,36 +169,46 @@ def conclusion(report: dict[str, Any]) -> list[RenderableType]:
     averaged = f" (means over {len(runs)} runs)" if len(runs) > 1 else ""
     paragraphs: list[RenderableType] = [_field_meanings()]
     # The VMs whose guests take locks show it: they spun or were preempted holding one.
-    lock_vms = [vm for vm in _vm_means(report) if vm["spin_s"] > 0 or vm["lock_holder_preemptions"] > 0]
-    for vm in lock_vms:
-        spin_fraction = vm["spin_s"] / vm["cpu_s"] if vm["cpu_s"] > 0 else 0.0
-        steal_fraction = vm["steal_s"] / (vm["vcpus"] * sim_s)
-        if vm["completion_s"] is None:
-            finished = f"did not finish its job before the run stopped at {sim_s:.3f} s"
-        elif vm["runs_finished"] < len(runs):
+    lock_vms = [
+        (index, vm)
+        for index, vm in enumerate(_vm_means(report))
+        if vm["spin_s"] > 0 or vm["lock_holder_preemptions"] > 0
+    ]
+    spread_out = set()
+    for index, vm in lock_vms:
+        per_run = {key: [run["vms"][index][key] for run in runs] for key in QUOTED_FIGURES}
+        spreads = [key for key, values in per_run.items() if _too_spread_for_a_mean(values)]
+        if spreads:
+            spread_out.add(index)
+            first = per_run[spreads[0]]
+            spread = f"{vm['name']}'s {spreads[0]} is {fmean(first):,.1f} ± {stdev(first):,.1f}" + (
+                f", and its {', '.join(spreads[1:])} spread as widely" if spreads[1:] else ""
+            )
+            paragraphs.append(_run_by_run(report, index, spread))
+            continue
+        finished = None
+        if vm["runs_finished"] < len(runs) and vm["completion_s"] is not None:
             finished = (
                 f"finished its job in {vm['runs_finished']} of {len(runs)} runs,"
                 f" at {vm['completion_s']:.3f} s on average"
             )
-        else:
-            finished = f"finished its job at {vm['completion_s']:.3f} s"
-        paragraphs.append(
-            f"In this run{averaged}, {vm['name']} received {vm['cpu_s']:.3f} s of CPU and burned"
-            f" {spin_fraction:.0%} of it spinning ({vm['spin_s']:.3f} s). Its vCPUs were"
-            f" descheduled {vm['lock_holder_preemptions']:,.0f} times while holding a lock"
-            f" ({vm['lock_holder_preemptions'] / sim_s:,.1f} per simulated second) and spent"
-            f" {steal_fraction:.0%} of their time runnable but waiting (steal). It {finished}."
-        )
-    holders_preempted = any(vm["lock_holder_preemptions"] > 0 for vm in lock_vms)
+        paragraphs.append(f"In this run{averaged}, {_one_run(vm, sim_s, finished)}")
+    holders_preempted = any(vm["lock_holder_preemptions"] > 0 for _, vm in lock_vms)
     if holders_preempted:
         paragraphs.append(
             "Each of those preemptions left the VM's other vCPUs spinning on a lock whose holder"
             " could not run: time slices spent, nothing done."
         )
-    waiters = [vm for vm in lock_vms if vm["lock_waiter_preemptions"] > vm["lock_holder_preemptions"]]
-    for vm in waiters:
+    waiters = [(i, vm) for i, vm in lock_vms if vm["lock_waiter_preemptions"] > vm["lock_holder_preemptions"]]
+    for index, vm in waiters:
+        if index in spread_out:
+            times = ", ".join(
+                f"{run['vms'][index]['lock_waiter_preemptions']:,} (seed {run['seed']})" for run in runs
+            )
+        else:
+            times = f"{vm['lock_waiter_preemptions']:,.0f}"
         paragraphs.append(
-            f"More often still ({vm['lock_waiter_preemptions']:,.0f} times), a ticket lock of"
+            f"More often still ({times} times), a ticket lock of"
             f" {vm['name']} was handed to a waiter whose vCPU was not running: the lock stays"
             " taken until that vCPU runs again, and every other waiter spins meanwhile"
             " (lock-waiter preemption)."

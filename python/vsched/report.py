@@ -3,6 +3,12 @@
 The tables show whatever metrics the report holds, so a metric added to the core appears
 here without a change; the best-known ones come first, in a fixed order. One repetition
 shows its values; several show the summary's mean ± standard deviation.
+
+What does not apply to a run is left out: a row that is 0 or null for every VM (a
+co-scheduling counter under a policy that does not co-schedule, latencies where nothing
+serves requests), except the few rows every run has (`ALWAYS_SHOWN`). What went wrong is
+not left out: a VM whose workload did not finish reads "unfinished" in red, and a warning
+under the table says in which runs and when the run stopped.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from rich import box
 from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 # Per-VM fields that describe the configuration rather than measure the run: they go into
 # the column headers, not the rows.
@@ -25,6 +32,7 @@ MAX_VM_COLUMNS = 24
 VM_ORDER = (
     "completion_s",
     "runs_finished",
+    "runs_unfinished",
     "cpu_s",
     "spin_s",
     "spin_share",
@@ -33,6 +41,7 @@ VM_ORDER = (
     "lock_waiter_preemptions",
     "ple_exits",
     "cpu_share",
+    "entitled_share",
     "weight_share",
     "wake_latency_us",
     "wake_latency_us_mean",
@@ -54,8 +63,23 @@ HOST_ORDER = (
     "sched_invocations",
     "ple_exits",
 )
+# A table's rows: (metric, cells), a cell being text or styled text.
+Rows = list[tuple[str, list[Any]]]
+# Rows shown even when 0 for every VM: they describe any run.
+ALWAYS_SHOWN = frozenset(
+    {"completion_s", "cpu_s", "steal_s", "cpu_share", "entitled_share", "pcpus", "utilization", "fairness"}
+)
 MISSING = "—"
-FOOTNOTE = f"{MISSING} = not applicable (e.g. the completion of an unfinished job)"
+UNFINISHED = "unfinished"
+UNFINISHED_STYLE = "bold red"
+FOOTNOTE = (
+    f"{MISSING} = not applicable (e.g. the completion of a job that never ends); rows that are 0 or"
+    f" {MISSING} for every VM are left out (see --json)"
+)
+HOST_FOOTNOTE = (
+    "fairness: Jain's index of each VM's CPU over its entitled_share (its part of a weighted"
+    " max-min fair split of what it asked for), 1 = each got its due; see docs/scenario.md"
+)
 
 
 def _is_number(value: Any) -> bool:
@@ -104,12 +128,20 @@ def _ordered(keys: Iterable[str], order: Sequence[str]) -> list[str]:
     return sorted(keys, key=lambda key: (rank.get(key, len(rank)), key))
 
 
+def _applies(key: str, values: Sequence[Any]) -> bool:
+    """Whether a row belongs in the table: some value is a nonzero number (or, for the rows
+    every run has, any number)."""
+    if key in ALWAYS_SHOWN:
+        return any(_is_number(value) for value in values)
+    return any(_is_number(value) and value != 0 for value in values)
+
+
 def _rows_of_values(entries: list[dict[str, Any]], order: Sequence[str]) -> Iterator[tuple[str, list[str]]]:
-    """(metric, cells) per numeric metric; a metric null everywhere does not apply here."""
+    """(metric, cells) per numeric metric that applies to this run."""
     keys = {key for entry in entries for key in entry if key not in VM_CONFIG_FIELDS}
     for key in _ordered(keys, order):
         values = [entry.get(key) for entry in entries]
-        if any(_is_number(value) for value in values):
+        if _applies(key, values):
             yield key, [format_value(key, value) for value in values]
 
 
@@ -124,8 +156,9 @@ def _rows_of_summary(entries: list[dict[str, Any]], order: Sequence[str]) -> Ite
                 keys.add(key)
     for key in _ordered(keys, order):
         if any(_is_number(entry.get(f"{key}_mean")) for entry in entries):
-            yield key, [format_mean_std(key, e.get(f"{key}_mean"), e.get(f"{key}_std")) for e in entries]
-        elif any(_is_number(entry.get(key)) for entry in entries):
+            if _applies(key, [entry.get(f"{key}_mean") for entry in entries]):
+                yield key, [format_mean_std(key, e.get(f"{key}_mean"), e.get(f"{key}_std")) for e in entries]
+        elif _applies(key, [entry.get(key) for entry in entries]):
             yield key, [format_value(key, entry.get(key)) for entry in entries]
 
 
@@ -138,6 +171,84 @@ def _flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def _unfinished_runs(report: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """The runs in which VM `index` had a workload to finish and did not finish it."""
+    return [run for run in report["runs"] if run["vms"][index].get("finished") is False]
+
+
+def _flag_unfinished(report: dict[str, Any], rows: Rows) -> Rows:
+    """`rows` with each unfinished workload's completion in red, and runs_finished
+    not applicable (rather than 0) for workloads that never end."""
+    runs: list[dict[str, Any]] = report["runs"]
+    vms: list[dict[str, Any]] = runs[0]["vms"]
+    unfinished = [len(_unfinished_runs(report, index)) for index in range(len(vms))]
+    never_ending = [vm.get("finished", False) is None for vm in vms]
+    flagged = dict(rows)
+    if any(unfinished) and "completion_s" not in flagged:
+        flagged["completion_s"] = [MISSING] * len(vms)
+    red = Text(UNFINISHED, style=UNFINISHED_STYLE)
+    for index, count in enumerate(unfinished):
+        if count == len(runs):
+            flagged["completion_s"][index] = red
+        elif count and "runs_unfinished" in flagged:
+            cells = flagged["runs_unfinished"]
+            cells[index] = Text(cells[index], style=UNFINISHED_STYLE)
+        for key in ("runs_finished", "runs_unfinished"):
+            if never_ending[index] and key in flagged:
+                flagged[key][index] = MISSING
+    return [(key, flagged[key]) for key in _ordered(flagged, VM_ORDER)]
+
+
+def unfinished_warnings(report: dict[str, Any]) -> list[str]:
+    """One line per VM whose workload did not finish in some run: in which runs, and why."""
+    runs: list[dict[str, Any]] = report["runs"]
+    lines = []
+    for index, vm in enumerate(runs[0]["vms"]):
+        cut_short = _unfinished_runs(report, index)
+        if not cut_short:
+            continue
+        if len(cut_short) > 1 and all(_stopped_at_horizon(report, r, r["vms"][index]) for r in cut_short):
+            seeds = ", ".join(str(run["seed"]) for run in cut_short)
+            reasons = f"seeds {seeds} stopped at the {report['horizon_s']:g} s horizon"
+        else:
+            reasons = "; ".join(_why_unfinished(report, run, run["vms"][index]) for run in cut_short)
+        if len(runs) == 1:
+            lines.append(
+                f"warning: {vm['name']} did not finish its {vm['workload']} workload: {reasons};"
+                " its figures describe work left undone"
+            )
+            continue
+        finished = len(runs) - len(cut_short)
+        completion = (
+            f"its completion_s is over the {finished} runs that finished"
+            if finished
+            else "it has no completion time"
+        )
+        lines.append(
+            f"warning: {vm['name']} did not finish its {vm['workload']} workload in {len(cut_short)} of"
+            f" {len(runs)} runs ({reasons}): {completion}"
+        )
+    return lines
+
+
+def _stopped_at_horizon(report: dict[str, Any], run: dict[str, Any], vm: dict[str, Any]) -> bool:
+    existed = vm.get("created_s") is not None and vm.get("destroyed_s") is None
+    return existed and bool(run["sim_s"] >= report.get("horizon_s", float("inf")))
+
+
+def _why_unfinished(report: dict[str, Any], run: dict[str, Any], vm: dict[str, Any]) -> str:
+    """Why VM `vm` of `run` did not finish, e.g. "seed 1 stopped at the 300 s horizon"."""
+    which = f"seed {run['seed']}" if len(report["runs"]) > 1 else "the run"
+    if vm.get("created_s") is None:
+        return f"it was due after {which} ended at {run['sim_s']:.3f} s"
+    if vm.get("destroyed_s") is not None:
+        in_which = f" in {which}" if len(report["runs"]) > 1 else ""
+        return f"the VM was destroyed at {vm['destroyed_s']:.3f} s{in_which}"
+    if _stopped_at_horizon(report, run, vm):
+        return f"{which} stopped at the {run['sim_s']:g} s horizon"
+    return f"{which} stopped at {run['sim_s']:.3f} s"
 
 
 def _vm_header(vm: dict[str, Any]) -> str:
@@ -154,15 +265,8 @@ def _runs_description(report: dict[str, Any]) -> str:
     return f"mean ± std over {len(runs)} runs, seeds {seeds[0]}..{seeds[-1]}"
 
 
-def _vm_table(title: str | None, caption: str | None) -> Table:
-    table = Table(
-        title=title,
-        title_justify="left",
-        caption=caption,
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
+def _vm_table(title: str | None) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("metric", style="bold", no_wrap=True)
     return table
 
@@ -183,13 +287,14 @@ def vm_tables(report: dict[str, Any], width: int) -> list[Table]:
     vms: list[dict[str, Any]] = runs[0]["vms"]
     # The summary lists the VMs in the runs' order, so the columns line up.
     if len(runs) == 1:
-        rows = list(_rows_of_values(vms, VM_ORDER))
+        rows: Rows = list(_rows_of_values(vms, VM_ORDER))
     else:
         rows = list(_rows_of_summary(report["summary"]["vms"], VM_ORDER))
+    rows = _flag_unfinished(report, rows)
 
     chunks: list[list[int]] = [[]]
     for index in range(len(vms)):
-        candidate = _vm_table(None, None)
+        candidate = _vm_table(None)
         for column in [*chunks[-1], index]:
             candidate.add_column(_vm_header(vms[column]), no_wrap=True)
         for key, cells in rows:
@@ -202,10 +307,8 @@ def vm_tables(report: dict[str, Any], width: int) -> list[Table]:
     policy = f", policy {report['policy']}" if report.get("policy") else ""
     tables = []
     for number, chunk in enumerate(chunks):
-        table = _vm_table(
-            title=f"{heading}VMs ({_runs_description(report)}{policy})" if number == 0 else None,
-            caption=FOOTNOTE if number == len(chunks) - 1 else None,
-        )
+        title = f"{heading}VMs ({_runs_description(report)}{policy})"
+        table = _vm_table(title if number == 0 else None)
         for index in chunk:
             table.add_column(_vm_header(vms[index]), justify="right", no_wrap=True)
         for key, cells in rows:
@@ -285,12 +388,16 @@ def report_tables(report: dict[str, Any], width: int) -> Group:
     parts: list[Any] = []
     vms = report["runs"][0]["vms"]
     if len(vms) <= MAX_VM_COLUMNS:
-        parts.extend(vm_tables(report, width))
+        parts.extend([*vm_tables(report, width), FOOTNOTE])
     else:
         parts.append(f"{len(vms)} VMs: per-VM results are in the JSON report (--json, --out)")
+    parts.extend(Text(line, style=UNFINISHED_STYLE) for line in unfinished_warnings(report))
     for table in (cluster_table(report), network_table(report), io_table(report)):
         if table is not None:
             parts.extend(["", table])
     title = "host" if report.get("hosts", 1) == 1 else f"all {report['hosts']} hosts"
-    parts.extend(["", host_table(report, title), "", speed_line(report)])
+    parts.extend(["", host_table(report, title)])
+    if any(run["host"].get("fairness") is not None for run in report["runs"]):
+        parts.append(HOST_FOOTNOTE)
+    parts.extend(["", speed_line(report)])
     return Group(*parts)

@@ -195,15 +195,27 @@ def default_metrics(rows: Sequence[Row], limit: int = 6) -> list[str]:
     return names[:limit] or ["host.utilization"]
 
 
-def summarize(value_lists: list[Any]) -> str:
+def summarize(value_lists: list[Any], unfinished: int = 0) -> str:
+    """Mean ± std of the numbers among `value_lists`, and how many runs had none: `unfinished`
+    of them because the VM's workload did not finish (no completion time), the rest missing."""
     values = [v for v in value_lists if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    missing = len(value_lists) - len(values) - unfinished
+    absent = ", ".join(f"{n} {why}" for n, why in ((unfinished, "unfinished"), (missing, "missing")) if n)
     if not values:
-        return "—"
-    missing = len(value_lists) - len(values)
+        return f"unfinished in all {unfinished} runs" if unfinished and not missing else "—"
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if len(values) > 1 else 0.0
     text = f"{mean:.4g} ± {std:.2g}" if math.isfinite(mean) else str(mean)
-    return text + (f" ({missing} missing)" if missing else "")
+    return text + (f" ({absent})" if absent else "")
+
+
+def unfinished_runs(rows: Sequence[Row], metric: str) -> int:
+    """Among `rows`, the runs in which the VM of a `vm.<name>.completion_s` metric did not
+    finish its workload (0 for any other metric)."""
+    if not (metric.startswith("vm.") and metric.endswith(".completion_s")):
+        return 0
+    finished = metric[: -len("completion_s")] + "finished"
+    return sum(row.get(finished) is False for row in rows)
 
 
 def summary(
@@ -223,7 +235,10 @@ def summary(
                 "policy": point.policy
                 or next((r["policy"] for r in point_rows if r["policy"]), "(scenario's)"),
                 "runs": len(point_rows),
-                **{m: summarize([r.get(m) for r in point_rows]) for m in metrics},
+                **{
+                    m: summarize([r.get(m) for r in point_rows], unfinished_runs(point_rows, m))
+                    for m in metrics
+                },
             }
         )
     return entries

@@ -104,8 +104,17 @@ def _check_vm(c: _Checker, where: str, vm: dict[str, Any], sim_s: float, host_pc
         and cpu_s + steal_s > vcpu_time + EPS
     ):
         c.fail(where, f"cpu_s + steal_s = {cpu_s + steal_s} exceeds vcpus x lifetime = {vcpu_time}")
-    for share in ("cpu_share", "weight_share"):
+    for share in ("cpu_share", "weight_share", "entitled_share"):
         c.number(f"{where}.{share}", vm.get(share), 0.0, 1.0)
+    # Entitled to what it asked for at most: a pCPU per vCPU running or runnable.
+    entitled = vm.get("entitled_share")
+    if isinstance(entitled, (int, float)) and isinstance(cpu_s, (int, float)) and isinstance(steal_s, float):
+        asked = (cpu_s + steal_s) / (host_pcpus * sim_s) if sim_s > 0 else 0.0
+        if entitled > asked + EPS:
+            c.fail(f"{where}.entitled_share", f"{entitled} exceeds what it asked for, {asked}")
+    finished = vm.get("finished")
+    if finished not in (None, True, False) or (finished is True) != (vm.get("completion_s") is not None):
+        c.fail(f"{where}.finished", f"{finished!r} does not match completion_s {vm.get('completion_s')!r}")
     for share in ("spin_share",):
         c.optional(f"{where}.{share}", vm.get(share), 0.0, 1.0)
     for key in ("wake_latency_us_mean", "throughput_rps", "latency_ms_mean", "latency_ms_p99"):
@@ -190,6 +199,7 @@ def report_problems(report: dict[str, Any], reps: int = 1) -> list[str]:
             continue
         busy = [0.0] * len(hosts)
         weight_share = [0.0] * len(hosts)
+        entitled = [0.0] * len(hosts)
         for v, vm in enumerate(vms):
             where = f"{at}.vms[{v}]({vm.get('name')})"
             h = vm.get("host", 0)
@@ -201,6 +211,8 @@ def report_problems(report: dict[str, Any], reps: int = 1) -> list[str]:
                 busy[h] += vm["cpu_s"]
             if isinstance(vm.get("weight_share"), (int, float)):
                 weight_share[h] += vm["weight_share"]
+            if isinstance(vm.get("entitled_share"), (int, float)):
+                entitled[h] += vm["entitled_share"]
         for h, host in enumerate(hosts):
             capacity = host["pcpus"] * sim_s
             if busy[h] > capacity + EPS:
@@ -209,6 +221,8 @@ def report_problems(report: dict[str, Any], reps: int = 1) -> list[str]:
                 )
             if weight_share[h] > 1.0 + EPS:
                 c.fail(f"{at}.hosts[{h}]", f"its VMs' weight_share sum to {weight_share[h]}")
+            if entitled[h] > 1.0 + EPS:
+                c.fail(f"{at}.hosts[{h}]", f"its VMs' entitled_share sum to {entitled[h]}")
         names = [vm.get("name") for vm in vms]
         if len(set(names)) != len(names):
             c.fail(f"{at}.vms", f"expected unique names, got {names!r:.200}")

@@ -32,7 +32,9 @@ HOST_METRICS = ("utilization", "frag_idle_s", "context_switches", "ipis", "fairn
 def run_json(cli: Cli, scenario: Path, *options: object) -> dict[str, Any]:
     result = cli("run", scenario, "--json", *options)
     assert result.exit_code == 0, result.stderr
-    assert result.stderr == ""
+    # Nothing but the warnings about unfinished workloads (the tiny locker is starved in
+    # some seeds) goes to stderr.
+    assert all(line.startswith("warning: ") for line in result.stderr.splitlines())
     report: dict[str, Any] = json.loads(result.stdout)  # stdout holds the document and nothing else
     return report
 
@@ -110,12 +112,14 @@ def test_table_output(cli: Cli, tiny_scenario: Path) -> None:
         "hog",
         "spinlock",
         "cpu_s",
-        "spin_s",
         "steal_s",
-        "lock_holder_preemptions",
+        "entitled_share",
         "utilization",
     ):
         assert expected in result.stdout
+    # Seed 3's locker neither spins nor is preempted holding its lock: rows 0 for every VM
+    # are left out of the table (the JSON has them).
+    assert "lock_holder_preemptions" not in result.stdout
     assert result.stderr == ""
 
 

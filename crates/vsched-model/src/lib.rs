@@ -8,6 +8,7 @@
 
 pub mod cx;
 pub mod domain;
+pub mod entitlement;
 pub mod guest;
 pub mod hand_world;
 pub mod histogram;

@@ -3,6 +3,9 @@
 //! Per VM:
 //! - `completion_s`: how long after its creation the VM's last thread exited (null for a
 //!   never-ending workload, or if the run or the VM stopped first).
+//! - `finished`: whether its workload finished; null for a workload that never ends (a CPU
+//!   hog, a server), false for one the end of the run, or of the VM, cut short. The tables
+//!   and `vsched run` flag a false loudly: its figures describe a job that was not done.
 //! - `created_s`, `destroyed_s`: when the VM was created (0 unless the scenario creates it
 //!   later; null if the run ended before) and destroyed (null if never).
 //! - `cpu_s`: time its vCPUs held a pCPU (including dispatch overheads).
@@ -35,7 +38,12 @@
 //!   preempted across a tick, at entry); `timer_wakes`: halted vCPUs woken by their guest
 //!   kernel's timer (`sim/guest_kernel.rs`).
 //! - `cpu_share`: `cpu_s` over host capacity (pCPUs x elapsed); `weight_share`: weight over
-//!   the sum of all VMs' weights.
+//!   the sum of all VMs' weights on its host.
+//! - `entitled_share`: its entitlement over host capacity, beside `cpu_share`: the CPU a
+//!   weighted max-min fair split of its host would have given it for what it asked
+//!   ([`crate::entitlement`]: instant by instant, it asks for a pCPU per vCPU running or
+//!   runnable, at most its cap; VMs asking for less than their weight's share get all they
+//!   ask, the others split the rest by weight).
 //! - `requests`, `throughput_rps`, `latency_ms_mean`, `latency_ms_p99`: for serving
 //!   workloads; a request's latency runs from the I/O completion that delivers it to the end
 //!   of its processing. `requests` and the mean are exact; p99 is histogram-based (below).
@@ -72,9 +80,32 @@
 //! `migrations`, `sched_invocations`, `ple_exits`, `co_launches` and `co_launches_per_s`
 //! (co-scheduling launches over all VMs), `co_ipis` (the IPIs among `ipis` that were
 //! co-scheduling signals), `fairness` and `policy_counters`.
-//! `fairness` is Jain's index over the CPU-bound VMs (blocked less than 5% of their vCPU
-//! time) of (share of the CPU those VMs received) / (share of their total weight): 1.0 when
-//! CPU is split exactly by weight, lower otherwise; null if no VM is CPU-bound.
+//!
+//! `fairness` is Jain's index (Jain, Chiu & Hawe, DEC-TR-301, 1984) of each VM's CPU
+//! received over its entitlement, `x = cpu_share / entitled_share`, with each VM counted in
+//! proportion to its entitlement: `(Σ e x)² / (Σ e · Σ e x²)` for entitlements `e`. 1.0 when
+//! every VM got the same fraction of its entitlement (all of it, on a busy host), lower
+//! otherwise: three equal VMs that all asked for the whole host and got 46.5 %, 4.3 % and
+//! 49.2 % of it read 0.72. Why these choices:
+//! - Against entitlement, not weight: a VM that blocks by itself and gets what it asks for
+//!   is treated fairly although it received less than its weight's share; one kept waiting
+//!   in a run queue is not. (Before issue 19 the index was over weight and left out every VM
+//!   blocked 5 % of its time or more, starved ones included, so it read 0.999 beside a VM
+//!   given 4.3 % of the host.)
+//! - Counted by entitlement: a domain that asked for a thousandth of a pCPU-second weighs a
+//!   thousandth of one that asked for a pCPU-second, so the wake-ups of idle vCPUs do not
+//!   swing the index. With equal entitlements it is Jain's plain index; in general it is
+//!   Jain's index over pCPU-seconds of entitlement, each one a user.
+//! - The driver domain (Domain-0) counts like any VM: Xen schedules it by weight like a
+//!   guest (Credit's `csched_alloc_domdata` gives every domain, dom0 included,
+//!   `CSCHED_DEFAULT_WEIGHT` = 256, as vsched does), and a dom0 kept waiting delays every
+//!   guest's I/O.
+//! - Time a VM's vCPUs waited counts as asked for, so a VM served late (e.g. a web server
+//!   whose requests wait behind hogs) lowers the index even if it got its work done: in the
+//!   fluid split it would have run at once. `steal_s` and the latencies say how late.
+//! - An equal shortfall for everyone (pCPUs idle while vCPUs wait, as under gang
+//!   scheduling) is fair by this index; `utilization` and `frag_idle_s` measure it.
+//! Null if no VM asked for CPU.
 //! On a cluster, `hosts` lists these per host and `host` totals them: counts are summed,
 //! `utilization` is over all pCPUs, `fairness` over all VMs (each VM's share measured on
 //! its own host), and `policy_counters` are summed by name.
@@ -98,6 +129,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(test, derive(Default))]
 pub struct VmMetrics {
     pub name: String,
     pub workload: String,
@@ -107,6 +139,7 @@ pub struct VmMetrics {
     pub weight: u32,
     pub cap: u32,
     pub completion_s: Option<f64>,
+    pub finished: Option<bool>,
     pub created_s: Option<f64>,
     pub destroyed_s: Option<f64>,
     pub cpu_s: f64,
@@ -119,6 +152,7 @@ pub struct VmMetrics {
     pub wake_latency_us_mean: Option<f64>,
     pub cpu_share: f64,
     pub weight_share: f64,
+    pub entitled_share: f64,
     pub requests: u64,
     pub throughput_rps: Option<f64>,
     pub latency_ms_mean: Option<f64>,
@@ -143,8 +177,6 @@ pub struct VmMetrics {
     pub virtual_cluster: Option<String>,
     pub messages_received: u64,
     pub rx_packets: u64,
-    #[serde(skip)]
-    pub blocked_fraction: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -191,7 +223,7 @@ impl HostMetrics {
             co_launches,
             co_launches_per_s: if sim_s > 0.0 { co_launches as f64 / sim_s } else { 0.0 },
             co_ipis: sum(|h| h.co_ipis),
-            fairness: weighted_fairness(vms),
+            fairness: fairness(vms),
             policy_counters,
         }
     }
@@ -242,18 +274,26 @@ pub struct RunMetrics {
     pub virtual_clusters: Vec<ClusterMetrics>,
 }
 
-/// Jain's fairness index of CPU received against weight, over the CPU-bound VMs.
-pub fn weighted_fairness(vms: &[VmMetrics]) -> Option<f64> {
-    let bound: Vec<&VmMetrics> = vms.iter().filter(|v| v.blocked_fraction < 0.05).collect();
-    let cpu: f64 = bound.iter().map(|v| v.cpu_s).sum();
-    let weight: f64 = bound.iter().map(|v| v.weight as f64).sum();
-    if bound.is_empty() || cpu <= 0.0 || weight <= 0.0 {
-        return None;
-    }
-    let x: Vec<f64> = bound.iter().map(|v| (v.cpu_s / cpu) / (v.weight as f64 / weight)).collect();
-    let sum: f64 = x.iter().sum();
-    let sum_sq: f64 = x.iter().map(|a| a * a).sum();
-    Some(sum * sum / (x.len() as f64 * sum_sq))
+/// The host `fairness` figure: Jain's index of each VM's CPU received over its entitlement,
+/// each VM counted in proportion to its entitlement (see the module notes). Null if no VM
+/// was entitled to CPU or none received any.
+pub fn fairness(vms: &[VmMetrics]) -> Option<f64> {
+    let entitled: Vec<&VmMetrics> = vms.iter().filter(|v| v.entitled_share > 0.0).collect();
+    let received_over_entitled: Vec<f64> = entitled.iter().map(|v| v.cpu_share / v.entitled_share).collect();
+    let weights: Vec<f64> = entitled.iter().map(|v| v.entitled_share).collect();
+    jain_index(&received_over_entitled, &weights)
+}
+
+/// Jain's fairness index of allocations `x` (Jain, Chiu & Hawe, "A Quantitative Measure of
+/// Fairness and Discrimination for Resource Allocation in Shared Computer Systems",
+/// DEC-TR-301, 1984), `(Σx)² / (n Σx²)`, with user i counted `weights[i]` times:
+/// `(Σ wx)² / (Σw Σ wx²)`. It is 1 when all x are equal, and k/n when k of n equally
+/// weighted users get equal amounts and the others nothing. Null when every x is zero.
+pub fn jain_index(x: &[f64], weights: &[f64]) -> Option<f64> {
+    let weighted_sum: f64 = x.iter().zip(weights).map(|(x, w)| w * x).sum();
+    let weighted_sum_sq: f64 = x.iter().zip(weights).map(|(x, w)| w * x * x).sum();
+    let weight: f64 = weights.iter().sum();
+    (weighted_sum_sq > 0.0).then(|| weighted_sum * weighted_sum / (weight * weighted_sum_sq))
 }
 
 /// Quantiles in 5 % steps from p0 to p100, for CDF figures.
@@ -267,6 +307,140 @@ pub fn cdf_levels() -> impl Iterator<Item = f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::entitlement::EntitlementMeter;
+
+    const S: u64 = 1_000_000_000;
+
+    /// A VM's figures as `collect` builds them: CPU received and the meter's entitlement,
+    /// both as shares of a host of `pcpus` pCPUs over `sim_s` seconds.
+    fn vm(cpu_s: f64, meter: &EntitlementMeter, index: usize, pcpus: f64, sim_s: f64) -> VmMetrics {
+        let capacity = pcpus * sim_s;
+        VmMetrics {
+            cpu_s,
+            cpu_share: cpu_s / capacity,
+            entitled_share: meter.entitled_ns(index) / 1e9 / capacity,
+            ..VmMetrics::default()
+        }
+    }
+
+    /// Three 4-vCPU VMs of equal weight on 4 pCPUs, all asking for CPU for 10 s.
+    fn three_busy_vms() -> EntitlementMeter {
+        let mut meter = EntitlementMeter::new(4, [(256, 0); 3]);
+        for index in 0..3 {
+            for _ in 0..4 {
+                meter.start_asking(0, index);
+            }
+        }
+        meter.advance(10 * S);
+        meter
+    }
+
+    #[test]
+    fn a_starved_vm_pulls_the_index_down() {
+        // The issue's case: 46.5 %, 4.3 % and 49.2 % of the host for three equal VMs that
+        // all asked for it. The old index left out the starved VM and read 0.999.
+        let meter = three_busy_vms();
+        let vms: Vec<VmMetrics> =
+            [0.465, 0.043, 0.492].iter().enumerate().map(|(i, share)| vm(share * 40.0, &meter, i, 4.0, 10.0)).collect();
+        let index = fairness(&vms).unwrap();
+        // x = 1.395, 0.129, 1.476: (Σx)² / (3 Σx²) = 9 / (3 × 4.141).
+        assert!((index - 0.7245).abs() < 1e-3, "{index}");
+    }
+
+    #[test]
+    fn an_equal_split_of_a_busy_host_is_fair() {
+        let meter = three_busy_vms();
+        let vms: Vec<VmMetrics> = (0..3).map(|i| vm(40.0 / 3.0, &meter, i, 4.0, 10.0)).collect();
+        assert!((fairness(&vms).unwrap() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_vm_that_blocks_and_gets_what_it_asks_for_is_treated_fairly() {
+        // VM 0 asks with all 4 vCPUs for the first half, then blocks: its entitlement is a
+        // third of the host for 5 s (6.67 pCPU-s), the others' a third then a half (16.67).
+        let mut meter = EntitlementMeter::new(4, [(256, 0); 3]);
+        for index in 0..3 {
+            for _ in 0..4 {
+                meter.start_asking(0, index);
+            }
+        }
+        for _ in 0..4 {
+            meter.stop_asking(5 * S, 0);
+        }
+        meter.advance(10 * S);
+        let received = [4.0 / 3.0 * 5.0, 4.0 / 3.0 * 5.0 + 10.0, 4.0 / 3.0 * 5.0 + 10.0];
+        let vms: Vec<VmMetrics> =
+            received.iter().enumerate().map(|(i, &cpu_s)| vm(cpu_s, &meter, i, 4.0, 10.0)).collect();
+        assert!((fairness(&vms).unwrap() - 1.0).abs() < 1e-9);
+        // Splitting by weight alone (its cpu share 17 % against a third) would call this unfair.
+        assert!(vms[0].cpu_share < 0.17);
+    }
+
+    #[test]
+    fn weights_set_the_entitlement() {
+        // Weights 1:2 on 3 pCPUs: entitled to 1 and 2 pCPUs. An even split is unfair.
+        let mut meter = EntitlementMeter::new(3, [(256, 0), (512, 0)]);
+        for _ in 0..4 {
+            meter.start_asking(0, 0);
+            meter.start_asking(0, 1);
+        }
+        meter.advance(10 * S);
+        let by_weight = [vm(10.0, &meter, 0, 3.0, 10.0), vm(20.0, &meter, 1, 3.0, 10.0)];
+        assert!((fairness(&by_weight).unwrap() - 1.0).abs() < 1e-12);
+        let even = [vm(15.0, &meter, 0, 3.0, 10.0), vm(15.0, &meter, 1, 3.0, 10.0)];
+        // x = 1.5, 0.75 counted 1 and 2 times: (1.5 + 1.5)² / (3 × (2.25 + 1.125)) = 8/9.
+        assert!((fairness(&even).unwrap() - 8.0 / 9.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_capped_vm_that_gets_its_cap_is_treated_fairly() {
+        // 2 pCPUs; VM 0 capped at 50 % of one pCPU: entitled to 0.5 pCPU, VM 1 to 1.5.
+        let mut meter = EntitlementMeter::new(2, [(256, 50), (256, 0)]);
+        for _ in 0..2 {
+            meter.start_asking(0, 0);
+            meter.start_asking(0, 1);
+        }
+        meter.advance(10 * S);
+        let capped = [vm(5.0, &meter, 0, 2.0, 10.0), vm(15.0, &meter, 1, 2.0, 10.0)];
+        assert!((fairness(&capped).unwrap() - 1.0).abs() < 1e-12);
+        let cap_ignored = [vm(10.0, &meter, 0, 2.0, 10.0), vm(10.0, &meter, 1, 2.0, 10.0)];
+        // x = 2, 2/3 counted 1 and 3 times: (2 + 2)² / (4 × (4 + 4/3)) = 0.75.
+        assert!((fairness(&cap_ignored).unwrap() - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_vm_that_asked_for_little_counts_little() {
+        // Beside three VMs that got exactly their due, a fourth entitled to a thousandth of a
+        // pCPU-second that received half of it: the index barely moves (unweighted, it would
+        // read 0.94 for that thousandth).
+        let mut meter = EntitlementMeter::new(4, [(256, 0); 4]);
+        for index in 0..3 {
+            for _ in 0..4 {
+                meter.start_asking(0, index);
+            }
+        }
+        meter.start_asking(0, 3);
+        meter.stop_asking(1_000_000, 3);
+        meter.advance(10 * S);
+        let entitled = |i: usize| meter.entitled_ns(i) / 1e9;
+        let received = [entitled(0), entitled(1), entitled(2), entitled(3) / 2.0];
+        let vms: Vec<VmMetrics> =
+            received.iter().enumerate().map(|(i, &cpu_s)| vm(cpu_s, &meter, i, 4.0, 10.0)).collect();
+        let index = fairness(&vms).unwrap();
+        assert!(index < 1.0 && index > 0.9999, "{index}");
+    }
+
+    #[test]
+    fn vms_that_never_asked_are_left_out_and_no_vm_means_no_index() {
+        let meter = EntitlementMeter::new(4, [(256, 0)]);
+        assert_eq!(fairness(&[vm(0.0, &meter, 0, 4.0, 10.0)]), None);
+        assert_eq!(fairness(&[]), None);
+        let busy = three_busy_vms();
+        let mut vms: Vec<VmMetrics> = (0..3).map(|i| vm(40.0 / 3.0, &busy, i, 4.0, 10.0)).collect();
+        vms.push(vm(0.0, &meter, 0, 4.0, 10.0));
+        assert!((fairness(&vms).unwrap() - 1.0).abs() < 1e-12);
+    }
 
     #[test]
     fn cdf_levels_run_from_0_to_1_in_5_percent_steps() {

@@ -54,8 +54,12 @@ pub fn summarize(runs: &[RunRecord]) -> Json {
         o.insert("name".into(), json!(vm.name));
         let completions = col(&|v| v.completion_s);
         o.insert("runs_finished".into(), json!(completions.len()));
+        let unfinished = runs.iter().filter(|r| r.metrics.vms[i].finished == Some(false)).count();
+        o.insert("runs_unfinished".into(), json!(unfinished));
         put_stats(&mut o, "completion_s", &completions);
         put_stats(&mut o, "cpu_s", &col(&|v| Some(v.cpu_s)));
+        put_stats(&mut o, "cpu_share", &col(&|v| Some(v.cpu_share)));
+        put_stats(&mut o, "entitled_share", &col(&|v| Some(v.entitled_share)));
         put_stats(&mut o, "spin_s", &col(&|v| Some(v.spin_s)));
         put_stats(&mut o, "steal_s", &col(&|v| Some(v.steal_s)));
         put_stats(&mut o, "spin_share", &col(&|v| v.spin_share));

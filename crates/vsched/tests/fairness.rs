@@ -42,3 +42,40 @@ fn cpu_share_follows_weight_under_every_policy() {
         }
     }
 }
+
+/// Host `fairness` (metrics.rs): received over entitlement. A web server beside two hogs on
+/// 4 pCPUs asks for far less than its third of the host. CFS serves it at once and reads
+/// fair; round robin makes each of its requests wait behind the hogs' slices, so it gets a
+/// fraction of what it asked for while the hogs get more than theirs, and the index must
+/// show it (the old index, over weight among CPU-bound VMs, left the web server out and
+/// read 1.0 for both).
+#[test]
+fn fairness_reads_a_starved_server_but_not_one_that_asks_for_little() {
+    let web_beside_hogs = |policy: &str| {
+        let vms = [vm_toml("web", 4, "", "kind = \"web\""), vm_toml("hog1", 4, "", HOG), vm_toml("hog2", 4, "", HOG)];
+        run(&scenario(4, &format!("name = \"{policy}\""), &vms, "horizon_s = 5"), 1)
+    };
+    let cfs = web_beside_hogs("cfs");
+    let web = vm(&cfs, "web");
+    assert!(web.cpu_share < 0.2 && web.entitled_share < 0.2, "the web server asks for little: {web:?}");
+    let index = cfs.host.fairness.unwrap();
+    assert!(index > 0.99, "CFS: {index}");
+    let rr = web_beside_hogs("rr");
+    let web = vm(&rr, "web");
+    assert!(web.cpu_share < 0.5 * web.entitled_share, "round robin starves it: {web:?}");
+    let index = rr.host.fairness.unwrap();
+    assert!(index < 0.8, "round robin: {index}");
+}
+
+/// A finite job that finishes early, beside a hog that then has the host to itself: both got
+/// their due at every instant, so the index reads fair although the job's share of the run is
+/// far below its weight's (a split over the whole run would call it starved).
+#[test]
+fn fairness_follows_demand_over_time() {
+    let vms = [vm_toml("job", 2, "", "kind = \"bsp\"\nsupersteps = 100\ncompute_ms = 10"), vm_toml("hog", 2, "", HOG)];
+    let m = run(&scenario(2, "name = \"cfs\"", &vms, "horizon_s = 20"), 1);
+    let job = vm(&m, "job");
+    assert!(job.completion_s.unwrap() < 5.0 && job.cpu_share < 0.2, "{job:?}");
+    let index = m.host.fairness.unwrap();
+    assert!(index > 0.99, "{index}");
+}

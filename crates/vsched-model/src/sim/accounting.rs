@@ -1,13 +1,19 @@
 //! Time accounting: how long each vCPU spends running, runnable (steal), blocked and
 //! offline, how long each pCPU is busy or idle, and fragmentation (`frag_idle_s`: pCPU
-//! idle time while some vCPU was runnable and waiting, integrated per host). Every state
-//! change of a vCPU or a pCPU goes through here.
+//! idle time while some vCPU was runnable and waiting, integrated per host), and each VM's
+//! entitlement (`entitlement.rs`: what it asks for changes with its vCPUs' states). Every
+//! state change of a vCPU or a pCPU goes through here.
 
 use vsched_engine::Time;
 
 use super::state::Core;
 use crate::domain::VcpuState;
 use crate::ids::{PcpuId, VcpuId};
+
+/// A vCPU running or waiting to run wants a pCPU; a blocked or offline one does not.
+pub(super) fn asks_for_a_pcpu(state: VcpuState) -> bool {
+    matches!(state, VcpuState::Running(_) | VcpuState::Runnable)
+}
 
 impl Core {
     /// Moves host `h`'s fragmentation integral up to now.
@@ -26,6 +32,14 @@ impl Core {
         self.integrate_frag(h);
         let hs = &mut self.hosts[h];
         let vc = &mut self.vcpus[v];
+        if asks_for_a_pcpu(vc.state) != asks_for_a_pcpu(new) {
+            let vm = vc.dom - hs.doms.start;
+            if asks_for_a_pcpu(new) {
+                hs.entitlement.start_asking(now, vm);
+            } else {
+                hs.entitlement.stop_asking(now, vm);
+            }
+        }
         let spent = now - vc.state_since;
         match vc.state {
             VcpuState::Running(_) => vc.running_ns += spent,

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::Rng;
 use vsched_engine::{EventQueue, RngStreams};
 
+use super::accounting::asks_for_a_pcpu;
 use super::cache::CacheFills;
 use super::clocks;
 use super::config::{DomainConfig, HostConfig, NetworkConfig};
@@ -19,6 +20,7 @@ use super::slab::Slab;
 use super::state::{policy_stream, Core, Dom, GuestThread, HostState, Pcpu, ThreadState, Vcpu, CLOCK_PHASE_STREAM};
 use super::Simulation;
 use crate::domain::{DomainInfo, VcpuState};
+use crate::entitlement::EntitlementMeter;
 use crate::histogram::Histogram;
 use crate::ids::ThreadId;
 use crate::policy::Policy;
@@ -90,6 +92,7 @@ impl Simulation {
                 n_waiting: 0,
                 frag_since: 0,
                 frag_idle_ns: 0,
+                entitlement: EntitlementMeter::new(0, []),
             })
             .collect();
         let ple_base_ns = host.ple_window_ns().unwrap_or(0);
@@ -252,6 +255,13 @@ impl Simulation {
                 let (d, v) = if h == 0 { (0, 0) } else { (hosts[h - 1].doms.end, hosts[h - 1].vcpus.end) };
                 hosts[h].doms = d..d;
                 hosts[h].vcpus = v..v;
+            }
+        }
+        for hs in &mut hosts {
+            hs.entitlement =
+                EntitlementMeter::new(host.pcpus, doms[hs.doms.clone()].iter().map(|d| (d.info.weight, d.info.cap)));
+            for vc in vcpus[hs.vcpus.clone()].iter().filter(|vc| asks_for_a_pcpu(vc.state)) {
+                hs.entitlement.start_asking(0, vc.dom - hs.doms.start);
             }
         }
         let tick_phase = clocks::tick_phases(&streams, &host, policies[0].tick_period_ns(), n_hosts * host.pcpus);

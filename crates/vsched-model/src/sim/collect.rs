@@ -4,7 +4,7 @@
 use vsched_engine::Time;
 
 use super::state::{Core, Dom, HostState};
-use crate::metrics::{weighted_fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
@@ -60,6 +60,7 @@ impl Core {
         self.with_trace(|t| t.close_all(now));
         for h in 0..self.hosts.len() {
             self.integrate_frag(h);
+            self.hosts[h].entitlement.advance(now);
         }
         for pc in &self.pcpus {
             assert_eq!(pc.busy_ns + pc.idle_ns, now, "pCPU busy + idle must equal elapsed time");
@@ -80,7 +81,8 @@ impl Core {
         let vcpus = &self.vcpus[dom.span.clone()];
         let cpu_ns: Time = vcpus.iter().map(|v| v.running_ns).sum();
         let spin_ns: Time = vcpus.iter().map(|v| v.spin_ns).sum();
-        let blocked_ns: Time = vcpus.iter().map(|v| v.blocked_ns).sum();
+        let hs = &self.hosts[dom.host];
+        let entitled_ns = hs.entitlement.entitled_ns(d - hs.doms.start);
         let lat = &dom.request_latencies;
         let mut vm = VmMetrics {
             name: dom.info.name.clone(),
@@ -90,6 +92,7 @@ impl Core {
             weight: dom.info.weight,
             cap: dom.info.cap,
             completion_s: dom.finished_at.map(|t| secs(t - dom.started_at)),
+            finished: dom.finite.then_some(dom.finished_at.is_some()),
             // A VM due after the run ended was never created.
             created_s: (dom.created_at <= now).then(|| secs(dom.created_at)),
             destroyed_s: dom.destroyed_at.map(secs),
@@ -103,6 +106,7 @@ impl Core {
             wake_latency_us_mean: (dom.wakes > 0).then(|| dom.wake_latency_sum as f64 / dom.wakes as f64 / 1e3),
             cpu_share: ratio(cpu_ns as f64, host_capacity),
             weight_share: 0.0,
+            entitled_share: ratio(entitled_ns, host_capacity),
             requests: lat.count(),
             throughput_rps: (!lat.is_empty()).then(|| ratio(lat.count() as f64, secs(now))),
             latency_ms_mean: lat.mean().map(|m| m / 1e6),
@@ -127,10 +131,6 @@ impl Core {
             virtual_cluster: self.job_names[dom.job].clone(),
             messages_received: dom.messages_received,
             rx_packets: dom.info.rx_packets,
-            blocked_fraction: ratio(
-                blocked_ns as f64,
-                (dom.destroyed_at.unwrap_or(now).saturating_sub(dom.created_at) as f64) * vcpus.len() as f64,
-            ),
         };
         dom.costart.report(&mut vm);
         vm
@@ -157,7 +157,7 @@ impl Core {
             co_launches: hs.co_launches,
             co_launches_per_s: ratio(hs.co_launches as f64, secs(now)),
             co_ipis: hs.co_ipis,
-            fairness: weighted_fairness(vms_here),
+            fairness: fairness(vms_here),
             policy_counters: hs.counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         }
     }

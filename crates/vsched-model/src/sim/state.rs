@@ -17,6 +17,7 @@ use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
 use super::slab::Slab;
 use crate::domain::{DomainInfo, VcpuState};
+use crate::entitlement::EntitlementMeter;
 use crate::guest::{LockKind, Program};
 use crate::histogram::Histogram;
 use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
@@ -295,6 +296,8 @@ pub(super) struct HostState {
     pub(super) n_waiting: usize,
     pub(super) frag_since: Time,
     pub(super) frag_idle_ns: Time,
+    /// Its VMs' fair shares of its pCPUs, for the `fairness` index (`entitlement.rs`).
+    pub(super) entitlement: EntitlementMeter,
 }
 
 /// Everything but the policies. Policies see it through `world`.

@@ -1,0 +1,258 @@
+//! Each VM's CPU entitlement: what a weighted max-min fair split of its host would have
+//! given it, instant by instant, for what it asked. The host `fairness` index compares what
+//! each VM received with this (`metrics.rs`).
+//!
+//! At each instant a VM asks for as many pCPUs as it has vCPUs running or runnable (a vCPU
+//! waiting in a run queue wants a pCPU as much as one holding it), and no more than its cap
+//! allows (`cap` percent of one pCPU; 0 = none). The host's pCPUs are split among the VMs
+//! by weighted max-min fairness, "water-filling" (Bertsekas & Gallager, *Data Networks*,
+//! 2nd ed., §6.5.2): a VM asking for less than its weight's share of what is left gets all
+//! it asks for, and the others split the rest by weight. The split changes only when some
+//! VM starts or stops asking for a pCPU, so between such changes each VM's entitlement grows
+//! at a constant rate; summed over the run, that is its entitlement in pCPU-seconds.
+//!
+//! Approximations, on purpose:
+//! - The split is fluid: it ignores time slices, the policy's quanta and pinning, so no real
+//!   scheduler tracks it exactly from instant to instant; over a run the differences average
+//!   out for a fair scheduler (the index reads 0.99+), and what remains is what the scheduler
+//!   decided.
+//! - Asking is read off the vCPU's state, not its guest's intent: time a VM was kept waiting
+//!   counts as asked for, so a VM served late (a web server whose vCPUs wait behind hogs)
+//!   was entitled to more than it received even if it finished its work eventually. That is
+//!   the point: it could have run sooner.
+//! - Dispatch overheads count as CPU received (as in `cpu_s`), and the pool is all of the
+//!   host's pCPUs, whatever they did.
+
+use vsched_engine::Time;
+
+/// Splits `capacity` pCPUs among claimants of the given `weights` asking for `demands`
+/// pCPUs each, by weighted max-min fairness (water-filling), into `rates`. A claimant gets
+/// its demand if that is at most its weight's share of what the smaller claimants left;
+/// the rest share the remainder in proportion to their weights. `order` is scratch space;
+/// the order of the previous call, kept there, makes the sort nearly free when few demands
+/// changed (the simulator calls this at every change of one VM's demand).
+pub fn max_min_fair_split(capacity: f64, weights: &[f64], demands: &[f64], rates: &mut [f64], order: &mut Vec<usize>) {
+    let total_demand: f64 = demands.iter().sum();
+    if total_demand <= capacity {
+        rates.copy_from_slice(demands);
+        return;
+    }
+    // Smallest demand per unit of weight first: those are satisfied before the level rises
+    // past them. Ties break by index, so the result depends on no previous order.
+    if order.len() != demands.len() {
+        order.clear();
+        order.extend(0..demands.len());
+    }
+    let per_weight = |i: usize| if weights[i] > 0.0 { demands[i] / weights[i] } else { f64::INFINITY };
+    let before = |a: usize, b: usize| per_weight(a).total_cmp(&per_weight(b)).then(a.cmp(&b)).is_lt();
+    // Insertion sort: linear on the nearly sorted order of the previous call.
+    for i in 1..order.len() {
+        let mut j = i;
+        while j > 0 && before(order[j], order[j - 1]) {
+            order.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+    let mut left = capacity;
+    let mut weight_left: f64 = order.iter().map(|&i| weights[i]).sum();
+    for (position, &i) in order.iter().enumerate() {
+        if weight_left <= 0.0 {
+            // Only weightless claimants remain: a share by weight gives them nothing.
+            for &j in &order[position..] {
+                rates[j] = 0.0;
+            }
+            return;
+        }
+        let level = left / weight_left;
+        if per_weight(i) <= level {
+            rates[i] = demands[i];
+            left -= demands[i];
+            weight_left -= weights[i];
+        } else {
+            // Every claimant from here on asks for more than the level: they split the rest.
+            for &j in &order[position..] {
+                rates[j] = level * weights[j];
+            }
+            return;
+        }
+    }
+}
+
+/// One host's entitlements, integrated as its VMs start and stop asking for pCPUs. The
+/// simulator tells it every change (`sim/accounting.rs`); VMs are indexed from 0 on the host.
+#[derive(Debug, Clone)]
+pub struct EntitlementMeter {
+    pcpus: f64,
+    weights: Vec<f64>,
+    /// The most pCPUs each VM may be given: its cap, or unbounded.
+    cap_pcpus: Vec<f64>,
+    /// Its vCPUs running or runnable now.
+    asking: Vec<u32>,
+    /// Its entitlement per second of the current interval, in pCPUs.
+    rates: Vec<f64>,
+    entitled_ns: Vec<f64>,
+    /// The start of the current interval.
+    since: Time,
+    /// `asking` changed since `rates` were computed.
+    stale: bool,
+    // Scratch space of the split, kept to spare an allocation per change.
+    demands: Vec<f64>,
+    order: Vec<usize>,
+}
+
+impl EntitlementMeter {
+    /// A host of `pcpus` pCPUs with VMs of the given (weight, cap) — cap in percent of one
+    /// pCPU, 0 for none — none of them asking yet.
+    pub fn new(pcpus: usize, vms: impl IntoIterator<Item = (u32, u32)>) -> Self {
+        let (weights, cap_pcpus): (Vec<f64>, Vec<f64>) = vms
+            .into_iter()
+            .map(|(weight, cap)| (weight as f64, if cap == 0 { f64::INFINITY } else { cap as f64 / 100.0 }))
+            .unzip();
+        let n = weights.len();
+        EntitlementMeter {
+            pcpus: pcpus as f64,
+            weights,
+            cap_pcpus,
+            asking: vec![0; n],
+            rates: vec![0.0; n],
+            entitled_ns: vec![0.0; n],
+            since: 0,
+            stale: false,
+            demands: vec![0.0; n],
+            order: Vec::with_capacity(n),
+        }
+    }
+
+    /// One more vCPU of VM `vm` asks for a pCPU from `now` on.
+    pub fn start_asking(&mut self, now: Time, vm: usize) {
+        self.advance(now);
+        self.asking[vm] += 1;
+        self.stale = true;
+    }
+
+    /// One vCPU of VM `vm` stops asking for a pCPU at `now` (it blocked or went offline).
+    pub fn stop_asking(&mut self, now: Time, vm: usize) {
+        self.advance(now);
+        debug_assert!(self.asking[vm] > 0, "a VM stopped asking for more pCPUs than it asked for");
+        self.asking[vm] -= 1;
+        self.stale = true;
+    }
+
+    /// Adds the entitlements of the interval up to `now`.
+    pub fn advance(&mut self, now: Time) {
+        if now <= self.since {
+            return;
+        }
+        if self.stale {
+            // Several changes at one instant cost one split.
+            for ((demand, &asking), &cap) in self.demands.iter_mut().zip(&self.asking).zip(&self.cap_pcpus) {
+                *demand = (asking as f64).min(cap);
+            }
+            max_min_fair_split(self.pcpus, &self.weights, &self.demands, &mut self.rates, &mut self.order);
+            self.stale = false;
+        }
+        let elapsed = (now - self.since) as f64;
+        for (entitled, rate) in self.entitled_ns.iter_mut().zip(&self.rates) {
+            *entitled += rate * elapsed;
+        }
+        self.since = now;
+    }
+
+    /// VM `vm`'s entitlement so far (up to the last `advance`), in pCPU-nanoseconds.
+    pub fn entitled_ns(&self, vm: usize) -> f64 {
+        self.entitled_ns[vm]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(capacity: f64, weights: &[f64], demands: &[f64]) -> Vec<f64> {
+        let mut rates = vec![f64::NAN; demands.len()];
+        max_min_fair_split(capacity, weights, demands, &mut rates, &mut Vec::new());
+        rates
+    }
+
+    #[test]
+    fn demands_that_fit_are_met_in_full() {
+        assert_eq!(split(4.0, &[1.0, 1.0, 1.0], &[1.0, 2.0, 0.5]), vec![1.0, 2.0, 0.5]);
+    }
+
+    #[test]
+    fn equal_weights_split_equally_and_a_small_demand_leaves_its_rest_to_the_others() {
+        assert_eq!(split(3.0, &[1.0, 1.0, 1.0], &[4.0, 4.0, 4.0]), vec![1.0, 1.0, 1.0]);
+        assert_eq!(split(4.0, &[1.0, 1.0, 1.0], &[1.0, 4.0, 4.0]), vec![1.0, 1.5, 1.5]);
+    }
+
+    #[test]
+    fn weights_set_the_split_between_vms_that_ask_for_more() {
+        assert_eq!(split(3.0, &[256.0, 512.0], &[4.0, 4.0]), vec![1.0, 2.0]);
+        // The heavy VM cannot use its 2 pCPUs with one vCPU: the light one takes the rest.
+        assert_eq!(split(3.0, &[256.0, 512.0], &[4.0, 1.0]), vec![2.0, 1.0]);
+    }
+
+    #[test]
+    fn weightless_claimants_get_nothing_when_the_host_is_contended() {
+        assert_eq!(split(2.0, &[0.0, 1.0], &[2.0, 4.0]), vec![0.0, 2.0]);
+    }
+
+    #[test]
+    fn the_order_left_by_a_previous_split_does_not_change_the_next() {
+        let mut order = Vec::new();
+        let mut rates = vec![0.0; 3];
+        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[0.5, 3.0, 3.0], &mut rates, &mut order);
+        assert_eq!(rates, vec![0.5, 0.75, 0.75]);
+        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2], &mut rates, &mut order);
+        assert_eq!(rates, split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2]));
+        assert_eq!(rates, vec![0.9, 0.9, 0.2]);
+    }
+
+    const S: Time = 1_000_000_000;
+
+    #[test]
+    fn a_cap_bounds_the_entitlement_and_the_others_take_the_rest() {
+        // 4 pCPUs; VM 0 capped at half a pCPU, both with 4 vCPUs asking for 10 s.
+        let mut meter = EntitlementMeter::new(4, [(256, 50), (256, 0)]);
+        for _ in 0..4 {
+            meter.start_asking(0, 0);
+            meter.start_asking(0, 1);
+        }
+        meter.advance(10 * S);
+        assert_eq!(meter.entitled_ns(0), 5.0 * S as f64);
+        assert_eq!(meter.entitled_ns(1), 35.0 * S as f64);
+    }
+
+    #[test]
+    fn a_vm_that_blocks_is_entitled_to_what_it_asked_for_and_no_more() {
+        // 4 pCPUs, three 4-vCPU VMs; VM 0 asks for the first 5 s only, then blocks.
+        let mut meter = EntitlementMeter::new(4, [(256, 0); 3]);
+        for vm in 0..3 {
+            for _ in 0..4 {
+                meter.start_asking(0, vm);
+            }
+        }
+        for _ in 0..4 {
+            meter.stop_asking(5 * S, 0);
+        }
+        meter.advance(10 * S);
+        let third = 4.0 / 3.0 * 5.0 * S as f64;
+        assert!((meter.entitled_ns(0) - third).abs() < 1.0);
+        // The others: a third each while it asked, half each after.
+        assert!((meter.entitled_ns(1) - (third + 2.0 * 5.0 * S as f64)).abs() < 1.0);
+        assert_eq!(meter.entitled_ns(1), meter.entitled_ns(2));
+    }
+
+    #[test]
+    fn entitlements_add_up_to_the_host_when_it_is_contended() {
+        let mut meter = EntitlementMeter::new(2, [(256, 0), (512, 0), (256, 30)]);
+        for vm in 0..3 {
+            meter.start_asking(0, vm);
+            meter.start_asking(0, vm);
+        }
+        meter.stop_asking(3 * S, 1);
+        meter.advance(7 * S);
+        let total: f64 = (0..3).map(|vm| meter.entitled_ns(vm)).sum();
+        assert!((total - 14.0 * S as f64).abs() < 1.0, "{total}");
+    }
+}
