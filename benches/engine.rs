@@ -3,7 +3,7 @@
 
 fn main() {
     let sim_s = std::env::args().skip(1).find_map(|a| a.parse::<f64>().ok());
-    match vsched::bench_json(sim_s) {
+    match vsched::bench_json(sim_s, 1) {
         Ok(report) => println!("{report}"),
         Err(e) => {
             eprintln!("error: {e}");
