@@ -128,19 +128,30 @@ impl<E> EventQueue<E> {
 
     /// Schedules `payload` at absolute time `at` (never before now) with a tie-break priority.
     pub fn schedule(&mut self, at: Time, priority: u8, payload: E) -> Ticket {
-        let (key, seq) = self.next_key(at, priority);
-        self.heap.push(Entry { key, payload });
-        Ticket(seq)
+        let ticket = self.reserve();
+        self.schedule_reserved(ticket, at, priority, payload);
+        ticket
     }
 
-    /// The key of an event at `at` with `priority`, scheduled now, and its sequence number.
-    fn next_key(&mut self, at: Time, priority: u8) -> (u128, u64) {
-        debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+    /// Takes the next place in the insertion order without queueing anything yet: an event
+    /// later given this ticket by [`EventQueue::schedule_reserved`] sorts exactly as if it
+    /// had been scheduled when the ticket was taken. A caller that may learn, before the
+    /// event is due, that it is no longer wanted reserves and decides later, instead of
+    /// queueing an event that would only be skipped (`sim::interpret`'s guest events). A
+    /// ticket never used leaves a gap in the sequence, which changes no order.
+    pub fn reserve(&mut self) -> Ticket {
         let seq = self.next_seq;
         self.next_seq += 1;
         debug_assert!(seq < 1 << SEQ_BITS);
+        Ticket(seq)
+    }
+
+    /// Queues `payload` at `at` (never before now) under a ticket from [`EventQueue::reserve`].
+    pub fn schedule_reserved(&mut self, ticket: Ticket, at: Time, priority: u8, payload: E) {
+        debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
         let time = at.max(self.now) as u128;
-        ((time << 64) | ((priority as u128) << SEQ_BITS) | seq as u128, seq)
+        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128;
+        self.heap.push(Entry { key, payload });
     }
 
     /// Cancels a pending event. Do not cancel an event already delivered: its ticket would
@@ -218,6 +229,18 @@ mod tests {
         assert_eq!(order, ["t5", "t10-p0", "t10-p1-first", "t10-p1-second"]);
         assert_eq!(q.now(), 10);
         assert_eq!(q.delivered(), 4);
+    }
+
+    #[test]
+    fn a_reserved_ticket_sorts_where_it_was_taken() {
+        let mut q = EventQueue::new();
+        let early = q.reserve();
+        q.schedule(10, 1, "scheduled after the reservation");
+        let _unused = q.reserve();
+        q.schedule(10, 1, "scheduled last");
+        q.schedule_reserved(early, 10, 1, "reserved first, queued last");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, ["reserved first, queued last", "scheduled after the reservation", "scheduled last"]);
     }
 
     #[test]
