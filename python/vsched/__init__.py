@@ -9,13 +9,18 @@ fragmentation emerge from the schedule. This package is its Python face::
     for vm in report["summary"]["vms"]:
         print(vm["name"], vm["completion_s_mean"], vm["completion_s_std"])
 
-A scenario is given either as a path (a `pathlib.Path`, or a one-line `str`) or as TOML
-text (a `str` holding at least one newline). Bad input raises `ScenarioError`, whose
+A scenario is given as a path (a `pathlib.Path`, or a one-line `str`), as TOML text (a `str`
+holding at least one newline), or as Python data: a `vsched.Scenario` or any dict of its
+tables (see `vsched.scenario`). `run` returns a `Report`, the report's dict with its runs as
+tables (`report.vms()`, `report.hosts()`; see `vsched.frames`). Bad input raises `ScenarioError`, whose
 message is the one line the command line prints; a policy that makes an unusable decision
 (a bug in the policy, not in the input) raises `PolicyError`, and a bug in vsched itself (a
 panic in the Rust core) raises `InternalError`, both with one-line messages. The scenario
 format is described in docs/scenario.md; the report's fields in the crate `vsched-model`
 (`metrics.rs`).
+
+A policy may be written in Python: subclass `vsched.Policy` (see `vsched.policy` and
+docs/python-policies.md) and pass the class as `policy=`, or name it `path/to/file.py:Class`.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Union
 
 from vsched import _core
+from vsched import policy as _policy
 from vsched._core import (
     DEFAULT_BASELINE_SCENARIO,
     DEFAULT_SCENARIO,
@@ -34,26 +41,39 @@ from vsched._core import (
     PolicyError,
     ScenarioError,
 )
+from vsched.policy import Cx, Decision, DomainInfo, Policy, VcpuState, VmType, YieldReason
 
 __all__ = [
     "DEFAULT_BASELINE_SCENARIO",
     "DEFAULT_SCENARIO",
+    "Cx",
+    "Decision",
+    "DomainInfo",
     "InternalError",
+    "Policy",
     "PolicyError",
     "ProgressCallback",
+    "Report",
     "Scenario",
     "ScenarioError",
+    "ScenarioLike",
+    "SweepResults",
+    "VcpuState",
+    "VmType",
+    "YieldReason",
     "bench",
     "policies",
     "read_scenario",
     "run",
     "run_json",
+    "run_sweep",
     "validate",
     "workloads",
 ]
 
-Scenario = Union[str, "os.PathLike[str]"]
-"""A scenario file path, or the scenario's TOML text (any `str` containing a newline)."""
+ScenarioLike = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+"""A scenario file path, the scenario's TOML text (any `str` containing a newline), or the
+scenario as Python data (a `Scenario`, or a dict of its tables)."""
 
 ProgressCallback = Callable[[int, int, float, float], None]
 """Called as `progress(rep, reps, sim_s, horizon_s)` at most every 100 ms of a run; `rep`
@@ -130,13 +150,17 @@ def _check_path(option: str, path: str | os.PathLike[str], hint: str = "") -> Pa
     return Path(os.fsdecode(name))
 
 
-def read_scenario(scenario: Scenario) -> str:
-    """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8.
+def read_scenario(scenario: ScenarioLike) -> str:
+    """The TOML text of `scenario`: text is returned as is, a path is read as UTF-8, Python
+    data is rendered (`Scenario.to_toml`).
 
     Raises `ScenarioError` if a one-line str names no file, `OSError` if a file cannot be
     read, and `ScenarioError` if it is not UTF-8 text, is larger than 16 MiB (`MAX_SCENARIO_BYTES`),
-    or holds a NUL character; text with a NUL or a lone surrogate raises `ScenarioError` too.
+    or holds a NUL character; text with a NUL or a lone surrogate raises `ScenarioError` too,
+    and so does data holding a value TOML cannot (naming its path).
     """
+    if isinstance(scenario, Mapping):
+        return scenario_toml(scenario)
     if isinstance(scenario, str) and "\n" in scenario:
         _check_text(scenario)
         return scenario
@@ -177,11 +201,11 @@ def _check_max_memory(value: int) -> None:
 
 
 def run_json(
-    scenario: Scenario,
+    scenario: ScenarioLike,
     *,
     seed: int | None = None,
     reps: int | None = None,
-    policy: str | None = None,
+    policy: str | type[Policy] | None = None,
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
@@ -192,7 +216,10 @@ def run_json(
 
     `seed` and `reps` override the scenario's `[run]` table; repetition i runs with seed
     `seed + i`. `policy` runs the scenario under that policy, at its default parameters,
-    instead of its `[scheduler]`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
+    instead of its `[scheduler]`: a registered policy's name, a Python policy's
+    `path/to/file.py:ClassName` (relative to the current directory) or a `vsched.Policy`
+    subclass. A failure of a Python policy raises `PolicyError` with the policy's exception
+    as its `__cause__` and its traceback as `policy_traceback`. `trace` names a file to receive per-pCPU run intervals as Chrome trace-event
     JSON, holding at most `trace_limit` run intervals (0 = the core's default bound). `check`
     runs the simulator's invariant checks after every event (slower; for suspicious runs), and
     `max_memory` is the memory budget in bytes the scenario's estimate must fit (0: the
@@ -202,62 +229,71 @@ def run_json(
     _check_int("seed", seed, 0, _U64_MAX)
     _check_int("reps", reps, 1, _U32_MAX)
     _check_int("trace_limit", trace_limit, 0, _U64_MAX)
-    _check_option_text("policy", policy)
+    if isinstance(policy, str):
+        _check_option_text("policy", policy)
     _check_max_memory(max_memory)
     if trace is not None:
         _check_path("trace", trace)
+    policy_name, policy_class, policy_dir = _policy.run_arguments(scenario, policy)
     return _core.run(
         read_scenario(scenario),
         seed=seed,
         reps=reps,
-        policy=policy,
+        policy=policy_name,
         trace=None if trace is None else os.fspath(trace),
         trace_limit=trace_limit,
         progress=progress,
         check=bool(check),
         max_memory=max_memory,
+        policy_class=policy_class,
+        policy_dir=policy_dir,
     )
 
 
 def run(
-    scenario: Scenario,
+    scenario: ScenarioLike,
     *,
     seed: int | None = None,
     reps: int | None = None,
-    policy: str | None = None,
+    policy: str | type[Policy] | None = None,
     trace: str | os.PathLike[str] | None = None,
     trace_limit: int = 0,
     progress: ProgressCallback | None = None,
     check: bool = False,
     max_memory: int = 0,
-) -> dict[str, Any]:
+) -> Report:
     """Run `scenario` and return the report: `runs[]` (one per repetition, each with `seed`,
     `events`, `wall_s`, `vms[]` and `host`) and `summary` (means and standard deviations, per
-    VM and for the host).
+    VM and for the host), a dict whose methods `runs()`, `vms()` and `hosts()` give them as
+    tables (see `vsched.frames`).
 
     Arguments as for `run_json`.
     """
-    report: dict[str, Any] = json.loads(
-        run_json(
-            scenario,
-            seed=seed,
-            reps=reps,
-            policy=policy,
-            trace=trace,
-            trace_limit=trace_limit,
-            progress=progress,
-            check=check,
-            max_memory=max_memory,
+    report = Report(
+        json.loads(
+            run_json(
+                scenario,
+                seed=seed,
+                reps=reps,
+                policy=policy,
+                trace=trace,
+                trace_limit=trace_limit,
+                progress=progress,
+                check=check,
+                max_memory=max_memory,
+            )
         )
     )
     return report
 
 
-def validate(scenario: Scenario, *, max_memory: int = 0) -> None:
+def validate(scenario: ScenarioLike, *, max_memory: int = 0) -> None:
     """Check `scenario` without running it; raises `ScenarioError` if it is invalid or its
     estimated memory exceeds `max_memory` bytes (0: the core's default budget)."""
     _check_max_memory(max_memory)
-    _core.validate(read_scenario(scenario), max_memory=max_memory)
+    _core.validate(
+        read_scenario(scenario), max_memory=max_memory, policy_dir=_policy.policy_dir(scenario, None)
+    )
 
 
 def policies() -> list[dict[str, Any]]:
@@ -283,3 +319,9 @@ def bench(sim_s: float | None = None, copies: int = 1) -> dict[str, Any]:
         raise ScenarioError(f"--copies: expected an integer in 1..=64, got {copies!r}")
     figures: dict[str, Any] = json.loads(_core.bench(sim_s, copies))
     return figures
+
+
+# At the end: these modules use the helpers above.
+from vsched.frames import Report, SweepResults  # noqa: E402
+from vsched.scenario import Scenario, scenario_toml  # noqa: E402
+from vsched.sweep import run_sweep  # noqa: E402

@@ -180,12 +180,24 @@ class RunProgress:
             self.bar.stop()
 
 
-def run_with_progress(scenario: vsched.Scenario, **options: Any) -> str:
+def run_with_progress(scenario: vsched.ScenarioLike, **options: Any) -> str:
     progress = RunProgress()
     try:
         return vsched.run_json(scenario, progress=progress, **options)
     finally:
         progress.close()
+
+
+def run_in_parallel(scenario: Path, workers: int, settings: RunSettings, **options: Any) -> str:
+    """`vsched run --jobs`: the repetitions on `workers` processes, a bar on a terminal."""
+    from vsched.repetitions import run_repetitions
+
+    progress = JobsProgress("run")
+    try:
+        return run_repetitions(scenario, workers=workers, settings=settings, progress=progress, **options)
+    finally:
+        if progress.bar is not None:
+            progress.bar.stop()
 
 
 CHECK_OPTION = typer.Option(
@@ -217,7 +229,8 @@ def run(
     policy: Annotated[
         Optional[str],
         typer.Option(
-            help="Run under this policy (default parameters) instead of the scenario's \\[scheduler] table."
+            help="Run under this policy (default parameters) instead of the scenario's \\[scheduler] table: "
+            "a registered name or a Python policy, path/to/file.py:ClassName (docs/python-policies.md)."
         ),
     ] = None,
     json_output: Annotated[
@@ -235,26 +248,37 @@ def run(
     ] = 0,
     check: Annotated[bool, CHECK_OPTION] = False,
     max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Repetitions in parallel (local processes); the report is the same as one after another.",
+        ),
+    ] = 1,
 ) -> None:
     """Run a scenario and print per-VM and host results."""
     check_input_file("SCENARIO", scenario)
     budget = max_memory_bytes(max_memory)
     if trace_limit and trace is None:
         raise CliError("--trace-limit: only meaningful with --trace FILE")
+    if jobs < 1:
+        raise CliError(f"--jobs: expected at least 1, got {jobs}")
     if out is not None:
         # Before the run, so that an unusable directory does not cost the run.
         make_directory("--out", out)
+    options: dict[str, Any] = {
+        "seed": seed,
+        "reps": reps,
+        "policy": policy,
+        "trace": trace,
+        "trace_limit": trace_limit,
+    }
     try:
-        report_text = run_with_progress(
-            scenario,
-            seed=seed,
-            reps=reps,
-            policy=policy,
-            trace=trace,
-            trace_limit=trace_limit,
-            check=check,
-            max_memory=budget,
-        )
+        if jobs > 1:
+            report_text = run_in_parallel(scenario, jobs, RunSettings(check, budget), **options)
+        else:
+            report_text = run_with_progress(scenario, check=check, max_memory=budget, **options)
     except OSError as error:
         # The core's only file output is the trace: its error names the file.
         if trace is None:
@@ -575,12 +599,21 @@ def sweep(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     check: Annotated[bool, CHECK_OPTION] = False,
     max_memory: Annotated[Optional[str], MAX_MEMORY_OPTION] = None,
+    skip_infeasible: Annotated[
+        bool,
+        typer.Option(
+            "--skip-infeasible",
+            help="List and leave out the points whose scenario is invalid (e.g. a VM wider than the "
+            "host under a co-scheduling policy) instead of refusing the sweep.",
+        ),
+    ] = False,
 ) -> None:
     """Run a scenario over every combination of parameter values, several seeds each.
 
     Finished runs are kept in OUT/runs.jsonl as they end: rerunning an interrupted sweep runs
-    only what is missing. Results (one row per run, every parameter and metric) go to
-    OUT/results.parquet, and a table of means ± standard deviations to the terminal.
+    only what is missing. Results (one row per run, a set.KEY column per swept key, the
+    policy, every metric) go to OUT/results.parquet, and a table of means ± standard
+    deviations to the terminal.
     """
     from vsched import sweep as sweeping
     from vsched.runs import write_parquet
@@ -595,20 +628,33 @@ def sweep(
     policies = [p.strip() for p in policy.split(",") if p.strip()] if policy else [None]
     text = vsched.read_scenario(scenario)
     grid = sweeping.points(set_ or [], policies)
-    job_list = sweeping.plan(str(scenario), text, grid, range(seed, seed + reps), settings.max_memory)
+    try:
+        planned = sweeping.plan(
+            str(scenario), text, grid, range(seed, seed + reps), settings.max_memory, skip_infeasible
+        )
+    except sweeping.InfeasiblePoint as error:
+        raise CliError(f"{error}; --skip-infeasible lists and skips such points") from None
+    for skipped_point in planned.skipped:
+        # One line each, however long: print, not the console, which wraps.
+        print(f"skipped (infeasible) {skipped_point.describe()}", file=sys.stderr)
+    job_list, grid = planned.jobs, planned.points
     out = out if out is not None else Path(f"sweep-{scenario.stem}")
     workers = jobs or os.cpu_count() or 1
     store = run_batch(job_list, out, f"sweep {scenario.name}", workers, backend, address, settings)
     rows = [store.rows[job.key] for job in job_list]
     try:
-        write_parquet(rows, out / "results.parquet")
+        write_parquet(rows, out / "results.parquet", sweeping.swept_columns(job_list))
     except OSError as error:
         raise CliError(f"--out: {describe_os_error(error)}") from None
     metrics = metric or sweeping.default_metrics(rows)
     keys = [k for k, _ in grid[0].overrides] if grid else []
     summary = sweeping.summary(grid, job_list, rows, metrics)
     if json_output:
-        print_json({"out": str(out), "metrics": metrics, "points": summary})
+        skipped = [
+            {**dict(s.values), "policy": s.policy or "(scenario's)", "reason": s.reason}
+            for s in planned.skipped
+        ]
+        print_json({"out": str(out), "metrics": metrics, "points": summary, "skipped": skipped})
         return
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in [*keys, "policy", "runs", *metrics]:
@@ -751,6 +797,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except OSError as error:
         fail(describe_os_error(error))
     except vsched.PolicyError as error:
+        # A policy written in Python is the user's code: its traceback comes first.
+        policy_traceback = getattr(error, "policy_traceback", None)
+        if policy_traceback:
+            print(policy_traceback, end="", file=sys.stderr)
         fail(f"policy failure (a bug in the policy, not in the scenario): {error}", EXIT_INTERNAL_ERROR)
     except vsched.InternalError as error:
         internal_failure(str(error))

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import vsched
 from vsched import _core
+from vsched import policy as python_policy
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -124,29 +125,67 @@ def apply_overrides(text: str, overrides: Sequence[Override], policy: str | None
 @dataclass(frozen=True)
 class Job:
     """One simulation: `scenario` names it, `text` is its TOML with `policy` and `overrides`
-    applied (see `make_jobs`)."""
+    applied (see `make_jobs`); `policy_digest` is the SHA-256 of the file of the Python
+    policy it runs under, if any."""
 
     scenario: str
     text: str
     policy: str | None
     overrides: tuple[Override, ...]
     seed: int
+    policy_digest: str = ""
 
     @property
     def key(self) -> str:
-        """What the run computes: the scenario text (overrides applied), policy and seed."""
+        """What the run computes: the scenario text (overrides applied), policy (and the code
+        of a Python one) and seed."""
         digest = hashlib.sha256(self.text.encode()).hexdigest()
-        identity = json.dumps([digest, self.policy, self.seed])
-        return hashlib.sha256(identity.encode()).hexdigest()[:20]
+        identity = [digest, self.policy, self.seed] + ([self.policy_digest] if self.policy_digest else [])
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
 
 
 def make_jobs(
     scenario: str, text: str, policy: str | None, overrides: Sequence[Override], seeds: Iterable[int]
 ) -> list[Job]:
     """One job per seed. A `policy` replaces the scenario's [scheduler] table by that policy at
-    its default parameters, before the overrides (which may then set `scheduler.*` keys)."""
-    final = apply_overrides(text, overrides, policy)
-    return [Job(scenario, final, policy, tuple(overrides), seed) for seed in seeds]
+    its default parameters, before the overrides (which may then set `scheduler.*` keys).
+
+    A Python policy's file is made absolute first (jobs may run in processes with another
+    current directory): given as `policy` or a `scheduler.name` override, against the current
+    directory; named in the scenario file, against that file's directory."""
+    cwd = os.getcwd()
+    absolute_overrides = [
+        (
+            key,
+            python_policy.absolute_name(value, cwd)
+            if key == "scheduler.name" and isinstance(value, str)
+            else value,
+        )
+        for key, value in overrides
+    ]
+    final = apply_overrides(
+        text, absolute_overrides, None if policy is None else python_policy.absolute_name(policy, cwd)
+    )
+    name = _scheduler_name(final)
+    if (
+        name is not None
+        and python_policy.is_python_policy(name)
+        and not Path(name.rpartition(":")[0]).is_absolute()
+    ):
+        scenario_dir = python_policy.policy_dir(scenario, None) if Path(scenario).is_file() else cwd
+        final = apply_overrides(final, [("scheduler.name", python_policy.absolute_name(name, scenario_dir))])
+        name = _scheduler_name(final)
+    digest = python_policy.file_digest(name) if name is not None else ""
+    return [Job(scenario, final, policy, tuple(overrides), seed, digest) for seed in seeds]
+
+
+def _scheduler_name(text: str) -> str | None:
+    """The `[scheduler] name` of scenario text, or None if it has none (validation says why)."""
+    try:
+        name = tomllib.loads(text).get("scheduler", {}).get("name")
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _flatten(prefix: str, value: Any, row: Row) -> None:
@@ -182,13 +221,14 @@ class RunSettings:
 
 
 def execute(job: Job, settings: RunSettings | None = None) -> Row:
-    """Run one job and return its row (job columns first). Runs in a worker process."""
+    """Run one job and return its row (job columns first; `policy` is the policy the run had,
+    the scenario's own when the job names none). Runs in a worker process."""
     settings = settings or RunSettings()
     report = vsched.run(job.text, seed=job.seed, reps=1, check=settings.check, max_memory=settings.max_memory)
     row: Row = {
         "key": job.key,
         "scenario": job.scenario,
-        "policy": job.policy or "",
+        "policy": report["policy"],
         "overrides": json.dumps(list(map(list, job.overrides))),
         "seed": job.seed,
     }
@@ -234,9 +274,14 @@ def _one_line(text: str) -> str:
 Outcome = tuple[Any, ...]
 
 
-def _attempt(job: Job, settings: RunSettings) -> Outcome:
+Task = Callable[[Job, RunSettings], Row]
+"""What a worker does with a job: `execute` (a row of metrics), or another picklable callable
+(e.g. `vsched.repetitions.WholeReport`)."""
+
+
+def _attempt(job: Job, settings: RunSettings, task: Task = execute) -> Outcome:
     try:
-        return ("row", execute(job, settings))
+        return ("row", task(job, settings))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # noqa: B036 - a PanicException is a BaseException
@@ -418,7 +463,9 @@ def _die_with_parent(expected_parent: int | None) -> int:
     return parent
 
 
-def _worker_main(connection: Connection, expected_parent: int | None, settings: RunSettings) -> None:
+def _worker_main(
+    connection: Connection, expected_parent: int | None, settings: RunSettings, task: Task = execute
+) -> None:
     """A worker process: run the jobs received on `connection`, send back each outcome,
     stop on None, on a closed connection or when orphaned."""
     # Ctrl-C is the parent's to handle (it keeps what finished and stops the workers).
@@ -432,7 +479,7 @@ def _worker_main(connection: Connection, expected_parent: int | None, settings: 
             job = connection.recv()
             if job is None:
                 return
-            connection.send(_attempt(job, settings))
+            connection.send(_attempt(job, settings, task))
     except (EOFError, OSError):
         return  # the parent closed its end or went away
 
@@ -461,10 +508,15 @@ def _stop(workers: Sequence[_Worker]) -> None:
         worker.connection.close()
 
 
-def _local(jobs: Sequence[Job], workers: int, settings: RunSettings) -> Iterator[Row]:
+def run_local(
+    jobs: Sequence[Job], workers: int, settings: RunSettings, task: Task = execute
+) -> Iterator[Row]:
+    """Run `jobs` on `workers` local processes (in this one for 1), each with `task`, yielding
+    each row as its job finishes, in that order; nothing is stored. A failed run raises
+    `JobFailed` naming it, and the runs still going are stopped."""
     if workers <= 1:
         for job in jobs:
-            yield _row(job, _attempt(job, settings))
+            yield _row(job, _attempt(job, settings, task))
         return
     context = multiprocessing.get_context()
     # A worker's parent is this process, unless a fork server starts them.
@@ -474,7 +526,7 @@ def _local(jobs: Sequence[Job], workers: int, settings: RunSettings) -> Iterator
         for _ in range(min(workers, len(jobs))):
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=_worker_main, args=(theirs, expected_parent, settings), daemon=True
+                target=_worker_main, args=(theirs, expected_parent, settings, task), daemon=True
             )
             process.start()
             theirs.close()
@@ -558,7 +610,7 @@ def run_jobs(
     if progress:
         progress(done, total)
     if todo:
-        rows = _ray(todo, address, settings) if backend == "ray" else _local(todo, workers, settings)
+        rows = _ray(todo, address, settings) if backend == "ray" else run_local(todo, workers, settings)
         for row in rows:
             store.add(row)
             done += 1
@@ -567,26 +619,31 @@ def run_jobs(
     return [store.rows[job.key] for job in jobs]
 
 
+def arrow_table(rows: Sequence[Row], names: Sequence[str]) -> Any:
+    """`rows` as a `pyarrow.Table` with the columns `names`, in that order. A field a row lacks
+    is null; a column mixing kinds of values is written as text (JSON)."""
+    import pyarrow as pa
+
+    columns = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            columns[name] = pa.array([None if v is None else json.dumps(v) for v in values], pa.string())
+    return pa.table(columns)
+
+
 def write_parquet(rows: Sequence[Row], path: Path, extra: dict[str, dict[str, Any]] | None = None) -> None:
     """Write `rows` (one per run) as a Parquet table with a column per field seen in any row:
     the job columns first, then `extra` columns (per key: column -> value), then the metrics in
     name order. A field a row lacks is null; a column mixing kinds of values is written as text."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     unique = list({row["key"]: row for row in rows}.values())
     extra = extra or {}
     extra_names = list(dict.fromkeys(name for values in extra.values() for name in values))
     metric_names = sorted({name for row in unique for name in row} - set(JOB_COLUMNS))
-    columns = {}
-    for name in [*JOB_COLUMNS, *extra_names, *metric_names]:
-        if name in extra_names:
-            values = [extra.get(row["key"], {}).get(name) for row in unique]
-        else:
-            values = [row.get(name) for row in unique]
-        try:
-            columns[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            columns[name] = pa.array([None if v is None else json.dumps(v) for v in values], pa.string())
+    combined = [{**row, **extra.get(row["key"], {})} for row in unique]
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(columns), path)
+    pq.write_table(arrow_table(combined, [*JOB_COLUMNS, *extra_names, *metric_names]), path)

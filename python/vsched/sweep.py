@@ -5,20 +5,47 @@ repeated over seeds, on the machinery of `vsched.runs` (so an interrupted sweep 
         --set vm.spin.vcpus=2,4 --reps 5 --out sweep-lhp
 
 A `--set` key is a dotted path into the scenario (see `runs.apply_overrides`); its values are
-TOML values separated by commas (10, 2.5, true, "credit" or a bare word).
+TOML values separated by commas (10, 2.5, true, "credit" or a bare word). results.parquet has
+a column per swept key, `set.<key>` (e.g. `set.scheduler.tslice_ms`), and `policy` names the
+policy of every run, the scenario's own when not swept.
+
+A point whose scenario the core refuses (e.g. a co-scheduling policy and a VM wider than the
+host) refuses the whole sweep before anything runs, unless infeasible points are skipped
+(`--skip-infeasible`): each is then listed with the reason and left out. A key that names
+nothing in the scenario always refuses the sweep: it is a mistake in the sweep, not a point.
+
+From Python, `run_sweep` does the same and returns the results as tables:
+
+    results = vsched.run_sweep("scenarios/lhp-demo.toml", {"scheduler.tslice_ms": [10, 30]}, reps=3)
+    results.vms().groupby(["set.scheduler.tslice_ms", "vm"])["completion_s"].mean()
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
 import statistics
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import vsched
-from vsched.runs import Job, Override, Row, make_jobs, parse_value
+from vsched.frames import SET_PREFIX, SkippedPoint, SweepResults
+from vsched.runs import (
+    Job,
+    Override,
+    Progress,
+    Row,
+    RunSettings,
+    Store,
+    make_jobs,
+    parse_value,
+    run_jobs,
+    write_parquet,
+)
 
 
 @dataclass(frozen=True)
@@ -41,28 +68,122 @@ def parse_set(option: str) -> tuple[str, list[Any]]:
 
 
 def points(sets: Sequence[str], policies: Sequence[str | None]) -> list[Point]:
-    parsed = [parse_set(option) for option in sets]
-    keys = [key for key, _ in parsed]
+    """The grid of `--set KEY=V1,V2,...` options under each policy."""
+    return grid_points([parse_set(option) for option in sets], policies)
+
+
+def grid_points(values: Sequence[tuple[str, Sequence[Any]]], policies: Sequence[str | None]) -> list[Point]:
+    """Every combination of the (key, values) pairs, under each policy."""
+    keys = [key for key, _ in values]
     if len(set(keys)) != len(keys):
         raise vsched.ScenarioError(f"--set: a key is given twice among {keys}")
-    combos = itertools.product(*(values for _, values in parsed))
+    combos = itertools.product(*(choices for _, choices in values))
     return [Point(tuple(zip(keys, combo)), policy) for combo in combos for policy in policies]
 
 
-def plan(scenario: str, text: str, grid: Sequence[Point], seeds: range, max_memory: int = 0) -> list[Job]:
+class InfeasiblePoint(vsched.ScenarioError):
+    """A point of a sweep whose scenario the core refuses; the message names the point."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The jobs of a sweep, the points they run and the points left out as infeasible."""
+
+    jobs: list[Job]
+    points: list[Point]
+    skipped: list[SkippedPoint]
+
+
+def plan(
+    scenario: str,
+    text: str,
+    grid: Sequence[Point],
+    seeds: Sequence[int],
+    max_memory: int = 0,
+    skip_infeasible: bool = False,
+) -> Plan:
     """Every job of the sweep; each scenario variant is validated (its memory estimate against
-    `max_memory` bytes, 0 = the core's default budget) before anything runs."""
-    jobs = []
+    `max_memory` bytes, 0 = the core's default budget) before anything runs. A variant the
+    core refuses raises `InfeasiblePoint`, or with `skip_infeasible` is left out and listed
+    in `skipped`; if every point is, `ScenarioError` is raised all the same."""
+    jobs: list[Job] = []
+    feasible: list[Point] = []
+    skipped: list[SkippedPoint] = []
     for point in grid:
+        # A bad key or value raises here: a mistake in the sweep, never skipped.
         point_jobs = make_jobs(scenario, text, point.policy, point.overrides, seeds)
-        described = ", ".join(f"{k}={v}" for k, v in point.overrides) or "the scenario as written"
+        described = ", ".join(
+            [f"{k}={v}" for k, v in point.overrides] + ([f"policy {point.policy}"] if point.policy else [])
+        )
         try:
             vsched.validate(point_jobs[0].text, max_memory=max_memory)
-        except (vsched.ScenarioError, vsched.InternalError) as error:
-            # The same kind of error, naming the point.
-            raise type(error)(f"{error} (with {described})") from None
+        except vsched.ScenarioError as error:
+            if not skip_infeasible:
+                raise InfeasiblePoint(f"{error} (with {described or 'the scenario as written'})") from None
+            skipped.append(SkippedPoint(point.overrides, point.policy, str(error)))
+            continue
+        except vsched.InternalError as error:
+            raise vsched.InternalError(f"{error} (with {described or 'the scenario as written'})") from None
         jobs += point_jobs
-    return jobs
+        feasible.append(point)
+    if grid and not feasible:
+        raise vsched.ScenarioError(f"every point of the sweep is infeasible, e.g. {skipped[0].describe()}")
+    return Plan(jobs, feasible, skipped)
+
+
+def swept_columns(jobs: Sequence[Job]) -> dict[str, dict[str, Any]]:
+    """Per job key, the column of each swept key (`set.<key>`) and its value at the job's point."""
+    return {job.key: {f"{SET_PREFIX}{key}": value for key, value in job.overrides} for job in jobs}
+
+
+def run_sweep(
+    scenario: vsched.ScenarioLike,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    policies: Sequence[str] | None = None,
+    reps: int = 1,
+    seed: int = 1,
+    jobs: int | None = None,
+    out: str | os.PathLike[str] | None = None,
+    skip_infeasible: bool = False,
+    check: bool = False,
+    max_memory: int = 0,
+    progress: Progress | None = None,
+) -> SweepResults:
+    """Run `scenario` at every combination of the values in `grid` (dotted key -> values, as
+    `vsched sweep --set`), under each of `policies` (at their default parameters; None: the
+    scenario's), `reps` seeds each from `seed`, on `jobs` local processes (default: all
+    cores). With `out`, runs are stored in `out`/runs.jsonl (a rerun resumes) and the results
+    written to `out`/results.parquet, as `vsched sweep --out` does.
+
+    Raises `ScenarioError` for a bad key or value, `InfeasiblePoint` for a point the core
+    refuses unless `skip_infeasible`, and `vsched.runs.JobFailed` if a run fails."""
+    vsched._check_int("reps", reps, 1, 100_000)
+    vsched._check_int("seed", seed, 0, 2**64 - reps)
+    values = [(key, list(choices)) for key, choices in (grid or {}).items()]
+    for key, choices in values:
+        if not choices:
+            raise vsched.ScenarioError(f"{key}: expected at least one value to sweep")
+    text = vsched.read_scenario(scenario)
+    if isinstance(scenario, os.PathLike) or (isinstance(scenario, str) and "\n" not in scenario):
+        name = os.fspath(scenario)
+    else:  # the `scenario` column of text or data: its name
+        name = str(vsched.Scenario.from_toml(text).get("name", "scenario"))
+    points = grid_points(values, list(policies) if policies else [None])
+    settings = RunSettings(check, max_memory)
+    try:
+        planned = plan(name, text, points, range(seed, seed + reps), max_memory, skip_infeasible)
+    except InfeasiblePoint as error:
+        raise InfeasiblePoint(f"{error}; skip_infeasible=True lists and skips such points") from None
+    with tempfile.TemporaryDirectory(prefix="vsched-sweep-") as scratch:
+        directory = Path(out) if out is not None else Path(scratch)
+        with Store(directory / "runs.jsonl") as store:
+            workers = jobs or os.cpu_count() or 1
+            rows = run_jobs(planned.jobs, store, workers=workers, progress=progress, settings=settings)
+        columns = swept_columns(planned.jobs)
+        if out is not None:
+            write_parquet(rows, directory / "results.parquet", columns)
+    return SweepResults([{**row, **columns[row["key"]]} for row in rows], planned.skipped)
 
 
 def default_metrics(rows: Sequence[Row], limit: int = 6) -> list[str]:
@@ -98,7 +219,9 @@ def summary(
         entries.append(
             {
                 **dict(point.overrides),
-                "policy": point.policy or "(scenario's)",
+                # The policy the runs had: the scenario's own when the point names none.
+                "policy": point.policy
+                or next((r["policy"] for r in point_rows if r["policy"]), "(scenario's)"),
                 "runs": len(point_rows),
                 **{m: summarize([r.get(m) for r in point_rows]) for m in metrics},
             }

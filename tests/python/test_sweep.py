@@ -140,7 +140,8 @@ def test_a_sweep_rejects_a_variant_the_core_rejects_before_running_anything(cli:
     result = cli("sweep", scenario, "--set", "host.pcpus=2,0", "--out", tmp_path / "out")
     assert result.exit_code == 2
     assert result.stderr_lines == [
-        "error: host.pcpus: expected an integer in 1..=4096, got 0 (with host.pcpus=0)"
+        "error: host.pcpus: expected an integer in 1..=4096, got 0 (with host.pcpus=0); "
+        "--skip-infeasible lists and skips such points"
     ]
     assert (
         not (tmp_path / "out" / "runs.jsonl").exists() or (tmp_path / "out" / "runs.jsonl").read_text() == ""

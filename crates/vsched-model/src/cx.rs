@@ -2,12 +2,12 @@
 //!
 //! A policy sees and changes its world through [`Cx`] only: the clock, the topology of one
 //! host (pCPUs, vCPUs and domains numbered from 0), the state of each vCPU and of its guest
-//! as a hypervisor can observe it, and four actions — reschedule a pCPU, set a timer, bump a
-//! counter, report a co-scheduling launch. Nothing here knows of the simulator.
+//! as a hypervisor can observe it, and its actions — reschedule a pCPU, set a timer, bump a
+//! counter, report a co-scheduling launch, fail the run. Nothing here knows of the simulator.
 //!
-//! A world is anything that implements [`World`]: the simulator (`sim::world`) is one; real
-//! KVM vCPUs and a bridge to policies written in Python are others. `World` is the narrow
-//! set of facts and actions a world must provide; `Cx` wraps it (as `&mut dyn World`) and
+//! A world is anything that implements [`World`]: the simulator (`sim::world`) is one, the
+//! hand-driven `hand_world::Bench` another, and real KVM vCPUs could be a third. `World` is
+//! the narrow set of facts and actions a world must provide; `Cx` wraps it (as `&mut dyn World`) and
 //! adds what can be derived from them, plus the helpers policy authors expect (in the
 //! spirit of sched_ext's `scx_bpf_select_cpu_dfl`): find an idle pCPU, kick it once.
 //!
@@ -78,6 +78,11 @@ pub trait World {
     fn count(&mut self, name: &'static str);
     /// The policy's own seeded random stream (deterministic per run and host).
     fn rng(&mut self) -> &mut StreamRng;
+    /// Stops the run with a policy error (`message`, one line) once the current event has
+    /// been handled; the first failure of a run is the one reported. A policy whose code can
+    /// fail (a callback written in Python that raised) reports it here, since callbacks
+    /// return nothing.
+    fn fail(&mut self, message: String);
 }
 
 /// A policy's view of its world during one callback (see the module notes).
@@ -242,6 +247,12 @@ impl<'a> Cx<'a> {
     #[inline]
     pub fn rng(&mut self) -> &mut StreamRng {
         self.world.rng()
+    }
+    /// Stops the run with a policy error: `message` is one line saying what went wrong. The
+    /// callback still returns (a `pick_next` returns a decision, e.g. idle); the run ends once
+    /// the current event has been handled, and only the first failure is reported.
+    pub fn fail(&mut self, message: impl Into<String>) {
+        self.world.fail(message.into())
     }
 
     // ---- Helpers ----

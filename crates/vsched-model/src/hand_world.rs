@@ -25,6 +25,8 @@ pub struct Bench {
     pub pending_irq: Vec<bool>,
     /// The host posts interrupts (APICv).
     pub posted: bool,
+    /// The policy's failures (`Cx::fail`), in order (the test reads them).
+    pub failures: Vec<String>,
     rng: StreamRng,
 }
 
@@ -55,6 +57,7 @@ impl Bench {
             spinning: vec![false; vcpus],
             pending_irq: vec![false; vcpus],
             posted: false,
+            failures: Vec::new(),
             rng: RngStreams::new(1).stream(0),
         }
     }
@@ -188,6 +191,9 @@ impl World for Bench {
     }
     fn rng(&mut self) -> &mut StreamRng {
         &mut self.rng
+    }
+    fn fail(&mut self, message: String) {
+        self.failures.push(message);
     }
 }
 

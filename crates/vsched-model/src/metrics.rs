@@ -95,9 +95,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VmMetrics {
     pub name: String,
     pub workload: String,
@@ -147,7 +147,7 @@ pub struct VmMetrics {
     pub blocked_fraction: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostMetrics {
     pub pcpus: usize,
     pub utilization: f64,
@@ -197,7 +197,7 @@ impl HostMetrics {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClusterMetrics {
     pub name: String,
     pub workload: String,
@@ -206,7 +206,7 @@ pub struct ClusterMetrics {
     pub completion_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetworkMetrics {
     pub messages: u64,
     pub bytes: u64,
@@ -215,7 +215,7 @@ pub struct NetworkMetrics {
     pub message_latency_us_mean: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IoMetrics {
     pub disk_requests: u64,
     pub disk_bytes: u64,
@@ -225,20 +225,20 @@ pub struct IoMetrics {
     pub disk_busy_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunMetrics {
     pub sim_s: f64,
     pub events: u64,
     pub vms: Vec<VmMetrics>,
     /// The host, or on a cluster the totals over `hosts`.
     pub host: HostMetrics,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostMetrics>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMetrics>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<IoMetrics>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub virtual_clusters: Vec<ClusterMetrics>,
 }
 

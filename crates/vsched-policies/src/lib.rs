@@ -1,8 +1,6 @@
 //! vsched's scheduling policies, one per file, and the registry that names them.
 //!
-//! To add a policy: write `src/<name>.rs` following `rr.rs` (header essay, constants with
-//! units, state by scope, callbacks in lifecycle order, `INFO` at the bottom), then list its
-//! `INFO` in [`REGISTRY`].
+//! How to add one (or to write one in Python instead): docs/writing-policies.md.
 
 pub mod balance;
 pub mod bcs;

@@ -1,8 +1,10 @@
 //! PyO3 glue between the `vsched` facade crate and the Python package (`vsched._core`).
 //!
-//! Conversions only: every function forwards to the facade and maps its errors onto Python
-//! exceptions. The typed Python API lives in `python/vsched/__init__.py`; this module's
-//! signatures are mirrored in `python/vsched/_core.pyi`.
+//! Conversions, and the bridge for policies written in Python: every function forwards to the
+//! facade and maps its errors onto Python exceptions; `py_policy`, `py_cx` and `py_types` run a
+//! Python class as a Rust `Policy`. The typed Python API lives in `python/vsched/__init__.py`
+//! and `python/vsched/policy.py`; this module's signatures are mirrored in
+//! `python/vsched/_core.pyi`.
 
 // PyO3 0.22's `#[pyfunction]` expansion converts `PyErr` into itself, which newer clippy
 // flags in every function returning `PyResult`.
@@ -12,6 +14,10 @@ use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, PanicHookInfo};
 use std::path::PathBuf;
 use std::sync::Once;
+
+mod py_cx;
+mod py_policy;
+mod py_types;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
@@ -108,12 +114,57 @@ fn to_py_err(error: vsched::Error) -> PyErr {
     }
 }
 
+/// The resolver of Python policies for one call: relative paths against `policy_dir` (the
+/// current directory if `None`), and `policy_class` under the name `policy`.
+fn python_policies(
+    py: Python<'_>,
+    policy: Option<&str>,
+    policy_class: Option<Bound<'_, PyAny>>,
+    policy_dir: Option<String>,
+) -> PyResult<py_policy::PythonPolicies> {
+    let policy_dir = match policy_dir {
+        Some(dir) => dir,
+        None => py.import_bound("os")?.call_method0("getcwd")?.extract()?,
+    };
+    let given = match (policy, policy_class) {
+        (Some(name), Some(class)) => Some((name.to_string(), class.unbind())),
+        (None, Some(_)) => return Err(PyTypeError::new_err("policy_class needs policy, the name it runs under")),
+        (_, None) => None,
+    };
+    Ok(py_policy::PythonPolicies { policy_dir, given, failure: py_policy::FailureSlot::default() })
+}
+
+/// The `PolicyError` of a run that a Python policy failed: the one-line `message`, with the
+/// policy's exception as its cause and that exception's traceback (the user's code) as
+/// `policy_traceback`. A Ctrl-C that arrived during a callback is raised as it is.
+fn python_policy_error(py: Python<'_>, message: String, exception: Option<PyErr>) -> PyErr {
+    let error = PolicyError::new_err(message);
+    let Some(exception) = exception else {
+        return error;
+    };
+    if exception.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+        return exception;
+    }
+    let value = error.value_bound(py);
+    let traceback = py
+        .import_bound(py_policy::POLICY_MODULE)
+        .and_then(|m| m.getattr("_traceback"))
+        .and_then(|format| format.call1((exception.value_bound(py),)));
+    if let Ok(text) = traceback {
+        let _ = value.setattr("policy_traceback", text);
+    }
+    error.set_cause(py, Some(exception));
+    error
+}
+
 /// Runs a scenario (TOML text) and returns the JSON report as text.
 ///
 /// `progress(rep, reps, sim_s, horizon_s)` is called at most every 100 ms of wall-clock
-/// time; `rep` counts from 0.
+/// time; `rep` counts from 0. A policy written in Python is named `path/to/file.py:ClassName`
+/// (relative to `policy_dir`, default the current directory), or given as `policy_class`
+/// with its name in `policy`.
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, trace=None, trace_limit=0, progress=None, check=false, max_memory=0))]
+#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, trace=None, trace_limit=0, progress=None, check=false, max_memory=0, policy_class=None, policy_dir=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -126,7 +177,10 @@ fn run(
     progress: Option<Bound<'_, PyAny>>,
     check: bool,
     max_memory: u64,
+    policy_class: Option<Bound<'_, PyAny>>,
+    policy_dir: Option<String>,
 ) -> PyResult<String> {
+    let resolver = python_policies(py, policy.as_deref(), policy_class, policy_dir)?;
     if let Some(callback) = &progress {
         if !callback.is_callable() {
             return Err(PyTypeError::new_err("progress must be callable or None"));
@@ -149,19 +203,25 @@ fn run(
             }
         }
     };
-    let result = guarded(|| Ok(vsched::run_scenario_json(scenario_toml, &options, &mut on_progress)))?;
+    let result =
+        guarded(|| Ok(vsched::run_scenario_json_with(scenario_toml, &options, Some(&resolver), &mut on_progress)))?;
     match (result, python_error) {
         (Err(vsched::Error::Interrupted), Some(error)) => Err(error),
+        (Err(vsched::Error::Policy(message)), _) => {
+            Err(python_policy_error(py, message, resolver.failure.take_exception()))
+        }
         (result, _) => result.map_err(to_py_err),
     }
 }
 
 /// Checks a scenario (TOML text) without running it; raises `ScenarioError` if it is invalid
-/// or its estimated memory exceeds `max_memory` bytes (0 = the default budget).
+/// or its estimated memory exceeds `max_memory` bytes (0 = the default budget). A Python
+/// policy's file is resolved against `policy_dir` (default: the current directory).
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, max_memory=0))]
-fn validate(scenario_toml: &str, max_memory: u64) -> PyResult<()> {
-    guarded(|| vsched::validate_scenario(scenario_toml, max_memory).map_err(to_py_err))
+#[pyo3(signature = (scenario_toml, max_memory=0, policy_dir=None))]
+fn validate(py: Python<'_>, scenario_toml: &str, max_memory: u64, policy_dir: Option<String>) -> PyResult<()> {
+    let resolver = python_policies(py, None, None, policy_dir)?;
+    guarded(|| vsched::validate_scenario_with(scenario_toml, max_memory, Some(&resolver)).map_err(to_py_err))
 }
 
 /// The scenario's TOML with `[scheduler]` replaced by `policy` (when given), then each
@@ -171,6 +231,34 @@ fn validate(scenario_toml: &str, max_memory: u64) -> PyResult<()> {
 #[pyo3(signature = (scenario_toml, policy=None, overrides=Vec::new()))]
 fn apply_overrides(scenario_toml: &str, policy: Option<&str>, overrides: Vec<(String, String)>) -> PyResult<String> {
     guarded(|| vsched::apply_overrides_json(scenario_toml, policy, &overrides).map_err(to_py_err))
+}
+
+/// The TOML text of a scenario given as JSON text (an object); raises `ScenarioError` if it
+/// is not one.
+#[pyfunction]
+fn scenario_toml(scenario_json: &str) -> PyResult<String> {
+    guarded(|| vsched::scenario_toml_from_json(scenario_json).map_err(to_py_err))
+}
+
+/// The report of several single-repetition reports of one scenario (seeds `seed`,
+/// `seed + 1`, ...), as `run` writes it for all of them at once. A policy written in Python is
+/// found as `run` finds it (`policy_dir`).
+#[pyfunction]
+#[pyo3(signature = (scenario_toml, policy, max_memory, seed, reports, policy_dir=None))]
+fn combine_reports(
+    py: Python<'_>,
+    scenario_toml: &str,
+    policy: Option<&str>,
+    max_memory: u64,
+    seed: u64,
+    reports: Vec<String>,
+    policy_dir: Option<String>,
+) -> PyResult<String> {
+    let resolver = python_policies(py, None, None, policy_dir)?;
+    guarded(|| {
+        vsched::combine_reports_json(scenario_toml, policy, max_memory, seed, &reports, Some(&resolver))
+            .map_err(to_py_err)
+    })
 }
 
 /// The registered scheduling policies as JSON text.
@@ -223,10 +311,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(apply_overrides, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(combine_reports, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(paper_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    py_types::register(m)?;
+    m.add_class::<py_cx::PyCx>()?;
+    m.add_class::<py_cx::PyRng>()?;
     Ok(())
 }

@@ -3,9 +3,13 @@
 //! It turns scenario text into simulations, runs repetitions and renders the JSON report.
 //! The PyO3 layer depends on exactly these items:
 //! - [`run_scenario_json`], [`validate_scenario`], [`apply_overrides_json`], [`policies_json`],
-//!   [`workloads_json`], [`bench_json`], [`DEFAULT_SCENARIO`], [`Error`].
+//!   [`workloads_json`], [`bench_json`], [`scenario_toml_from_json`], [`combine_reports_json`],
+//!   [`DEFAULT_SCENARIO`], [`Error`];
+//! - for policies written in Python: [`run_scenario_json_with`], [`validate_scenario_with`] and
+//!   the traits of [`external`] they take.
 
 mod bench;
+pub mod external;
 mod footprint;
 mod guest_kernel;
 mod host;
@@ -22,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 pub use bench::{bench_json, MAX_BENCH_COPIES};
+pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;
 
 /// The embedded default scenario that `vsched demo` runs (scenarios/lhp-demo.toml).
@@ -94,7 +99,18 @@ fn parse(text: &str) -> Result<Scenario, Error> {
 /// Checks a scenario without running it, including that its estimated memory fits
 /// `max_memory` bytes (0 = [`DEFAULT_MAX_MEMORY`]).
 pub fn validate_scenario(toml_text: &str, max_memory: u64) -> Result<(), Error> {
-    Scenario::parse_with(toml_text, None, max_memory).map(|_| ()).map_err(|e| Error::Scenario(e.to_string()))
+    validate_scenario_with(toml_text, max_memory, None)
+}
+
+/// As [`validate_scenario`], with `resolver` finding the policies that are not in the registry.
+pub fn validate_scenario_with(
+    toml_text: &str,
+    max_memory: u64,
+    resolver: Option<&dyn PolicyResolver>,
+) -> Result<(), Error> {
+    Scenario::parse_with_resolver(toml_text, None, max_memory, resolver)
+        .map(|_| ())
+        .map_err(|e| Error::Scenario(e.to_string()))
 }
 
 /// Runs a scenario (all its repetitions) and returns the JSON report as text.
@@ -103,7 +119,18 @@ pub fn run_scenario_json(
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<String, Error> {
-    let scenario = Scenario::parse_with(toml_text, opts.policy.as_deref(), opts.max_memory)
+    run_scenario_json_with(toml_text, opts, None, progress)
+}
+
+/// As [`run_scenario_json`], with `resolver` finding the policies that are not in the
+/// registry (policies written in Python: see [`external`]).
+pub fn run_scenario_json_with(
+    toml_text: &str,
+    opts: &RunOptions,
+    resolver: Option<&dyn PolicyResolver>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<String, Error> {
+    let scenario = Scenario::parse_with_resolver(toml_text, opts.policy.as_deref(), opts.max_memory, resolver)
         .map_err(|e| Error::Scenario(e.to_string()))?;
     let seed = opts.seed.unwrap_or(scenario.seed);
     let reps = opts.reps.unwrap_or(scenario.reps);
@@ -152,7 +179,7 @@ fn run_error(scenario: &Scenario, error: vsched_model::RunError) -> Error {
     use vsched_model::RunError as R;
     match error {
         R::Interrupted => Error::Interrupted,
-        R::Policy(m) => Error::Policy(format!("policy {}: {m}", scenario.policy.name)),
+        R::Policy(m) => Error::Policy(format!("policy {}: {m}", scenario.policy.name())),
         R::Scenario(m) => Error::Scenario(m),
         R::Workload(m) => Error::Policy(m),
         // The sink's own I/O error is reported instead (`run_reps` checks it first).
@@ -174,6 +201,55 @@ pub fn apply_overrides_json(
         .collect::<Result<Vec<_>, _>>()
         .map_err(scenario_error)?;
     overrides::apply_overrides(toml_text, policy, &values).map_err(scenario_error)
+}
+
+/// The TOML text of a scenario given as a JSON object (how `vsched.Scenario` crosses over from
+/// Python), written by the same writer as [`apply_overrides_json`]; not validated.
+pub fn scenario_toml_from_json(json_text: &str) -> Result<String, Error> {
+    let scenario_error = |e: vsched_model::ConfigError| Error::Scenario(e.to_string());
+    let toml::Value::Table(table) = overrides::value_from_json_text("scenario", json_text).map_err(scenario_error)?
+    else {
+        return Err(Error::Scenario("scenario: expected a table of the scenario's keys".into()));
+    };
+    toml::to_string(&table).map_err(|e| Error::Scenario(format!("scenario: cannot be written as TOML: {e}")))
+}
+
+/// The report of the repetitions in `reports`, each the JSON report of one repetition of the
+/// scenario `toml_text` (run with `policy`, as [`run_scenario_json`] with `reps = 1`), the
+/// i-th with seed `seed + i`: the text [`run_scenario_json`] writes for all of them in one
+/// process (`vsched run --jobs`), wall-clock times apart.
+pub fn combine_reports_json(
+    toml_text: &str,
+    policy: Option<&str>,
+    max_memory: u64,
+    seed: u64,
+    reports: &[String],
+    resolver: Option<&dyn PolicyResolver>,
+) -> Result<String, Error> {
+    #[derive(serde::Deserialize)]
+    struct OneRepetition {
+        runs: Vec<report::RunRecord>,
+    }
+    let scenario = Scenario::parse_with_resolver(toml_text, policy, max_memory, resolver)
+        .map_err(|e| Error::Scenario(e.to_string()))?;
+    let reps = u32::try_from(reports.len()).unwrap_or(u32::MAX);
+    scenario::check_reps("reps", reps).map_err(|e| Error::Scenario(e.to_string()))?;
+    let mut runs = Vec::with_capacity(reports.len());
+    for (i, text) in reports.iter().enumerate() {
+        let bad = |why: String| Error::Scenario(format!("reports[{i}]: {why}"));
+        let one: OneRepetition =
+            serde_json::from_str(text).map_err(|e| bad(format!("expected a report of vsched: {e}")))?;
+        let [run]: [report::RunRecord; 1] = one
+            .runs
+            .try_into()
+            .map_err(|runs: Vec<_>| bad(format!("expected the report of one repetition, got {}", runs.len())))?;
+        let expected = seed.wrapping_add(i as u64);
+        if run.seed != expected {
+            return Err(bad(format!("expected the repetition of seed {expected}, got seed {}", run.seed)));
+        }
+        runs.push(run);
+    }
+    Ok(report::document(&scenario, seed, reps, &runs).to_string())
 }
 
 /// Every policy with its description and parameters, as JSON.

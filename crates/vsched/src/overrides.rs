@@ -17,6 +17,7 @@
 
 use vsched_model::ConfigError;
 
+use crate::external::is_external_name;
 use crate::scenario::parse_toml;
 
 /// What a value may be, for error messages.
@@ -49,9 +50,15 @@ pub fn apply(
     overrides: &[(String, toml::Value)],
 ) -> Result<(), ConfigError> {
     if let Some(name) = policy {
-        if vsched_policies::find(name).is_none() {
+        // An external policy (a Python class) is checked when the scenario is parsed.
+        if vsched_policies::find(name).is_none() && !is_external_name(name) {
             let known = vsched_policies::names().join(", ");
-            return Err(err("--policy", format!("unknown policy {name:?}; expected one of {known}")));
+            return Err(err(
+                "--policy",
+                format!(
+                    "unknown policy {name:?}; expected one of {known}, or a Python policy as path/to/file.py:ClassName"
+                ),
+            ));
         }
         let mut scheduler = toml::Table::new();
         scheduler.insert("name".into(), toml::Value::String(name.into()));

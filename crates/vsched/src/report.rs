@@ -4,14 +4,17 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 use vsched_model::{RunError, RunMetrics, Span, SpanSink, Until};
 
 use crate::scenario::Scenario;
 
-/// One repetition: its seed, the metrics, and how long it took on the wall clock.
-#[derive(Serialize)]
+/// One repetition: its seed, the metrics, and how long it took on the wall clock. It reads
+/// back from the report's JSON exactly (floats are written in their shortest exact form), so
+/// repetitions run in separate processes combine into the report one process would write
+/// ([`crate::combine_reports_json`]).
+#[derive(Serialize, Deserialize)]
 pub struct RunRecord {
     pub seed: u64,
     pub wall_s: f64,
@@ -171,7 +174,7 @@ pub fn run_reps(
 pub fn document(scenario: &Scenario, seed: u64, reps: u32, runs: &[RunRecord]) -> Json {
     json!({
         "scenario": scenario.name,
-        "policy": scenario.policy.name,
+        "policy": scenario.policy.name(),
         "pcpus": scenario.host.pcpus,
         "hosts": scenario.hosts,
         "horizon_s": vsched_engine::ns_to_secs(scenario.horizon),
@@ -254,7 +257,7 @@ impl<W: Write> TraceJsonWriter<W> {
         let vms: Vec<String> = scenario.vms.iter().map(|v| v.name.clone()).collect();
         let other = json!({
             "scenario": scenario.name,
-            "policy": scenario.policy.name,
+            "policy": scenario.policy.name(),
             "seed": seed,
             "pcpus": scenario.host.pcpus,
             "vms": vms,

@@ -13,6 +13,7 @@ use vsched_model::{
 };
 use vsched_workloads::{working_set, Ranks, WorkloadInfo};
 
+use crate::external::{is_external_name, PolicyResolver, PolicySource};
 use crate::footprint::{Budget, VmFootprint};
 use crate::guest_kernel::{dom0_tick, guest_tick, TickKeys};
 use crate::host::{self, HostSection};
@@ -170,8 +171,8 @@ pub struct Scenario {
     /// `[cluster] clocks = "aligned"`: every host's scheduler ticks at host 0's instants.
     pub aligned_clocks: bool,
     pub network: NetworkConfig,
-    pub policy: &'static vsched_model::PolicyInfo,
-    pub policy_params: Params,
+    /// The policy, with its parameters: a registered one or the caller's (`external`).
+    pub policy: PolicySource,
     /// Every domain in simulation order: host by host, each host's driver domain first, then
     /// its `[[vm]]`s, then its virtual-cluster VMs.
     pub vms: Vec<VmSpec>,
@@ -301,6 +302,17 @@ impl Scenario {
     /// As [`Scenario::parse_with_policy`], refusing a scenario whose estimated memory exceeds
     /// `max_memory` bytes (0: [`crate::DEFAULT_MAX_MEMORY`]; see `footprint`).
     pub fn parse_with(text: &str, policy: Option<&str>, max_memory: u64) -> Result<Scenario, ConfigError> {
+        Self::parse_with_resolver(text, policy, max_memory, None)
+    }
+
+    /// As [`Scenario::parse_with`], with `resolver` finding the policies that are not in the
+    /// registry (`external`); without one, a scenario naming such a policy is refused.
+    pub fn parse_with_resolver(
+        text: &str,
+        policy: Option<&str>,
+        max_memory: u64,
+        resolver: Option<&dyn PolicyResolver>,
+    ) -> Result<Scenario, ConfigError> {
         let mut table = parse_toml(text)?;
         overrides::apply(&mut table, policy, &[])?;
         let file: ScenarioFile = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
@@ -320,37 +332,30 @@ impl Scenario {
                 (_, None) => err(path, message),
             }
         })?;
-        Self::validate(file, if max_memory == 0 { crate::DEFAULT_MAX_MEMORY } else { max_memory })
+        // An external policy given as `--policy` is named by the option in its errors.
+        let policy_field = if policy.is_some() { "--policy" } else { "scheduler.name" };
+        let max_memory = if max_memory == 0 { crate::DEFAULT_MAX_MEMORY } else { max_memory };
+        Self::validate(file, max_memory, policy_field, resolver)
     }
 
-    fn validate(f: ScenarioFile, max_memory: u64) -> Result<Scenario, ConfigError> {
+    fn validate(
+        f: ScenarioFile,
+        max_memory: u64,
+        policy_field: &str,
+        resolver: Option<&dyn PolicyResolver>,
+    ) -> Result<Scenario, ConfigError> {
         let h = &f.host;
         let host = host::host_config(h)?;
         let mut budget = Budget::new(max_memory);
 
-        let policy = vsched_policies::find(&f.scheduler.name).ok_or_else(|| {
-            err(
-                "scheduler.name",
-                format!(
-                    "unknown policy {:?}; expected one of {}",
-                    f.scheduler.name,
-                    vsched_policies::names().join(", ")
-                ),
-            )
-        })?;
-        let mut given = to_params("scheduler", &f.scheduler.params)?;
         if let Some(version) = &h.xen_version {
             let host_given = [("xen_version".to_string(), Value::Str(version.clone()))].into_iter().collect();
             Params::check("host", host::HOST_XEN_VERSION, &host_given)?
                 .choice("xen_version", &vsched_policies::XEN_VERSIONS)?;
-            // The host's release is the default of a policy that follows Xen's versions.
-            if policy.params.iter().any(|p| p.name == "xen_version") && !given.contains_key("xen_version") {
-                given.insert("xen_version".into(), Value::Str(version.clone()));
-            }
         }
-        let policy_params = Params::check("scheduler", policy.params, &given)?;
+        let policy = policy_source(&f.scheduler, h.xen_version.as_deref(), policy_field, resolver)?;
         // Build once now so range errors surface at validation time.
-        let built = (policy.build)(&policy_params)?;
+        let built = policy.build()?;
 
         let hosts = f.cluster.hosts.unwrap_or(1);
         if hosts == 0 || hosts > 1024 {
@@ -367,7 +372,7 @@ impl Scenario {
         let network = network_config(&f.network)?;
         // A Xen host boots Domain-0 with one vCPU per pCPU unless `dom0_max_vcpus` says
         // otherwise (docs/misc/xen-command-line.markdown, Xen 4.2); KVM has no driver domain.
-        let dom0_vcpus = h.dom0_vcpus.unwrap_or(if policy.hypervisor == Hypervisor::Xen { h.pcpus } else { 0 });
+        let dom0_vcpus = h.dom0_vcpus.unwrap_or(if policy.hypervisor() == Hypervisor::Xen { h.pcpus } else { 0 });
         if dom0_vcpus > host::MAX_PCPUS {
             return Err(err(
                 "host.dom0_vcpus",
@@ -590,7 +595,7 @@ impl Scenario {
                     format!("vm[{i}].{field}"),
                     format!(
                         "policy {} does not support VMs created or destroyed during the run; expected no start_s / stop_s, or one of {}",
-                        policy.name,
+                        policy.name(),
                         lifecycle_policies().join(", ")
                     ),
                 ));
@@ -642,7 +647,7 @@ impl Scenario {
         for (h, here) in infos.iter().enumerate() {
             built.admit(host.pcpus, here).map_err(|m| {
                 let on = if hosts > 1 { format!(" (host {h})") } else { String::new() };
-                err("scheduler.name", format!("policy {} cannot run this scenario{on}: {m}", policy.name))
+                err("scheduler.name", format!("policy {} cannot run this scenario{on}: {m}", policy.name()))
             })?;
         }
         Ok(Scenario {
@@ -652,7 +657,6 @@ impl Scenario {
             aligned_clocks,
             network,
             policy,
-            policy_params,
             vms,
             horizon: vsched_engine::secs_to_ns(horizon_s),
             until,
@@ -688,7 +692,7 @@ impl Scenario {
                 tick: v.tick,
             })
             .collect();
-        let policies = (0..self.hosts).map(|_| (self.policy.build)(&self.policy_params).expect("validated")).collect();
+        let policies = (0..self.hosts).map(|_| self.policy.build_for_run()).collect();
         let mut sim = Simulation::cluster(self.host.clone(), self.network.clone(), domains, policies, seed);
         if self.aligned_clocks {
             sim.align_host_clocks();
@@ -835,6 +839,42 @@ fn network_config(n: &NetworkSection) -> Result<NetworkConfig, ConfigError> {
         mtu_bytes,
         dom0_packet_ns: micros("network.dom0_packet_us", n.dom0_packet_us, d.dom0_packet_ns)?,
     })
+}
+
+/// The policy `[scheduler]` names, its parameters checked: a registered policy, or one that
+/// `resolver` finds (an external name, see `external`). `xen_version` is the host's release,
+/// the default of a registered policy that follows Xen's versions; `field` is where the name
+/// was given, for errors.
+fn policy_source(
+    scheduler: &NamedSection,
+    xen_version: Option<&str>,
+    field: &str,
+    resolver: Option<&dyn PolicyResolver>,
+) -> Result<PolicySource, ConfigError> {
+    let name = &scheduler.name;
+    let mut given = to_params("scheduler", &scheduler.params)?;
+    if is_external_name(name) {
+        let resolver = resolver.ok_or_else(|| {
+            err(field, format!("{name:?} names a policy written in Python, which only the Python package can load"))
+        })?;
+        return Ok(PolicySource::External(resolver.resolve(field, name, &given)?));
+    }
+    let info = vsched_policies::find(name).ok_or_else(|| {
+        err(
+            "scheduler.name",
+            format!(
+                "unknown policy {name:?}; expected one of {}, or a Python policy as path/to/file.py:ClassName",
+                vsched_policies::names().join(", ")
+            ),
+        )
+    })?;
+    if let Some(version) = xen_version {
+        if info.params.iter().any(|p| p.name == "xen_version") && !given.contains_key("xen_version") {
+            given.insert("xen_version".into(), Value::Str(version.to_string()));
+        }
+    }
+    let params = Params::check("scheduler", info.params, &given)?;
+    Ok(PolicySource::Builtin { info, params })
 }
 
 /// Whether policy `info`, at its default parameters, handles VMs created and destroyed

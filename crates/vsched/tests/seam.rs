@@ -7,7 +7,7 @@ mod common;
 
 use common::policy;
 use vsched_model::hand_world::{start, Bench};
-use vsched_model::NS_PER_MS;
+use vsched_model::{Cx, Decision, PcpuId, Policy, VcpuId, NS_PER_MS};
 
 #[test]
 fn round_robin_runs_unchanged_in_another_world() {
@@ -38,4 +38,23 @@ fn hybrid_allocates_once_per_interval_of_the_bsp_when_ticks_are_not_aligned() {
         }
     }
     assert_eq!(world.counters.get("hybrid.allocations"), Some(&2), "{:?}", world.counters);
+}
+
+/// Gives up at its first decision.
+struct GivesUp;
+
+impl Policy for GivesUp {
+    fn vcpu_insert(&mut self, _cx: &mut Cx, _v: VcpuId) {}
+    fn wake(&mut self, _cx: &mut Cx, _v: VcpuId) {}
+    fn pick_next(&mut self, cx: &mut Cx, pcpu: PcpuId, _prev: Option<VcpuId>) -> Decision {
+        cx.fail(format!("nothing to run on pCPU {pcpu}"));
+        Decision::idle()
+    }
+}
+
+#[test]
+fn a_policys_failure_reaches_the_world_behind_cx() {
+    let mut world = Bench::new(2, 1);
+    start(&mut world, &mut GivesUp);
+    assert_eq!(world.failures, vec!["nothing to run on pCPU 0", "nothing to run on pCPU 1"]);
 }

@@ -175,6 +175,10 @@ impl Simulation {
                 return Err(RunError::Interrupted);
             }
         }
+        // A policy may fail before any event (in `init` or `vcpu_insert`) of a run that has none.
+        if let Some(e) = self.core.error.take() {
+            return Err(e);
+        }
         Ok(self.core.finish(end))
     }
 

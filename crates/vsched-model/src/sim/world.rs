@@ -6,6 +6,7 @@ use vsched_engine::{StreamRng, Time};
 
 use super::events::Ev;
 use super::state::{Core, ThreadState, Vcpu};
+use super::RunError;
 use crate::cx::{Cx, World};
 use crate::domain::{DomainInfo, VcpuState};
 use crate::ids::{DomId, PcpuId, VcpuId};
@@ -149,5 +150,8 @@ impl World for HostView<'_> {
     }
     fn rng(&mut self) -> &mut StreamRng {
         &mut self.core.hosts[self.host].policy_rng
+    }
+    fn fail(&mut self, message: String) {
+        self.core.error.get_or_insert(RunError::Policy(message));
     }
 }
