@@ -312,10 +312,14 @@ def workloads() -> list[dict[str, Any]]:
     return entries
 
 
-def bench(sim_s: float | None = None) -> dict[str, Any]:
+def bench(sim_s: float | None = None, copies: int = 1) -> dict[str, Any]:
     """Run the standard benchmark scenario for `sim_s` simulated seconds (default: the
-    core's) and return its figures, among them `events_per_s` and `sim_s_per_wall_s`."""
-    figures: dict[str, Any] = json.loads(_core.bench(sim_s))
+    core's), its VMs repeated `copies` times (1 to 64), then the bare event loop for as many
+    events, and return the figures: among them `events_per_s`, `sim_s_per_wall_s`,
+    `ns_per_event` and `vs_bare_loop` (the simulator's events per second over the loop's)."""
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= 64:
+        raise ScenarioError(f"--copies: expected an integer in 1..=64, got {copies!r}")
+    figures: dict[str, Any] = json.loads(_core.bench(sim_s, copies))
     return figures
 
 

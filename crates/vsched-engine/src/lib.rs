@@ -15,6 +15,8 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
+pub mod bare_loop;
+
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
@@ -49,9 +51,6 @@ struct Entry<E> {
 const SEQ_BITS: u32 = 56;
 
 impl<E> Entry<E> {
-    fn time(&self) -> Time {
-        (self.key >> 64) as Time
-    }
     fn seq(&self) -> u64 {
         (self.key as u64) & ((1 << SEQ_BITS) - 1)
     }
@@ -83,6 +82,8 @@ pub struct EventQueue<E> {
     /// Sequence numbers of cancelled events still in the heap.
     cancelled: HashSet<u64>,
     popped: u64,
+    /// The heap's length summed over pops, for [`EventQueue::mean_len`].
+    len_sum: u64,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -93,7 +94,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), now: 0, next_seq: 0, cancelled: HashSet::new(), popped: 0 }
+        EventQueue { heap: BinaryHeap::new(), now: 0, next_seq: 0, cancelled: HashSet::new(), popped: 0, len_sum: 0 }
     }
 
     /// Current simulated time: the time of the last popped event.
@@ -104,6 +105,16 @@ impl<E> EventQueue<E> {
     /// Number of events popped (delivered) so far.
     pub fn delivered(&self) -> u64 {
         self.popped
+    }
+
+    /// The heap's mean length at a pop (cancelled events included), over the run so far: the
+    /// size at which the bare loop (`bare_loop`) is measured.
+    pub fn mean_len(&self) -> f64 {
+        if self.popped == 0 {
+            0.0
+        } else {
+            self.len_sum as f64 / self.popped as f64
+        }
     }
 
     /// Number of events waiting, cancelled ones included.
@@ -117,14 +128,30 @@ impl<E> EventQueue<E> {
 
     /// Schedules `payload` at absolute time `at` (never before now) with a tie-break priority.
     pub fn schedule(&mut self, at: Time, priority: u8, payload: E) -> Ticket {
-        debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        let ticket = self.reserve();
+        self.schedule_reserved(ticket, at, priority, payload);
+        ticket
+    }
+
+    /// Takes the next place in the insertion order without queueing anything yet: an event
+    /// later given this ticket by [`EventQueue::schedule_reserved`] sorts exactly as if it
+    /// had been scheduled when the ticket was taken. A caller that may learn, before the
+    /// event is due, that it is no longer wanted reserves and decides later, instead of
+    /// queueing an event that would only be skipped (`sim::interpret`'s guest events). A
+    /// ticket never used leaves a gap in the sequence, which changes no order.
+    pub fn reserve(&mut self) -> Ticket {
         let seq = self.next_seq;
         self.next_seq += 1;
         debug_assert!(seq < 1 << SEQ_BITS);
-        let time = at.max(self.now) as u128;
-        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | seq as u128;
-        self.heap.push(Entry { key, payload });
         Ticket(seq)
+    }
+
+    /// Queues `payload` at `at` (never before now) under a ticket from [`EventQueue::reserve`].
+    pub fn schedule_reserved(&mut self, ticket: Ticket, at: Time, priority: u8, payload: E) {
+        debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        let time = at.max(self.now) as u128;
+        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128;
+        self.heap.push(Entry { key, payload });
     }
 
     /// Cancels a pending event. Do not cancel an event already delivered: its ticket would
@@ -141,8 +168,9 @@ impl<E> EventQueue<E> {
             if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq()) {
                 continue;
             }
-            self.now = entry.time();
+            self.now = (entry.key >> 64) as Time;
             self.popped += 1;
+            self.len_sum += self.heap.len() as u64 + 1;
             return Some((self.now, entry.payload));
         }
         None
@@ -157,7 +185,7 @@ impl<E> EventQueue<E> {
 
     /// Time of the next event (cancelled ones included), without popping it.
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| e.time())
+        self.heap.peek().map(|e| (e.key >> 64) as Time)
     }
 }
 
@@ -201,6 +229,18 @@ mod tests {
         assert_eq!(order, ["t5", "t10-p0", "t10-p1-first", "t10-p1-second"]);
         assert_eq!(q.now(), 10);
         assert_eq!(q.delivered(), 4);
+    }
+
+    #[test]
+    fn a_reserved_ticket_sorts_where_it_was_taken() {
+        let mut q = EventQueue::new();
+        let early = q.reserve();
+        q.schedule(10, 1, "scheduled after the reservation");
+        let _unused = q.reserve();
+        q.schedule(10, 1, "scheduled last");
+        q.schedule_reserved(early, 10, 1, "reserved first, queued last");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, ["reserved first, queued last", "scheduled after the reservation", "scheduled last"]);
     }
 
     #[test]

@@ -273,12 +273,12 @@ fn workloads() -> PyResult<String> {
     guarded(|| Ok(vsched::workloads_json()))
 }
 
-/// Runs the standard benchmark scenario (`sim_s` simulated seconds, or its default) and
-/// returns the JSON report as text.
+/// Runs the standard benchmark scenario (`sim_s` simulated seconds, or its default; its VMs
+/// repeated `copies` times) and the bare event loop, and returns their figures as JSON text.
 #[pyfunction]
-#[pyo3(name = "bench", signature = (sim_s=None))]
-fn run_bench(sim_s: Option<f64>) -> PyResult<String> {
-    guarded(|| vsched::bench_json(sim_s).map_err(to_py_err))
+#[pyo3(name = "bench", signature = (sim_s=None, copies=1))]
+fn run_bench(sim_s: Option<f64>, copies: u32) -> PyResult<String> {
+    guarded(|| vsched::bench_json(sim_s, copies).map_err(to_py_err))
 }
 
 // The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).

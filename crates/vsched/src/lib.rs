@@ -8,6 +8,7 @@
 //! - for policies written in Python: [`run_scenario_json_with`], [`validate_scenario_with`] and
 //!   the traits of [`external`] they take.
 
+mod bench;
 pub mod external;
 mod footprint;
 mod guest_kernel;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+pub use bench::{bench_json, MAX_BENCH_COPIES};
 pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;
 
@@ -297,40 +299,4 @@ fn params_json(specs: &[vsched_model::ParamSpec]) -> serde_json::Value {
             json!({"name": s.name, "default": default, "min": min, "max": max, "doc": s.doc})
         })
         .collect()
-}
-
-/// Runs the standard benchmark scenario (optionally with another simulated length) once and
-/// reports simulator speed.
-pub fn bench_json(sim_s: Option<f64>) -> Result<String, Error> {
-    let mut scenario = parse(BENCH_SCENARIO)?;
-    if let Some(s) = sim_s {
-        let max = scenario::MAX_HORIZON_S;
-        if !(s.is_finite() && s > 0.0 && s <= max) {
-            return Err(Error::Scenario(format!(
-                "--sim-s: expected a number of seconds in (0, {max}], got {}",
-                vsched_model::number(s)
-            )));
-        }
-        scenario.horizon = vsched_engine::secs_to_ns(s);
-    }
-    let runs =
-        report::run_reps(&scenario, scenario.seed, 1, None, false, &mut |_, _| true).map_err(
-            |failure| match failure {
-                report::RunFailure::Run(error) => run_error(&scenario, error),
-                report::RunFailure::Trace(_) => unreachable!("the benchmark is not traced"),
-            },
-        )?;
-    let run = &runs[0];
-    let wall = run.wall_s.max(1e-9);
-    Ok(json!({
-        "scenario": scenario.name,
-        "pcpus": scenario.host.pcpus,
-        "vcpus": scenario.vms.iter().map(|v| v.vcpus).sum::<usize>(),
-        "sim_s": run.metrics.sim_s,
-        "events": run.metrics.events,
-        "wall_s": run.wall_s,
-        "events_per_s": run.metrics.events as f64 / wall,
-        "sim_s_per_wall_s": run.metrics.sim_s / wall,
-    })
-    .to_string())
 }

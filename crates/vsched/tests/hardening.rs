@@ -91,7 +91,7 @@ fn host_keys_that_stopped_time_or_overflowed_are_refused() {
     );
     // `vsched bench --sim-s 1e300` ran for ever.
     assert_eq!(
-        vsched::bench_json(Some(1e300)).unwrap_err().to_string(),
+        vsched::bench_json(Some(1e300), 1).unwrap_err().to_string(),
         "--sim-s: expected a number of seconds in (0, 1000000], got 1e300"
     );
 }

@@ -312,6 +312,7 @@ impl Simulation {
             to_advance: VecDeque::new(),
             to_sleep: VecDeque::new(),
             to_yield: VecDeque::new(),
+            guest_events_due: Vec::new(),
             to_wake: VecDeque::new(),
             unfinished,
             trace: None,

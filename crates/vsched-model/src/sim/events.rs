@@ -100,6 +100,20 @@ impl Core {
         let priority = ev.priority();
         self.queue.schedule(at, priority, ev)
     }
+
+    /// Queues the guest events armed during the instant that just ended whose vCPU was not
+    /// re-armed or descheduled since (`PendingGuestEvent`); the others would only have been
+    /// popped and skipped.
+    pub(super) fn queue_guest_events(&mut self) {
+        for i in 0..self.guest_events_due.len() {
+            let due = self.guest_events_due[i];
+            if self.vcpus[due.v].gen == due.gen {
+                let ev = Ev::Guest { v: due.v, gen: due.gen };
+                self.queue.schedule_reserved(due.ticket, due.at, ev.priority(), ev);
+            }
+        }
+        self.guest_events_due.clear();
+    }
 }
 
 impl Simulation {
@@ -119,7 +133,18 @@ impl Simulation {
         let core = &self.core;
         let mut watchdog = Watchdog::new(core.vcpus.len() + core.pcpus.len() + core.threads.len());
         let mut end = horizon;
-        while let Some(t) = self.core.queue.peek_time() {
+        loop {
+            let next = self.core.queue.peek_time();
+            // The instant is over when the next event is later (or there is none): only then
+            // are the guest events armed during it for later queued.
+            let instant_over = next.is_none_or(|t| t > self.core.now());
+            if instant_over && !self.core.guest_events_due.is_empty() {
+                self.core.queue_guest_events();
+                continue;
+            }
+            let Some(t) = next else {
+                break;
+            };
             if t > horizon {
                 break;
             }

@@ -16,7 +16,7 @@ use vsched_engine::Time;
 
 use super::events::Ev;
 use super::locks::WaitAction;
-use super::state::{Core, SpinLimit, ThreadState};
+use super::state::{Core, PendingGuestEvent, SpinLimit, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
 use crate::ids::{DomId, ThreadId, VcpuId};
@@ -111,9 +111,14 @@ impl Core {
             | ThreadState::SleepMutex { .. }
             | ThreadState::Exited => None,
         };
-        if let Some(at) = at {
-            if at < FOREVER {
-                let gen = vc.gen;
+        if let Some(at) = at.filter(|&at| at < FOREVER) {
+            let gen = vc.gen;
+            if at > now {
+                // Queued when this instant's events are all handled, and only if still wanted
+                // (`events::queue_guest_events`).
+                let ticket = self.queue.reserve();
+                self.guest_events_due.push(PendingGuestEvent { v, gen, at, ticket });
+            } else {
                 self.post(at, Ev::Guest { v, gen });
             }
         }

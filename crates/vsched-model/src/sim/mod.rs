@@ -182,4 +182,10 @@ impl Simulation {
     pub fn take_trace(&mut self) -> Option<Trace> {
         self.core.trace.take()
     }
+
+    /// The event queue's mean length over the events handled so far (stale ones included):
+    /// what the bare loop of `vsched bench` is measured at.
+    pub fn event_queue_mean_len(&self) -> f64 {
+        self.core.queue.mean_len()
+    }
 }

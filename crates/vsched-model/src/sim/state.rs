@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use vsched_engine::{EventQueue, StreamRng, Time};
+use vsched_engine::{EventQueue, StreamRng, Ticket, Time};
 
 use super::cache::{CacheFills, Warmth};
 use super::config::{HostConfig, NetworkConfig};
@@ -338,11 +338,28 @@ pub(super) struct Core {
     /// Threads woken in this instant by the host itself (a kick hypercall wakes its target
     /// before the kicker's yield is handled).
     pub(super) to_wake: VecDeque<ThreadId>,
+    /// Guest events armed for later than the current instant, queued when it ends if their
+    /// vCPU's generation still matches (`events::queue_guest_events`).
+    pub(super) guest_events_due: Vec<PendingGuestEvent>,
     pub(super) unfinished: usize,
     pub(super) trace: Option<Trace>,
     pub(super) error: Option<super::RunError>,
     /// A guest thread of this domain looped in steps that take no time (`interpret`).
     pub(super) stalled: Option<DomId>,
+}
+
+/// A running vCPU's next guest event, armed for after the current instant but not queued
+/// yet. A pause-loop exit re-arms the spinner, then the policy's answer deschedules it at the
+/// same instant, which makes the event stale; queueing it only once the instant is over, and
+/// only if its generation is still current, spares the heap a push and a pop that would do
+/// nothing (a third of all pops in the standard benchmark). Its ticket was taken when it was
+/// armed, so it sorts exactly where an event queued at once would have.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PendingGuestEvent {
+    pub(super) v: VcpuId,
+    pub(super) gen: u32,
+    pub(super) at: Time,
+    pub(super) ticket: Ticket,
 }
 
 /// The random stream of host `h`'s policy. Host 0 keeps stream 0 (what a single host always

@@ -1,0 +1,100 @@
+//! `vsched bench`: the simulator's speed on the standard scenario (scenarios/bench.toml),
+//! beside the bare event loop's on this machine (`vsched_engine::bare_loop`).
+//!
+//! Speed is measured, never asserted (docs/performance.md has the figures and commands).
+//! `copies` replicates the scenario's VMs (not the driver domain) to see how the cost of an
+//! event grows with the number of vCPUs: 1 copy is 32 guest vCPUs on 8 pCPUs, 8 copies 256.
+
+use serde_json::json;
+
+use crate::{parse, run_error, scenario, Error, BENCH_SCENARIO};
+
+/// The most copies of the benchmark's VMs `vsched bench --copies` builds: 64 × 32 vCPUs.
+pub const MAX_BENCH_COPIES: u32 = 64;
+
+/// The benchmark scenario's text with its `[[vm]]` tables repeated `copies` times, the
+/// copies' names suffixed `-2`, `-3`, ...
+fn replicated(copies: u32) -> Result<String, Error> {
+    let mut table: toml::Table = BENCH_SCENARIO.parse().expect("the embedded benchmark scenario is TOML");
+    let Some(toml::Value::Array(vms)) = table.get("vm").cloned() else {
+        unreachable!("the benchmark scenario has [[vm]] tables")
+    };
+    let mut all = vms.clone();
+    for copy in 2..=copies {
+        for vm in &vms {
+            let mut vm = vm.clone();
+            if let Some(toml::Value::String(name)) = vm.get_mut("name") {
+                name.push_str(&format!("-{copy}"));
+            }
+            all.push(vm);
+        }
+    }
+    table.insert("vm".into(), toml::Value::Array(all));
+    toml::to_string(&table).map_err(|e| Error::Scenario(format!("--copies: {e}")))
+}
+
+/// Runs the standard benchmark scenario (optionally with another simulated length, and its
+/// VMs repeated `copies` times) once, then the bare event loop for as many events at the
+/// simulator's mean queue length, and reports both speeds.
+pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
+    if !(1..=MAX_BENCH_COPIES).contains(&copies) {
+        return Err(Error::Scenario(format!("--copies: expected an integer in 1..={MAX_BENCH_COPIES}, got {copies}")));
+    }
+    let mut scenario = if copies == 1 { parse(BENCH_SCENARIO)? } else { parse(&replicated(copies)?)? };
+    if let Some(s) = sim_s {
+        let max = scenario::MAX_HORIZON_S;
+        if !(s.is_finite() && s > 0.0 && s <= max) {
+            return Err(Error::Scenario(format!(
+                "--sim-s: expected a number of seconds in (0, {max}], got {}",
+                vsched_model::number(s)
+            )));
+        }
+        scenario.horizon = vsched_engine::secs_to_ns(s);
+    }
+    let mut sim = scenario.build(scenario.seed);
+    let started = std::time::Instant::now();
+    let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
+    let wall = started.elapsed().as_secs_f64().max(1e-9);
+    let queue_len = sim.event_queue_mean_len();
+    let bare_wall = vsched_engine::bare_loop::run(metrics.events, queue_len.round() as usize).as_secs_f64().max(1e-9);
+    let events_per_s = metrics.events as f64 / wall;
+    let bare_events_per_s = metrics.events as f64 / bare_wall;
+    Ok(json!({
+        "scenario": scenario.name,
+        "copies": copies,
+        "pcpus": scenario.host.pcpus,
+        "vcpus": scenario.vms.iter().map(|v| v.vcpus).sum::<usize>(),
+        "sim_s": metrics.sim_s,
+        "events": metrics.events,
+        "wall_s": wall,
+        "events_per_s": events_per_s,
+        "ns_per_event": 1e9 / events_per_s,
+        "sim_s_per_wall_s": metrics.sim_s / wall,
+        "queue_len_mean": queue_len,
+        "bare_loop_events_per_s": bare_events_per_s,
+        "vs_bare_loop": events_per_s / bare_events_per_s,
+    })
+    .to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_repeat_the_guest_vms_under_new_names() {
+        let text = replicated(3).unwrap();
+        let scenario = parse(&text).unwrap();
+        let guests: Vec<&str> = scenario.vms.iter().map(|v| v.name.as_str()).filter(|&n| n != "dom0").collect();
+        assert_eq!(guests.len(), 12, "{guests:?}");
+        assert!(guests.contains(&"spin") && guests.contains(&"spin-2") && guests.contains(&"hog2-3"), "{guests:?}");
+    }
+
+    #[test]
+    fn copies_out_of_range_name_the_option() {
+        for copies in [0, MAX_BENCH_COPIES + 1] {
+            let e = bench_json(Some(0.001), copies).unwrap_err().to_string();
+            assert!(e.starts_with("--copies: expected an integer in 1..=64"), "{e}");
+        }
+    }
+}
