@@ -352,6 +352,7 @@ def test_missing_argument_and_unknown_command(cli: Cli) -> None:
 
 def test_bad_bench_length(cli: Cli) -> None:
     assert "--sim-s" in error_message(cli("bench", "--sim-s", "-1"))
+    assert "--copies: expected an integer in 1..=64, got 65" in error_message(cli("bench", "--copies", "65"))
 
 
 def test_trace_limit_without_trace(cli: Cli, tiny_scenario: Path) -> None:

@@ -70,8 +70,19 @@ def test_bench(cli: Cli) -> None:
     assert figures["sim_s"] == pytest.approx(0.2)
     assert figures["events"] > 0
     assert figures["events_per_s"] > 0 and figures["sim_s_per_wall_s"] > 0
+    # The bare loop ran as many events, at the simulator's mean queue length.
+    assert figures["queue_len_mean"] > 0 and figures["bare_loop_events_per_s"] > 0
+    assert figures["vs_bare_loop"] == pytest.approx(figures["events_per_s"] / figures["bare_loop_events_per_s"])
     readable = cli("bench", "--sim-s", "0.2")
-    assert "events_per_s" in readable.stdout and "sim_s_per_wall_s" in readable.stdout
+    assert "events_per_s" in readable.stdout and "vs_bare_loop" in readable.stdout
+
+
+def test_bench_copies_repeat_the_vms(cli: Cli) -> None:
+    one = json.loads(cli("bench", "--json", "--sim-s", "0.05").stdout)
+    three = json.loads(cli("bench", "--json", "--sim-s", "0.05", "--copies", "3").stdout)
+    # Four guest VMs of 8 vCPUs per copy, beside Domain-0's 8.
+    assert (one["copies"], one["vcpus"]) == (1, 40)
+    assert (three["copies"], three["vcpus"]) == (3, 104)
 
 
 def test_demo_runs_and_explains(cli: Cli) -> None:
