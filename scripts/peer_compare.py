@@ -26,12 +26,16 @@ SCENARIOS = (("user", "rr-peer-user.toml"), ("kernel", "rr-peer.toml"))
 
 
 def run_json(command: list[str], cwd: Path) -> Any:
-    done = subprocess.run(["taskset", "-c", "1", *command], cwd=cwd, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["taskset", "-c", "1", *command], cwd=cwd, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--peer-dir", type=Path, required=True)
     parser.add_argument("--peer-python", default="python3", help="a Python with simpy installed")
     parser.add_argument("--pairs", type=int, default=5)
