@@ -295,13 +295,21 @@ def _traceback(error: BaseException) -> str:
     return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
+def scenario_file(scenario: object) -> str | None:
+    """The path a scenario given as a file names (a path, or a one-line str: see
+    `vsched.read_scenario`); None for TOML text or a scenario built in Python."""
+    if isinstance(scenario, os.PathLike) or (isinstance(scenario, str) and "\n" not in scenario):
+        return os.fsdecode(scenario)
+    return None
+
+
 def policy_dir(scenario: object, policy: object) -> str:
     """The directory a relative policy file is found in: the scenario file's for the name in
     its `[scheduler]`, the current directory for a name given as `policy`, in TOML text or in
     a scenario built in Python (`vsched.Scenario`, a dict)."""
-    is_file = isinstance(scenario, os.PathLike) or (isinstance(scenario, str) and "\n" not in scenario)
-    if policy is None and is_file:
-        return str(Path(os.fsdecode(scenario)).resolve().parent)  # type: ignore[arg-type]
+    path = scenario_file(scenario)
+    if policy is None and path is not None:
+        return str(Path(path).resolve().parent)
     return os.getcwd()
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import vsched
 from vsched import _core
-from vsched.policy import policy_dir
+from vsched._core import DEFAULT_REPS, DEFAULT_SEED, MAX_REPS
+from vsched.policy import policy_dir, scenario_file
 from vsched.runs import Job, Progress, Row, RunSettings, apply_overrides, make_jobs, run_local
 
 if sys.version_info >= (3, 11):
@@ -24,11 +25,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-# The core's defaults for a scenario without `run.seed` or `run.reps` (crates/vsched/src/scenario.rs).
-DEFAULT_SEED = 1
-DEFAULT_REPS = 1
-# The core's limit on repetitions (`check_reps`, same file), checked before anything runs.
-MAX_REPS = 100_000
 _SEEDS = 2**64
 
 
@@ -87,9 +83,11 @@ def run_repetitions(
     # Everything a serial run checks before it starts, with the same messages: the scenario
     # under `policy`, the number of repetitions, and the trace file, created here as the core
     # does (an unwritable path raises OSError).
+    # A Python policy is found where a serial run would find it.
+    policies_from = policy_dir(scenario, policy)
     vsched._check_max_memory(settings.max_memory)
     _core.validate(
-        apply_overrides(text, [], policy), max_memory=settings.max_memory, policy_dir=policy_dir(scenario, policy)
+        apply_overrides(text, [], policy), max_memory=settings.max_memory, policy_dir=policies_from
     )
     first, count = seed_and_reps(text, seed, reps)
     if count > MAX_REPS:
@@ -97,10 +95,9 @@ def run_repetitions(
     if trace is not None:
         vsched._check_path("trace", trace)
         Path(trace).open("w").close()
-    # Repetition i has seed first + i, wrapping past 2^64 - 1 as in the core.
-    # A Python policy named in a scenario file is found next to that file (`make_jobs`).
-    is_file = isinstance(scenario, os.PathLike) or (isinstance(scenario, str) and "\n" not in scenario)
-    name = os.fspath(scenario) if is_file else "scenario"  # type: ignore[arg-type]
+    # Repetition i has seed first + i, wrapping past 2^64 - 1 as in the core. A Python policy
+    # named in a scenario file is found next to that file (`make_jobs`).
+    name = scenario_file(scenario) or "scenario"
     jobs = make_jobs(name, text, policy, [], [(first + i) % _SEEDS for i in range(count)])
     task = WholeReport(None if trace is None else os.fspath(trace), trace_limit, first)
     reports: dict[str, str] = {}
@@ -121,6 +118,6 @@ def run_repetitions(
         settings.max_memory,
         first,
         [reports[job.key] for job in jobs],
-        policy_dir=policy_dir(scenario, policy),
+        policy_dir=policies_from,
     )
     return combined

@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import vsched
+from vsched._core import MAX_REPS
 from vsched.frames import SET_PREFIX, SkippedPoint, SweepResults
+from vsched.policy import scenario_file
 from vsched.runs import (
     Job,
     Override,
@@ -158,17 +160,15 @@ def run_sweep(
 
     Raises `ScenarioError` for a bad key or value, `InfeasiblePoint` for a point the core
     refuses unless `skip_infeasible`, and `vsched.runs.JobFailed` if a run fails."""
-    vsched._check_int("reps", reps, 1, 100_000)
+    vsched._check_int("reps", reps, 1, MAX_REPS)
     vsched._check_int("seed", seed, 0, 2**64 - reps)
     values = [(key, list(choices)) for key, choices in (grid or {}).items()]
     for key, choices in values:
         if not choices:
             raise vsched.ScenarioError(f"{key}: expected at least one value to sweep")
     text = vsched.read_scenario(scenario)
-    if isinstance(scenario, os.PathLike) or (isinstance(scenario, str) and "\n" not in scenario):
-        name = os.fspath(scenario)
-    else:  # the `scenario` column of text or data: its name
-        name = str(vsched.Scenario.from_toml(text).get("name", "scenario"))
+    # The `scenario` column: the file's path, else (text or data) the scenario's name.
+    name = scenario_file(scenario) or str(vsched.Scenario.from_toml(text).get("name", "scenario"))
     points = grid_points(values, list(policies) if policies else [None])
     settings = RunSettings(check, max_memory)
     try:

@@ -308,6 +308,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InternalError", m.py().get_type_bound::<InternalError>())?;
     m.add("DEFAULT_SCENARIO", vsched::DEFAULT_SCENARIO)?;
     m.add("DEFAULT_BASELINE_SCENARIO", vsched::DEFAULT_BASELINE_SCENARIO)?;
+    m.add("DEFAULT_SEED", vsched::scenario::DEFAULT_SEED)?;
+    m.add("DEFAULT_REPS", vsched::scenario::DEFAULT_REPS)?;
+    m.add("MAX_REPS", vsched::scenario::MAX_REPS)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(apply_overrides, m)?)?;

@@ -286,12 +286,13 @@ impl PyCx {
     /// Publishes one of the policy's own figures to the run's trace: counter `name` of `of`
     /// (a `CounterOf`) holds the integer `value` from now on. Nothing unless the run is traced.
     fn trace_counter(&mut self, name: &str, of: PyCounterOf, value: i64) -> PyResult<()> {
-        let of = match of.0 {
-            CounterOf::Host(_) => CounterOf::Host(0),
-            CounterOf::Pcpu(p) => CounterOf::Pcpu(self.pcpu("trace_counter", p)?),
-            CounterOf::Vcpu(v) => CounterOf::Vcpu(self.vcpu("trace_counter", v)?),
-        };
-        self.cx_mut("trace_counter")?.trace_counter(interned(name), of, value);
+        // Ids are checked as every method checks them; the world names the host itself.
+        match of.0 {
+            CounterOf::Host(_) => {}
+            CounterOf::Pcpu(p) => _ = self.pcpu("trace_counter", p)?,
+            CounterOf::Vcpu(v) => _ = self.vcpu("trace_counter", v)?,
+        }
+        self.cx_mut("trace_counter")?.trace_counter(interned(name), of.0, value);
         Ok(())
     }
     /// Stops the run with a policy error: `message` says what went wrong.

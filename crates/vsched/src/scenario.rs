@@ -160,6 +160,12 @@ struct RunSection {
 pub const DEFAULT_HORIZON_S: f64 = 60.0;
 /// The longest horizon: about 11.6 simulated days.
 pub const MAX_HORIZON_S: f64 = 1e6;
+/// The first seed of a scenario without `run.seed`.
+pub const DEFAULT_SEED: u64 = 1;
+/// The repetitions of a scenario without `run.reps`.
+pub const DEFAULT_REPS: u32 = 1;
+/// The most repetitions of one run: a sane bound that keeps a typo from running for ever.
+pub const MAX_REPS: u32 = 100_000;
 
 /// A validated scenario: everything needed to build a run for any seed.
 #[derive(Clone)]
@@ -522,7 +528,7 @@ impl Scenario {
             "all_done" => Until::AllDone,
             other => return Err(err("run.until", format!("expected \"horizon\" or \"all_done\", got {other:?}"))),
         };
-        let reps = r.reps.unwrap_or(1);
+        let reps = r.reps.unwrap_or(DEFAULT_REPS);
         check_reps("run.reps", reps)?;
 
         for (i, v) in f.vm.iter().enumerate() {
@@ -660,7 +666,7 @@ impl Scenario {
             vms,
             horizon: vsched_engine::secs_to_ns(horizon_s),
             until,
-            seed: r.seed.unwrap_or(1),
+            seed: r.seed.unwrap_or(DEFAULT_SEED),
             reps,
             events,
         })
@@ -898,10 +904,10 @@ fn parse_type(path: &str, s: &str) -> Result<VmType, ConfigError> {
     }
 }
 
-/// Repetitions must be at least one (and a sane upper bound keeps typos from running forever).
+/// Repetitions must be at least one and at most [`MAX_REPS`].
 pub fn check_reps(path: &str, reps: u32) -> Result<(), ConfigError> {
-    if reps == 0 || reps > 100_000 {
-        return Err(err(path, format!("expected an integer in 1..=100000, got {reps}")));
+    if reps == 0 || reps > MAX_REPS {
+        return Err(err(path, format!("expected an integer in 1..={MAX_REPS}, got {reps}")));
     }
     Ok(())
 }
