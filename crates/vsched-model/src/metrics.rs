@@ -105,7 +105,8 @@
 //!   fluid split it would have run at once. `steal_s` and the latencies say how late.
 //! - An equal shortfall for everyone (pCPUs idle while vCPUs wait, as under gang
 //!   scheduling) is fair by this index; `utilization` and `frag_idle_s` measure it.
-//! Null if no VM asked for CPU.
+//!
+//! `fairness` is null if no VM asked for CPU.
 //! On a cluster, `hosts` lists these per host and `host` totals them: counts are summed,
 //! `utilization` is over all pCPUs, `fairness` over all VMs (each VM's share measured on
 //! its own host), and `policy_counters` are summed by name.
