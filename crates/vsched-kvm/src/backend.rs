@@ -1,0 +1,108 @@
+//! The seam between the real-vCPU scheduler (`world`, `runner`) and whatever runs the vCPUs
+//! (`machine`: KVM; `fake`: plain threads, for tests without `/dev/kvm`).
+//!
+//! The scheduler owns every decision: which vCPU holds which pCPU (a host CPU), for how
+//! long, and when. A backend only carries them out — let a vCPU execute guest code on one
+//! host CPU, stop it — and reports what the guest did, read from guest memory, never from
+//! exits (real guests do not exit to say they spin).
+
+use std::time::Instant;
+
+/// What the guest of one vCPU has done so far, from counters the guest code keeps in its
+/// own memory. Cycles are TSC cycles (`Backend::tsc_hz` converts them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GuestCounters {
+    /// Locks acquired.
+    pub acquisitions: u64,
+    /// Cycles spent busy-waiting (lock and barrier waits) while the vCPU ran: gaps in the
+    /// TSC longer than the backend's descheduling threshold are not counted.
+    pub spin_cycles: u64,
+    /// Cycles from each acquisition to its release, preemptions included.
+    pub hold_cycles: u64,
+    /// Barrier episodes passed.
+    pub barriers: u64,
+    /// Cycles of compute the guest did while the vCPU ran (same rule as `spin_cycles`).
+    pub compute_cycles: u64,
+}
+
+/// What the guest of a vCPU is doing now, as its code last wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestActivity {
+    /// Not started, or computing.
+    Compute,
+    /// Waiting for a lock.
+    LockWait,
+    /// Holding a lock.
+    LockHeld,
+    /// Waiting at a barrier.
+    BarrierWait,
+    /// The program ended.
+    Done,
+}
+
+/// Something a vCPU did on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendEvent {
+    /// The guest program of `vcpu` ended; the vCPU will not run guest code again.
+    Finished { vcpu: usize },
+    /// `vcpu` stopped for a reason the backend cannot recover from (an unexpected exit, a
+    /// failed ioctl): the run fails with this message.
+    Failed { vcpu: usize, message: String },
+}
+
+/// Why a backend cannot be built or used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendError {
+    /// This machine cannot run real vCPUs (no `/dev/kvm`, no permission, a build without
+    /// the `kvm` feature): refused as bad input, exit 2.
+    Unavailable(String),
+    /// The scenario asks for something the backend cannot run yet; `field` is the scenario
+    /// path (`vm[0].workload.lock_kind`): refused as bad input, exit 2.
+    Unsupported { field: String, message: String },
+    /// Something failed while running: exit 1.
+    Failed(String),
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendError::Unavailable(m) | BackendError::Failed(m) => f.write_str(m),
+            BackendError::Unsupported { field, message } => write!(f, "{field}: {message}"),
+        }
+    }
+}
+
+/// One VM to build: its name (for messages), its guest (the workload's own description, the
+/// one the simulator runs) and the global index of its first vCPU. vCPUs are numbered over
+/// all VMs of the host, in order, as the policy's `VcpuId`s are.
+pub struct VmSpec<'a> {
+    pub name: &'a str,
+    /// Index of the VM in the scenario's `[[vm]]` list, for field paths in errors.
+    pub index: usize,
+    pub guest: &'a vsched_model::GuestSpec,
+    pub first_vcpu: usize,
+}
+
+/// Limits a backend enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Guest memory of one VM, at most.
+    pub memory_per_vm_bytes: u64,
+}
+
+/// Runs vCPUs as the scheduler says. Every method is called from the scheduler's thread.
+pub trait Backend {
+    fn n_vcpus(&self) -> usize;
+    /// TSC ticks per second, for `GuestCounters` cycles.
+    fn tsc_hz(&self) -> u64;
+    /// Lets `vcpu` execute guest code on host CPU `host_cpu` (its thread pinned there) until
+    /// `stop`. Returns once the request is issued. `vcpu` must be stopped and not finished.
+    fn start(&mut self, vcpu: usize, host_cpu: usize) -> Result<(), BackendError>;
+    /// Stops `vcpu` and returns once it no longer executes guest code (or has finished).
+    fn stop(&mut self, vcpu: usize) -> Result<(), BackendError>;
+    /// What `vcpu`'s guest is doing now (racy by nature: the guest may change it next).
+    fn activity(&self, vcpu: usize) -> GuestActivity;
+    fn counters(&self, vcpu: usize) -> GuestCounters;
+    /// Waits for the next event until `deadline`; `None` when the deadline passed first.
+    fn next_event(&mut self, deadline: Instant) -> Option<BackendEvent>;
+}
