@@ -163,6 +163,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Removes and returns the next live event, advancing the clock to its time.
+    #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
         while let Some(entry) = self.heap.pop() {
             if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq()) {

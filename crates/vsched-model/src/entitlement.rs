@@ -384,8 +384,8 @@ mod tests {
         for (e, r) in reference.iter_mut().zip(&rates) {
             *e += r * (now + 1 - since) as f64;
         }
-        for vm in 0..vms.len() {
-            assert_eq!(meter.entitled_ns(vm).to_bits(), reference[vm].to_bits(), "VM {vm}");
+        for (vm, expected) in reference.iter().enumerate() {
+            assert_eq!(meter.entitled_ns(vm).to_bits(), expected.to_bits(), "VM {vm}");
         }
         assert!(skipped > 1_000, "the walk should often leave the water level as it was: {skipped}");
     }

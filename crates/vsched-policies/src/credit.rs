@@ -231,6 +231,8 @@ pub(crate) struct Credit {
     credit_balance: i64,
     sort_epoch: u64,
     last_tickle: PcpuId,
+    /// The pCPUs a tickle sends to, kept between tickles to spare an allocation per wake-up.
+    tickle_targets: Vec<PcpuId>,
     balance_bias: PcpuId,
     /// The run queues' lengths and credits last published to the trace.
     published: Published,
@@ -327,7 +329,11 @@ impl Credit {
         let s = &mut self.vcpus[v];
         if s.queued {
             s.queued = false;
-            self.pcpus[s.processor].runq.retain(|&u| u != v);
+            let runq = &mut self.pcpus[s.processor].runq;
+            // A vCPU is queued once: the scan stops where it is (Xen's `list_del` is O(1)).
+            if let Some(i) = runq.iter().position(|&u| u == v) {
+                runq.remove(i);
+            }
         }
     }
 
@@ -339,7 +345,11 @@ impl Credit {
         }
         self.pcpus[p].sort_epoch = self.sort_epoch;
         let vcpus = &self.vcpus;
-        self.pcpus[p].runq.sort_by_key(|&u| -(vcpus[u].pri as i16));
+        let runq = &mut self.pcpus[p].runq;
+        // Most accountings leave a queue in order: a stable sort of it would change nothing.
+        if !runq.is_sorted_by_key(|&u| -(vcpus[u].pri as i16)) {
+            runq.sort_by_key(|&u| -(vcpus[u].pri as i16));
+        }
     }
 
     fn cur_pri(&self, cx: &Cx, p: PcpuId) -> i8 {
@@ -353,13 +363,14 @@ impl Credit {
         let outranks = self.vcpus[v].pri > self.cur_pri(cx, p);
         let busy = cx.curr(p).is_some();
         let any_idle = self.pcpus.iter().any(|s| s.idle);
-        let mut targets = Vec::new();
+        let mut targets = std::mem::take(&mut self.tickle_targets);
+        targets.clear();
         match self.profile.tickle {
             Tickle::IdlersFirst => {
                 if !busy || (!any_idle && outranks) {
                     targets.push(p);
                 } else if any_idle {
-                    targets = self.idlers_to_tickle();
+                    self.idlers_to_tickle(&mut targets);
                 }
             }
             Tickle::PreemptAndIdlers => {
@@ -367,11 +378,11 @@ impl Credit {
                     targets.push(p);
                 }
                 if busy && any_idle {
-                    targets.extend(self.idlers_to_tickle());
+                    self.idlers_to_tickle(&mut targets);
                 }
             }
         }
-        for q in targets {
+        for &q in &targets {
             // Since Xen 4.3 tickled pCPUs leave the idlers mask at once, so the next wake-up
             // picks another; before, a pCPU leaves it when it schedules a vCPU.
             if self.profile.tickle == Tickle::IdlersFirst {
@@ -380,20 +391,22 @@ impl Credit {
             cx.count("credit.tickles");
             cx.resched(q);
         }
+        self.tickle_targets = targets;
     }
 
-    /// The idle pCPUs a tickle wakes: one, round robin after the last one tickled, or all.
-    fn idlers_to_tickle(&mut self) -> Vec<PcpuId> {
+    /// Appends the idle pCPUs a tickle wakes to `targets`: one, round robin after the last
+    /// one tickled, or all.
+    fn idlers_to_tickle(&mut self, targets: &mut Vec<PcpuId>) {
         let n = self.pcpus.len();
-        let mut idlers: Vec<PcpuId> =
-            (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle).collect();
+        let mut idlers = (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle);
         if self.tickle_one_idle {
-            idlers.truncate(1);
-            if let Some(&q) = idlers.first() {
+            if let Some(q) = idlers.next() {
                 self.last_tickle = q;
+                targets.push(q);
             }
+        } else {
+            targets.extend(idlers);
         }
-        idlers
     }
 
     /// `csched_runq_steal` over peers, round robin from the last pCPU stolen from
@@ -1182,6 +1195,7 @@ impl Credit {
             credit_balance: 0,
             sort_epoch: 0,
             last_tickle: 0,
+            tickle_targets: Vec::new(),
             balance_bias: 0,
             published: Published::default(),
         })

@@ -1,7 +1,7 @@
 //! Building a simulation from its configuration: hosts, domains with their vCPUs and jobs,
 //! the random streams, and the lifecycle events of VMs that start or stop during the run.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use rand::Rng;
 use vsched_engine::{EventQueue, RngStreams};
@@ -79,7 +79,7 @@ impl Simulation {
                 timer_slop_ns: 0,
                 timer_rng: clocks::slop_stream(&streams, h),
                 policy_rng: streams.stream(policy_stream(h)),
-                counters: BTreeMap::new(),
+                counters: Default::default(),
                 context_switches: 0,
                 ipis: 0,
                 migrations: 0,

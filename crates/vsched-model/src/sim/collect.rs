@@ -158,7 +158,7 @@ impl Core {
             co_launches_per_s: ratio(hs.co_launches as f64, secs(now)),
             co_ipis: hs.co_ipis,
             fairness: fairness(vms_here),
-            policy_counters: hs.counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            policy_counters: hs.counters.sorted(),
         }
     }
 

@@ -74,6 +74,7 @@ mod locks;
 mod mutex;
 mod network;
 mod ple;
+mod policy_counters;
 mod preempt_delay;
 mod queued;
 mod slab;

@@ -3,7 +3,7 @@
 //! that holds them all (everything but the policies). Fields are open to the simulator's modules, closed to everyone else: policies
 //! see this state only through `world`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use vsched_engine::{EventQueue, StreamRng, Ticket, Time};
 
@@ -281,7 +281,7 @@ pub(super) struct HostState {
     pub(super) timer_slop_ns: Time,
     pub(super) timer_rng: StreamRng,
     pub(super) policy_rng: StreamRng,
-    pub(super) counters: BTreeMap<&'static str, u64>,
+    pub(super) counters: super::policy_counters::PolicyCounters,
     pub(super) context_switches: u64,
     pub(super) ipis: u64,
     pub(super) migrations: u64,

@@ -149,7 +149,7 @@ impl World for HostView<'_> {
         self.core.post(at, Ev::Timer { host, id });
     }
     fn count(&mut self, name: &'static str) {
-        *self.core.hosts[self.host].counters.entry(name).or_insert(0) += 1;
+        self.core.hosts[self.host].counters.bump(name);
     }
     fn rng(&mut self) -> &mut StreamRng {
         &mut self.core.hosts[self.host].policy_rng
