@@ -10,7 +10,14 @@ ticket spinlock) and `rr-peer.toml` (kernel-mode spinning with pause-loop exits)
 runs both once on CPU 1 (`taskset`), alternating which goes first; vsched's figure is the run's
 own `sim_s / wall_s` (the simulation, without the interpreter's start-up), SimPy's its
 `sim_s_per_cpu_s`. Prints one JSON document: medians, the ratio's median and range, and each
-side's event count (they differ once vsched models what the peer does not: docs/performance.md).
+side's event count, decisions and migrations.
+
+With every vsched default on, vsched simulates more than the peer does (guest ticks, timer
+slop, clocks out of step, exit and cache costs: docs/realism.md). `--like-peer` turns those
+off, as the peer's README asks, so that both simulate the same thing: `hardware = "ideal"`
+with the peer's dispatch costs (0.5 µs a decision, 2 µs a switch), clocks in lockstep, no
+timer slop, no workload start spread, no guest ticks. vsched then counts the peer's events,
+decisions and migrations (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -19,10 +26,33 @@ import argparse
 import json
 import statistics
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 SCENARIOS = (("user", "rr-peer-user.toml"), ("kernel", "rr-peer.toml"))
+# What the peer leaves out, turned off in vsched (see the module notes).
+LIKE_PEER = {
+    "host.hardware": "ideal",
+    "host.sched_cost_us": 0.5,
+    "host.context_switch_us": 2,
+    "host.clocks": "lockstep",
+    "host.timer_slop_us": 0,
+    "host.workload_start_spread_ms": 0,
+}
+
+
+def like_peer(scenario: Path, directory: Path) -> Path:
+    """A copy of `scenario` in `directory` with the mechanisms the peer lacks turned off."""
+    import vsched
+
+    loaded = vsched.Scenario.from_file(scenario)
+    overrides: dict[str, object] = dict(LIKE_PEER)
+    for vm in loaded["vm"]:
+        overrides[f"vm.{vm['name']}.guest_tick"] = "off"
+    path = directory / scenario.name
+    path.write_text(loaded.with_overrides(overrides).to_toml(), encoding="utf-8")
+    return path
 
 
 def run_json(command: list[str], cwd: Path) -> Any:
@@ -39,9 +69,16 @@ def main() -> None:
     parser.add_argument("--peer-dir", type=Path, required=True)
     parser.add_argument("--peer-python", default="python3", help="a Python with simpy installed")
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument(
+        "--like-peer", action="store_true", help="turn off in vsched what the peer does not model"
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
-    for mode, scenario in SCENARIOS:
+    scratch = Path(tempfile.mkdtemp(prefix="peer-compare-"))
+    for mode, name in SCENARIOS:
+        scenario = args.peer_dir.resolve() / name
+        if args.like_peer:
+            scenario = like_peer(scenario, scratch)
         ours, theirs, ratios = [], [], []
         events = {}
         for pair in range(args.pairs):
@@ -49,15 +86,19 @@ def main() -> None:
             speed = {}
             for who in order:
                 if who == "vsched":
-                    run = run_json(["vsched", "run", scenario, "--json"], args.peer_dir)["runs"][0]
+                    run = run_json(["vsched", "run", str(scenario), "--json"], args.peer_dir)["runs"][0]
                     speed[who] = run["sim_s"] / run["wall_s"]
                     events["vsched_events"] = run["events"]
+                    events["vsched_decisions"] = run["host"]["sched_invocations"]
+                    events["vsched_migrations"] = run["host"]["migrations"]
                 else:
                     peer = run_json(
                         [args.peer_python, "rr_simpy.py", "--mode", mode, "--horizon-s", "60"], args.peer_dir
                     )
                     speed[who] = peer["sim_s_per_cpu_s"]
                     events["simpy_model_events"] = peer["model_events"]
+                    events["simpy_decisions"] = peer["decisions"]
+                    events["simpy_migrations"] = peer["migrations"]
             ours.append(speed["vsched"])
             theirs.append(speed["simpy"])
             ratios.append(speed["vsched"] / speed["simpy"])
@@ -69,7 +110,7 @@ def main() -> None:
             "ratio_max": max(ratios),
             **events,
         }
-    print(json.dumps(results, indent=1))
+    print(json.dumps({"like_peer": args.like_peer, **results}, indent=1))
 
 
 if __name__ == "__main__":
