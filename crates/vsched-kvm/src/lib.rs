@@ -6,5 +6,6 @@
 //! `KVM_RUN`. See docs/real-vcpus.md.
 
 pub mod backend;
+pub mod machine; pub mod guest_code;
 
 pub use backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};

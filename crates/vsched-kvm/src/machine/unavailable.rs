@@ -1,0 +1,47 @@
+//! A build without the KVM backend (feature `kvm` off, or not Linux on x86-64): the same
+//! API, refusing clearly, so the scheduler side builds and runs on its fake backend.
+
+use std::time::Instant;
+
+use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};
+
+const WHY: &str = "this build of vsched has no KVM backend (it needs Linux on x86-64 and the `kvm` feature)";
+
+/// Always `Unavailable` in this build.
+pub fn kvm_available() -> Result<(), BackendError> {
+    Err(BackendError::Unavailable(WHY.into()))
+}
+
+/// Cannot be built in this build: `new` refuses.
+pub enum KvmBackend {}
+
+impl KvmBackend {
+    /// Refuses: `Unavailable`.
+    pub fn new(_vms: &[VmSpec], _limits: &Limits, _seed: u64) -> Result<KvmBackend, BackendError> {
+        Err(BackendError::Unavailable(WHY.into()))
+    }
+}
+
+impl Backend for KvmBackend {
+    fn n_vcpus(&self) -> usize {
+        match *self {}
+    }
+    fn tsc_hz(&self) -> u64 {
+        match *self {}
+    }
+    fn start(&mut self, _vcpu: usize, _host_cpu: usize) -> Result<(), BackendError> {
+        match *self {}
+    }
+    fn stop(&mut self, _vcpu: usize) -> Result<(), BackendError> {
+        match *self {}
+    }
+    fn activity(&self, _vcpu: usize) -> GuestActivity {
+        match *self {}
+    }
+    fn counters(&self, _vcpu: usize) -> GuestCounters {
+        match *self {}
+    }
+    fn next_event(&mut self, _deadline: Instant) -> Option<BackendEvent> {
+        match *self {}
+    }
+}
