@@ -53,6 +53,8 @@ struct Shared {
     pinned: Option<usize>,
     /// Why the thread ended, if it failed.
     failure: Option<String>,
+    /// The thread's CPU time when it ended.
+    final_cpu_ns: Option<u64>,
 }
 
 /// What the scheduler and one vCPU thread share.
@@ -88,7 +90,7 @@ impl VcpuThread {
     ) -> Result<VcpuThread, BackendError> {
         let immediate_exit = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit).cast::<AtomicU8>();
         let control = Arc::new(VcpuControl {
-            shared: Mutex::new(Shared { command: Command::Park, phase: Phase::Starting, tid: 0, pinned: None, failure: None }),
+            shared: Mutex::new(Shared { command: Command::Park, phase: Phase::Starting, tid: 0, pinned: None, failure: None, final_cpu_ns: None }),
             changed: Condvar::new(),
             immediate_exit,
             index,
@@ -119,14 +121,14 @@ impl VcpuThread {
         }
     }
 
-    /// Lets the vCPU run on host CPU `cpu`.
+    /// Lets the vCPU run on host CPU `cpu`. A vCPU whose thread has ended (its guest finished
+    /// or it failed) stays ended: the scheduler may not have read that event yet, since a
+    /// guest can finish just as it is stopped, so this is no error.
     pub fn start(&self, cpu: usize) -> Result<(), BackendError> {
         let c = &self.control;
         let mut shared = c.lock();
         match (shared.phase, shared.command) {
-            (Phase::Exited, _) => {
-                return Err(BackendError::Failed(format!("{} was started after its guest ended", c.label)));
-            }
+            (Phase::Exited, _) => return Ok(()),
             (_, Command::Run) => return Err(BackendError::Failed(format!("{} was started twice", c.label))),
             _ => {}
         }
@@ -197,7 +199,12 @@ impl VcpuThread {
     /// Host CPU time the thread has used so far (guest code included), from the kernel's
     /// scheduler statistics; `None` if they cannot be read.
     pub fn cpu_time_ns(&self) -> Option<u64> {
-        let tid = self.control.lock().tid;
+        let shared = self.control.lock();
+        if shared.phase == Phase::Exited {
+            return shared.final_cpu_ns;
+        }
+        let tid = shared.tid;
+        drop(shared);
         let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
         stat.split_whitespace().next()?.parse().ok()
     }
@@ -240,6 +247,7 @@ fn thread_main(mut vcpu: VcpuFd, control: &VcpuControl, events: &Sender<BackendE
         let mut shared = control.lock();
         shared.phase = Phase::Exited;
         shared.failure.clone_from(&failure);
+        shared.final_cpu_ns = own_cpu_time_ns();
         control.changed.notify_all();
     }
     let event = match (outcome, failure) {
@@ -293,6 +301,14 @@ fn run_loop(vcpu: &mut VcpuFd, control: &VcpuControl) -> Result<Option<BackendEv
             Err(e) => return Err(format!("KVM_RUN failed: {e}")),
         }
     }
+}
+
+/// The calling thread's CPU time (the same account as its `schedstat`).
+fn own_cpu_time_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to write.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0;
+    ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// What an unexpected exit most likely means, for the message.
