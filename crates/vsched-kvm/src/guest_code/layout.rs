@@ -121,9 +121,9 @@ mod tests {
         for pair in host_words.windows(2) {
             assert!(pair[1] - pair[0] >= LINE);
         }
-        assert!(LAST_TSC >= GAPS + LINE);
-        assert!(MAX_RANDOM_INSTRS >= 64, "room for the cursors of 64 random instructions");
-        assert!(TABLE_CURSORS + 8 * MAX_RANDOM_INSTRS as u64 <= PRIVATE_SIZE);
+        const { assert!(LAST_TSC >= GAPS + LINE) };
+        const { assert!(MAX_RANDOM_INSTRS >= 64, "room for the cursors of 64 random instructions") };
+        const { assert!(TABLE_CURSORS + 8 * MAX_RANDOM_INSTRS as u64 <= PRIVATE_SIZE) };
     }
 
     #[test]

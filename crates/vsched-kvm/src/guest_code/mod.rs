@@ -18,10 +18,11 @@ pub mod random_tables;
 pub use image::{build_image, GuestImage, ImageError, VcpuImage};
 
 /// A gap in the TSC between two checks of a guest loop longer than this means the vCPU did
-/// not run in between. A loop iteration takes well under 1 µs and a host interrupt that
-/// borrows the vCPU's CPU a few µs; being stopped and started again by the scheduler takes
-/// at least ~100 µs here (stop p50 ~55 µs plus start p50 ~63 µs, `examples/kvm_costs.rs`).
-/// 50 µs sits between: short interruptions count as running, as the simulator counts exit
-/// overheads, and each descheduling is missed by at most 50 µs.
+/// not run in between. Picked by measurement (a vCPU never stopped, 2 s, this host): the
+/// guest's running time then matched its thread's CPU time to 0.6 ms at 50 µs, while 10 and
+/// 20 µs dropped 14 and 19 ms (host interrupts that take the vCPU's CPU for 10–50 µs, which
+/// the thread's time includes: the simulator too counts such overheads as running) and 100
+/// to 1000 µs counted 0.3 to 2.6 ms more than the thread ran (short host preemptions). Being
+/// stopped by the scheduler is longer still (stop p50 ~45 µs plus start p50 ~45 µs,
+/// `examples/kvm_costs.rs`), so each descheduling is missed by at most 50 µs.
 pub const DESCHEDULED_GAP_NS: u64 = 50_000;
-

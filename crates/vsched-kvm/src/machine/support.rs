@@ -38,10 +38,8 @@ pub fn check_supported(vm: &VmSpec) -> Result<(), BackendError> {
         );
     }
     for program in &guest.programs {
-        check_program(program, guest.locks).map_err(|(name, message)| BackendError::Unsupported {
-            field: field(name),
-            message,
-        })?;
+        check_program(program, guest.locks)
+            .map_err(|(name, message)| BackendError::Unsupported { field: field(name), message })?;
     }
     Ok(())
 }

@@ -90,7 +90,14 @@ impl VcpuThread {
     ) -> Result<VcpuThread, BackendError> {
         let immediate_exit = std::ptr::addr_of_mut!(vcpu.get_kvm_run().immediate_exit).cast::<AtomicU8>();
         let control = Arc::new(VcpuControl {
-            shared: Mutex::new(Shared { command: Command::Park, phase: Phase::Starting, tid: 0, pinned: None, failure: None, final_cpu_ns: None }),
+            shared: Mutex::new(Shared {
+                command: Command::Park,
+                phase: Phase::Starting,
+                tid: 0,
+                pinned: None,
+                failure: None,
+                final_cpu_ns: None,
+            }),
             changed: Condvar::new(),
             immediate_exit,
             index,
@@ -117,7 +124,9 @@ impl VcpuThread {
         match started {
             Ok(()) => Ok(thread),
             // Dropping `thread` ends and joins it.
-            Err(why) => Err(BackendError::Failed(format!("the thread of {} did not start: {why}", thread.control.label))),
+            Err(why) => {
+                Err(BackendError::Failed(format!("the thread of {} did not start: {why}", thread.control.label)))
+            }
         }
     }
 
@@ -233,7 +242,6 @@ impl VcpuControl {
         // this byte at each KVM_RUN entry.
         unsafe { (*self.immediate_exit).store(u8::from(on), Ordering::SeqCst) };
     }
-
 }
 
 fn thread_main(mut vcpu: VcpuFd, control: &VcpuControl, events: &Sender<BackendEvent>) -> VcpuFd {
@@ -252,7 +260,9 @@ fn thread_main(mut vcpu: VcpuFd, control: &VcpuControl, events: &Sender<BackendE
     }
     let event = match (outcome, failure) {
         (Ok(Ok(Some(event))), _) => event,
-        (_, Some(message)) => BackendEvent::Failed { vcpu: control.index, message: format!("{}: {message}", control.label) },
+        (_, Some(message)) => {
+            BackendEvent::Failed { vcpu: control.index, message: format!("{}: {message}", control.label) }
+        }
         _ => return vcpu,
     };
     // The scheduler may be gone already (it dropped the backend): nobody to tell.

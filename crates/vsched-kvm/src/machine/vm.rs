@@ -48,7 +48,11 @@ impl GuestMemory {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!("cannot map {} bytes of guest memory: {}", image.len(), std::io::Error::last_os_error()));
+            return Err(format!(
+                "cannot map {} bytes of guest memory: {}",
+                image.len(),
+                std::io::Error::last_os_error()
+            ));
         }
         let ptr = ptr.cast::<u8>();
         // SAFETY: the mapping is `image.len()` bytes long and does not overlap `image`.
@@ -58,7 +62,7 @@ impl GuestMemory {
 
     /// The 64-bit word at guest address `addr`, as the guest last wrote it.
     pub fn read_u64(&self, addr: u64) -> u64 {
-        assert!(addr % 8 == 0 && addr as usize + 8 <= self.len, "guest address {addr:#x} out of the image");
+        assert!(addr.is_multiple_of(8) && addr as usize + 8 <= self.len, "guest address {addr:#x} out of the image");
         // SAFETY: in bounds and aligned (asserted); guest writes are single aligned stores,
         // so an atomic load sees whole values.
         unsafe { AtomicU64::from_ptr(self.ptr.add(addr as usize).cast::<u64>()).load(Ordering::Relaxed) }
