@@ -297,6 +297,25 @@ fn dropping_a_backend_with_vcpus_in_guest_code_ends_every_thread() {
 }
 
 #[test]
+fn a_panic_in_the_scheduler_with_vcpus_in_guest_code_ends_every_thread() {
+    let _turn = serial();
+    if !have_kvm() {
+        return;
+    }
+    let hog = workload_guest(&vsched_workloads::cpu_hog::INFO, 2, &[]);
+    let cpus = host_cpus();
+    let unwound = std::panic::catch_unwind(|| {
+        let mut backend = KvmBackend::new(&one_vm(&hog), &LIMITS, 7).unwrap();
+        backend.start(0, cpus[0]).unwrap();
+        backend.start(1, cpus[cpus.len() - 1]).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        panic!("a scheduler bug");
+    });
+    assert!(unwound.is_err());
+    assert_eq!(vcpu_threads(), 0, "unwinding dropped the backend, which joined its threads");
+}
+
+#[test]
 fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     let _turn = serial();
     let refusal = |guest: &GuestSpec| match check_supported(&VmSpec { name: "x", index: 2, guest, first_vcpu: 0 }) {
