@@ -87,10 +87,11 @@ fn main() {
 fn spinlock_alone(vcpu_cpu: usize, cpus: &[usize]) {
     let iterations = 4000;
     let guest = workload("spinlock", 2, &[("iterations", Value::Int(iterations)), ("mode", Value::Str("user".into()))]);
-    let (mut rates, mut spinning) = (Vec::new(), Vec::new());
+    let (mut rates, mut spinning, mut share) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..SPINLOCK_RUNS {
         let vms = [VmSpec { name: "spinlock", index: 0, guest: &guest, first_vcpu: 0 }];
         let mut backend = KvmBackend::new(&vms, &LIMITS, run as u64).unwrap_or_else(|e| fail(&e.to_string()));
+        let cpu_before: Vec<u64> = (0..2).map(|v| backend.cpu_time_ns(v).unwrap_or(0)).collect();
         let began = Instant::now();
         backend.start(0, cpus[0]).unwrap();
         backend.start(1, vcpu_cpu).unwrap();
@@ -107,6 +108,8 @@ fn spinlock_alone(vcpu_cpu: usize, cpus: &[usize]) {
         let acquisitions: u64 = c.iter().map(|c| c.acquisitions).sum();
         let spin: u64 = c.iter().map(|c| c.spin_cycles).sum();
         let ran: u64 = c.iter().map(|c| c.spin_cycles + c.compute_cycles).sum();
+        let thread_ns: u64 = (0..2).map(|v| backend.cpu_time_ns(v).unwrap_or(0) - cpu_before[v]).sum();
+        share.push(100.0 * thread_ns as f64 / 1e9 / (2.0 * wall));
         rates.push(acquisitions as f64 / wall);
         spinning.push(100.0 * spin as f64 / ran as f64);
     }
@@ -117,6 +120,8 @@ fn spinlock_alone(vcpu_cpu: usize, cpus: &[usize]) {
     );
     println!("  acquisitions/s: {}", spread(&mut rates, 0));
     println!("  spinning, % of running: {}", spread(&mut spinning, 1));
+    // Below 100 % the host's other processes took the rest: the rate is this host's today.
+    println!("  CPU the vCPU threads got, % of their two CPUs: {}", spread(&mut share, 1));
 }
 
 fn workload(name: &str, vcpus: usize, given: &[(&str, Value)]) -> GuestSpec {
