@@ -23,16 +23,19 @@ impl KvmBackend {
         Err(BackendError::Unavailable(WHY.into()))
     }
 
-    /// The KVM backend's diagnostics, never reached here (no backend exists).
+    /// As the KVM backend's; never reached here (no backend exists), nor are the next three.
     pub fn critical_sections(&self, _vm: usize, _lock: u32) -> u64 {
         match self.never {}
     }
+    /// As the KVM backend's.
     pub fn resumed_at(&self, _vcpu: usize) -> u64 {
         match self.never {}
     }
+    /// As the KVM backend's.
     pub fn descheduled_gaps(&self, _vcpu: usize) -> u64 {
         match self.never {}
     }
+    /// As the KVM backend's.
     pub fn cpu_time_ns(&self, _vcpu: usize) -> Option<u64> {
         match self.never {}
     }
