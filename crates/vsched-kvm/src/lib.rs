@@ -6,5 +6,7 @@
 //! `KVM_RUN`. See docs/real-vcpus.md.
 
 pub mod backend;
+pub mod guest_code;
+pub mod machine;
 
 pub use backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};

@@ -1,0 +1,349 @@
+//! One vCPU's guest program as x86-64 machine code (ring 3, long mode).
+//!
+//! Registers: `r15` holds the vCPU's private area, `r14` the VM's shared area (both set by
+//! the entry code); `rbx` the cycles of compute left; `rsi` the lock at hand; `edi` a
+//! ticket or a barrier sense; `rax`, `rcx`, `rdx`, `r8` are scratch. Nothing uses a stack.
+//!
+//! Time is counted in TSC cycles with one rule everywhere (`tick`): the cycles since the
+//! previous check go to the phase's counter (compute or spin), unless they exceed the
+//! descheduling threshold — then the vCPU was not running (stopped by the scheduler, or its
+//! thread preempted on the host), the gap counts for nothing, and the guest notes when it
+//! resumed. So a compute of `d` lasts `d` cycles of *running*, and spin cycles are cycles the
+//! vCPU ran while waiting, as the simulator counts them (`sim/interpret.rs`, `sync`).
+
+use iced_x86::code_asm::*;
+use iced_x86::IcedError;
+use vsched_model::{BarrierWait, Dur, Instr, LockChoice, LockKind};
+
+use super::layout::*;
+use super::random_tables::ns_to_cycles;
+
+/// Where one random instruction's draws are: guest address, entries, and the slot of its
+/// cursor among the vCPU's.
+#[derive(Debug, Clone, Copy)]
+pub struct TablePlace {
+    pub instr: usize,
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// What the code of one vCPU needs to know beyond its program.
+pub struct EmitContext<'a> {
+    pub lock_kind: LockKind,
+    /// Threads that take part in the VM's barriers.
+    pub barrier_parties: u32,
+    /// Guest address of this vCPU's private area.
+    pub private_base: u64,
+    pub tables: &'a [TablePlace],
+    pub tsc_hz: u64,
+    /// A TSC gap longer than this (cycles) between two checks means the vCPU was not
+    /// running.
+    pub gap_cycles: u64,
+}
+
+/// Assembles `program` for address `ip`. Errors name what is malformed (a program
+/// `machine::check_supported` accepted never errs).
+pub fn assemble(program: &[Instr], context: &EmitContext, ip: u64) -> Result<Vec<u8>, String> {
+    let mut e = Emitter { a: CodeAssembler::new(64).map_err(asm_err)?, context, held: 0, loops: Vec::new() };
+    e.program(program).map_err(|err| match err {
+        EmitError::Asm(err) => asm_err(err),
+        EmitError::Malformed(m) => m,
+    })?;
+    e.a.assemble(ip).map_err(asm_err)
+}
+
+fn asm_err(err: IcedError) -> String {
+    format!("the guest code does not assemble: {err}")
+}
+
+enum EmitError {
+    Asm(IcedError),
+    Malformed(String),
+}
+
+impl From<IcedError> for EmitError {
+    fn from(err: IcedError) -> Self {
+        EmitError::Asm(err)
+    }
+}
+
+type Emitted = Result<(), EmitError>;
+
+struct Emitter<'a> {
+    a: CodeAssembler,
+    context: &'a EmitContext<'a>,
+    /// Locks held at this point of the program.
+    held: usize,
+    /// Open loops: the label of each body, and whether it runs forever.
+    loops: Vec<(CodeLabel, bool)>,
+}
+
+/// A memory operand at `offset` from `base`.
+fn at(base: AsmRegister64, offset: u64) -> AsmMemoryOperand {
+    base + offset as i32
+}
+
+impl Emitter<'_> {
+    fn program(&mut self, program: &[Instr]) -> Emitted {
+        self.a.mov(r15, self.context.private_base)?;
+        self.a.mov(r14, SHARED_ADDR)?;
+        self.read_tsc()?;
+        self.a.mov(qword_ptr(at(r15, LAST_TSC)), rax)?;
+        for (i, instr) in program.iter().enumerate() {
+            self.instr(i, instr)?;
+        }
+        Ok(())
+    }
+
+    fn instr(&mut self, i: usize, instr: &Instr) -> Emitted {
+        match instr {
+            Instr::Compute(dur) => self.compute(i, *dur),
+            Instr::Lock { choice, kernel: false } => self.lock(i, *choice),
+            Instr::Unlock => self.unlock(),
+            Instr::Barrier(BarrierWait::Spin) => self.barrier(),
+            Instr::Repeat { times, .. } => self.repeat(*times),
+            Instr::EndRepeat => self.end_repeat(),
+            Instr::Exit => self.exit(),
+            other => Err(EmitError::Malformed(format!("real vCPUs cannot run {other:?}"))),
+        }
+    }
+
+    /// `rax` = the TSC (`rdtsc` leaves it in `edx:eax`); clobbers `rdx`.
+    fn read_tsc(&mut self) -> Emitted {
+        self.a.rdtsc()?;
+        self.a.shl(rdx, 32)?;
+        self.a.or(rax, rdx)?;
+        Ok(())
+    }
+
+    /// Adds the running cycles since the last check to the counter at `counter` and leaves
+    /// them in `rcx` (0 across a descheduling gap). Clobbers `rax`, `rdx`.
+    fn tick(&mut self, counter: u64) -> Emitted {
+        self.read_tsc()?;
+        self.a.mov(rcx, rax)?;
+        self.a.sub(rcx, qword_ptr(at(r15, LAST_TSC)))?;
+        self.a.mov(qword_ptr(at(r15, LAST_TSC)), rax)?;
+        self.a.mov(rdx, self.context.gap_cycles)?;
+        self.a.cmp(rcx, rdx)?;
+        let mut ran = self.a.create_label();
+        self.a.jbe(ran)?;
+        self.a.mov(qword_ptr(at(r15, RESUME_TSC)), rax)?;
+        self.a.inc(qword_ptr(at(r15, GAPS)))?;
+        self.a.xor(ecx, ecx)?;
+        self.a.set_label(&mut ran)?;
+        self.a.add(qword_ptr(at(r15, counter)), rcx)?;
+        Ok(())
+    }
+
+    fn set_activity(&mut self, activity: u32) -> Emitted {
+        self.a.mov(qword_ptr(at(r15, ACTIVITY)), activity as i32)?;
+        Ok(())
+    }
+
+    /// Loads the next draw of instruction `i`'s table into `dest` and moves its cursor on.
+    fn next_draw(&mut self, i: usize, dest: AsmRegister64) -> Emitted {
+        let Some(slot) = self.context.tables.iter().position(|t| t.instr == i) else {
+            return Err(EmitError::Malformed(format!("instruction {i} draws but has no table")));
+        };
+        let table = self.context.tables[slot];
+        let cursor = at(r15, TABLE_CURSORS + 8 * slot as u64);
+        self.a.mov(rcx, qword_ptr(cursor))?;
+        self.a.mov(rax, table.addr)?;
+        self.a.mov(dest, qword_ptr(rax + rcx * 8))?;
+        self.a.inc(rcx)?;
+        self.a.cmp(rcx, table.len as i32)?;
+        let mut keep = self.a.create_label();
+        self.a.jb(keep)?;
+        self.a.xor(ecx, ecx)?;
+        self.a.set_label(&mut keep)?;
+        self.a.mov(qword_ptr(cursor), rcx)?;
+        Ok(())
+    }
+
+    /// `Compute(dur)`: ticks until `dur` of running time has passed. A compute that draws 0
+    /// takes no time, as in the simulator; one of `FOREVER` never ends.
+    fn compute(&mut self, i: usize, dur: Dur) -> Emitted {
+        let fixed = match dur {
+            Dur::Fixed(t) => Some(t),
+            Dur::Jitter { mean, cv } if cv <= 0.0 => Some(mean),
+            _ => None,
+        };
+        let cycles = fixed.map(|t| ns_to_cycles(t, self.context.tsc_hz));
+        if cycles == Some(0) {
+            return Ok(());
+        }
+        self.set_activity(ACTIVITY_COMPUTE)?;
+        let mut work = self.a.create_label();
+        let mut done = self.a.create_label();
+        match cycles {
+            Some(u64::MAX) => {
+                self.a.set_label(&mut work)?;
+                self.tick(COMPUTE_CYCLES)?;
+                self.a.jmp(work)?;
+                return Ok(());
+            }
+            Some(c) => self.a.mov(rbx, c)?,
+            None => {
+                self.next_draw(i, rbx)?;
+                self.a.test(rbx, rbx)?;
+                self.a.jz(done)?;
+            }
+        }
+        self.a.set_label(&mut work)?;
+        self.tick(COMPUTE_CYCLES)?;
+        self.a.sub(rbx, rcx)?;
+        self.a.ja(work)?;
+        self.a.set_label(&mut done)?;
+        self.a.nop()?;
+        Ok(())
+    }
+
+    /// `Lock`: spins with `PAUSE` until the lock is this thread's, then counts the
+    /// acquisition, starts its hold time and bumps the lock's witness.
+    fn lock(&mut self, i: usize, choice: LockChoice) -> Emitted {
+        if self.held == MAX_LOCK_DEPTH {
+            return Err(EmitError::Malformed(format!("more than {MAX_LOCK_DEPTH} locks held at once")));
+        }
+        self.set_activity(ACTIVITY_LOCK_WAIT)?;
+        match choice {
+            LockChoice::Fixed(l) => self.a.mov(esi, (SHARED_ADDR + LOCKS + LINE * u64::from(l)) as u32)?,
+            LockChoice::Uniform => self.next_draw(i, rsi)?,
+        }
+        let mut got = self.a.create_label();
+        match self.context.lock_kind {
+            // Linux's ticket spinlock before qspinlock (arch/x86/include/asm/spinlock.h,
+            // v4.1 `arch_spin_lock`): take a ticket with `lock xadd`, then spin with
+            // `cpu_relax()` (PAUSE) until the ticket being served is ours.
+            LockKind::Ticket => {
+                self.a.mov(edi, 1)?;
+                self.a.lock().xadd(dword_ptr(at(rsi, LOCK_WORD)), edi)?;
+                let mut check = self.a.create_label();
+                self.a.set_label(&mut check)?;
+                self.a.cmp(dword_ptr(at(rsi, LOCK_SERVING)), edi)?;
+                self.a.je(got)?;
+                self.a.pause()?;
+                self.tick(SPIN_CYCLES)?;
+                self.a.jmp(check)?;
+            }
+            // Test-and-test-and-set (the simulator's tas: whoever executes when the lock is
+            // free takes it, newcomers included): `xchg` to take it, and while it is held
+            // spin reading it, so waiters do not bounce its line.
+            LockKind::Tas => {
+                let mut attempt = self.a.create_label();
+                let mut spin = self.a.create_label();
+                self.a.set_label(&mut attempt)?;
+                self.a.mov(eax, 1)?;
+                self.a.xchg(dword_ptr(at(rsi, LOCK_WORD)), eax)?;
+                self.a.test(eax, eax)?;
+                self.a.jz(got)?;
+                self.a.set_label(&mut spin)?;
+                self.a.pause()?;
+                self.tick(SPIN_CYCLES)?;
+                self.a.cmp(dword_ptr(at(rsi, LOCK_WORD)), 0)?;
+                self.a.jne(spin)?;
+                self.a.jmp(attempt)?;
+            }
+            other => return Err(EmitError::Malformed(format!("real vCPUs cannot run {other:?} locks"))),
+        }
+        self.a.set_label(&mut got)?;
+        // The witness is read here and written back last, a window of a few dozen cycles in
+        // which a second holder would lose an increment.
+        self.a.mov(r8, qword_ptr(at(rsi, LOCK_WITNESS)))?;
+        let depth = 8 * self.held as u64;
+        self.a.mov(qword_ptr(at(r15, HELD + depth)), rsi)?;
+        self.read_tsc()?;
+        self.a.mov(qword_ptr(at(r15, HOLD_START + depth)), rax)?;
+        self.a.inc(qword_ptr(at(r15, ACQUISITIONS)))?;
+        self.a.inc(r8)?;
+        self.a.mov(qword_ptr(at(rsi, LOCK_WITNESS)), r8)?;
+        self.held += 1;
+        self.set_activity(ACTIVITY_LOCK_HELD)
+    }
+
+    /// `Unlock`: releases the lock taken last and adds its hold time.
+    fn unlock(&mut self) -> Emitted {
+        let Some(depth) = self.held.checked_sub(1) else {
+            return Err(EmitError::Malformed("an unlock without a lock held".into()));
+        };
+        self.held = depth;
+        let slot = 8 * depth as u64;
+        self.a.mov(rsi, qword_ptr(at(r15, HELD + slot)))?;
+        self.read_tsc()?;
+        self.a.sub(rax, qword_ptr(at(r15, HOLD_START + slot)))?;
+        self.a.add(qword_ptr(at(r15, HOLD_CYCLES)), rax)?;
+        match self.context.lock_kind {
+            // `arch_spin_unlock`: serve the next ticket. Only the holder writes it, so a plain
+            // add suffices (x86 stores are released in order).
+            LockKind::Ticket => self.a.add(dword_ptr(at(rsi, LOCK_SERVING)), 1)?,
+            _ => self.a.mov(dword_ptr(at(rsi, LOCK_WORD)), 0u32)?,
+        }
+        self.set_activity(if depth == 0 { ACTIVITY_COMPUTE } else { ACTIVITY_LOCK_HELD })
+    }
+
+    /// `Barrier(Spin)`: a sense-reversing centralized barrier (Mellor-Crummey and Scott,
+    /// "Algorithms for scalable synchronization on shared-memory multiprocessors", TOCS
+    /// 1991, Fig. 8): each arrival flips its own sense and decrements the count; the last
+    /// resets the count and publishes its sense, which releases the spinners.
+    fn barrier(&mut self) -> Emitted {
+        self.set_activity(ACTIVITY_BARRIER_WAIT)?;
+        self.a.mov(edi, dword_ptr(at(r15, SENSE)))?;
+        self.a.xor(edi, 1)?;
+        self.a.mov(dword_ptr(at(r15, SENSE)), edi)?;
+        self.a.mov(eax, -1)?;
+        self.a.lock().xadd(dword_ptr(at(r14, BARRIER_COUNT)), eax)?;
+        let mut wait = self.a.create_label();
+        let mut passed = self.a.create_label();
+        self.a.cmp(eax, 1)?;
+        self.a.jne(wait)?;
+        self.a.mov(dword_ptr(at(r14, BARRIER_COUNT)), self.context.barrier_parties)?;
+        self.a.mov(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
+        self.a.jmp(passed)?;
+        self.a.set_label(&mut wait)?;
+        self.a.pause()?;
+        self.tick(SPIN_CYCLES)?;
+        self.a.cmp(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
+        self.a.jne(wait)?;
+        self.a.set_label(&mut passed)?;
+        self.a.inc(qword_ptr(at(r15, BARRIERS)))?;
+        self.set_activity(ACTIVITY_COMPUTE)
+    }
+
+    fn repeat(&mut self, times: Option<u64>) -> Emitted {
+        if self.loops.len() == MAX_LOOP_DEPTH {
+            return Err(EmitError::Malformed(format!("loops nested deeper than {MAX_LOOP_DEPTH}")));
+        }
+        if let Some(n) = times {
+            self.a.mov(rax, n)?;
+            self.a.mov(qword_ptr(at(r15, LOOPS + 8 * self.loops.len() as u64)), rax)?;
+        }
+        let mut body = self.a.create_label();
+        self.a.set_label(&mut body)?;
+        // A label marks the next instruction, and the body may start with another loop's.
+        self.a.nop()?;
+        self.loops.push((body, times.is_none()));
+        Ok(())
+    }
+
+    fn end_repeat(&mut self) -> Emitted {
+        let Some((body, forever)) = self.loops.pop() else {
+            return Err(EmitError::Malformed("EndRepeat without Repeat".into()));
+        };
+        if forever {
+            self.a.jmp(body)?;
+        } else {
+            self.a.dec(qword_ptr(at(r15, LOOPS + 8 * self.loops.len() as u64)))?;
+            self.a.jnz(body)?;
+        }
+        Ok(())
+    }
+
+    /// `Exit`: the program's only VM exit, a write to the done page (MMIO). Should the host
+    /// ever resume it, `ud2` faults instead of running on.
+    fn exit(&mut self) -> Emitted {
+        self.set_activity(ACTIVITY_DONE)?;
+        self.a.mov(eax, DONE_ADDR as u32)?;
+        self.a.mov(byte_ptr(rax), 0u32)?;
+        self.a.ud2()?;
+        Ok(())
+    }
+}
