@@ -20,6 +20,7 @@ use vsched_model::GuestSpec;
 use crate::admission;
 use crate::backend::{Backend, BackendError, Limits, VmSpec};
 use crate::error::RealError;
+use crate::fake::FakeBackend;
 use crate::runner::{self, Control, RunPlan};
 
 /// The wall-clock deadline of one run when `--deadline-s` is not given: the scenario's
@@ -69,11 +70,26 @@ pub struct RealOptions {
 
 /// Whether this machine can run real vCPUs: `None` if it can, else the one-line reason.
 pub fn unavailable_reason() -> Option<String> {
+    if std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake") {
+        return None;
+    }
     admission::check_kvm_device().and_then(|()| crate::machine::kvm_available()).err().map(|e| e.to_string())
 }
 
-/// Runs a scenario's repetitions on KVM vCPUs and returns the JSON report.
+/// Environment variable that puts the fake backend (`fake`) in the machine's place when set
+/// to `fake`: the command line and its tests then run anywhere, reporting `"backend":
+/// "fake"`. Each vCPU of a VM whose workload ends finishes after [`FAKE_WORK`] of CPU time.
+pub const BACKEND_VARIABLE: &str = "VSCHED_REAL_BACKEND";
+/// The CPU time a fake vCPU of a finite workload works before it finishes.
+pub const FAKE_WORK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs a scenario's repetitions on KVM vCPUs and returns the JSON report (on the fake
+/// backend instead when [`BACKEND_VARIABLE`] says so).
 pub fn run_real_json(toml_text: &str, opts: &RealOptions, control: &Control) -> Result<String, RealError> {
+    if std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake") {
+        let build = |vms: &[VmSpec], _: &Limits, _| FakeBackend::new(vms, |vm| vm.guest.finite.then_some(FAKE_WORK));
+        return run_real_json_with(toml_text, opts, control, "fake", |_| Ok(()), build);
+    }
     let check = |vms: &[VmSpec]| -> Result<(), BackendError> {
         // The guests first: a workload the machine cannot run is refused on any host.
         for vm in vms {
@@ -151,7 +167,10 @@ pub fn run_real_json_with<B: Backend>(
         let mut backend = build(&vms, &limits, run_seed)?;
         nice = runner::prepare_scheduler_thread();
         let started = Instant::now();
-        let run = runner::run(&scenario, &vms, run_seed, &mut backend, &plan, control)?;
+        let run = runner::run(&scenario, &vms, run_seed, &mut backend, &plan, control).map_err(|e| match e {
+            RealError::Policy(m) => RealError::Policy(format!("policy {}: {m}", scenario.policy.name())),
+            other => other,
+        })?;
         let wall_s = started.elapsed().as_secs_f64();
         drop(backend);
         let late_us = |q: Option<u64>| q.map(|ns| ns as f64 / 1e3);
