@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use vsched::scenario::Scenario;
 use vsched_engine::{Rng, RngStreams, Time, NS_PER_MS};
-use vsched_model::{Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState};
+use vsched_model::{Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState, World};
 
 use crate::accounting::{HostTally, VmTally};
 use crate::backend::{Backend, BackendEvent, GuestActivity, VmSpec};
@@ -299,7 +299,7 @@ impl<'a, B: Backend> Runner<'a, B> {
 
     /// Asks the policy what `p` runs next and makes it so.
     fn schedule(&mut self, p: PcpuId) -> Result<(), RealError> {
-        let mut prev = self.world_curr(p);
+        let mut prev = self.world.curr(p);
         loop {
             let decision = self.world.with_cx(Some(p), |cx| self.policy.pick_next(cx, p, prev));
             self.world.unmark(p);
@@ -316,7 +316,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             }
             let Some(v) = decision.next else { return Ok(()) };
             self.context_switches += 1;
-            if self.world_last_pcpu(v).is_some_and(|q| q != p) {
+            if self.world.last_pcpu(v).is_some_and(|q| q != p) {
                 self.migrations += 1;
             }
             self.world.set_curr(p, Some(v));
@@ -347,7 +347,7 @@ impl<'a, B: Backend> Runner<'a, B> {
                 "unusable decision: pCPU {p} was given vCPU {v}, which does not exist"
             )));
         }
-        let state = vsched_model::World::state(&self.world, v);
+        let state = self.world.state(v);
         let ok = match state {
             VcpuState::Runnable => true,
             VcpuState::Running(q) => q == p && prev == Some(v),
@@ -367,7 +367,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         if self.started_on[u].take().is_some() {
             self.backend.stop(u)?;
         }
-        if let VcpuState::Running(_) = vsched_model::World::state(&self.world, u) {
+        if let VcpuState::Running(_) = self.world.state(u) {
             let tally = &mut self.vms[self.vm_of[u]];
             match self.backend.activity(u) {
                 GuestActivity::LockHeld => tally.lock_holder_preemptions += 1,
@@ -410,20 +410,12 @@ impl<'a, B: Backend> Runner<'a, B> {
     /// The backend says `v`'s program ended.
     fn finished(&mut self, v: VcpuId) -> Result<(), RealError> {
         self.exit(v);
-        if let VcpuState::Running(p) = vsched_model::World::state(&self.world, v) {
+        if let VcpuState::Running(p) = self.world.state(v) {
             self.block(p, v);
             self.check_failure()?;
             self.schedule(p)?;
         }
         Ok(())
-    }
-
-    fn world_curr(&self, p: PcpuId) -> Option<VcpuId> {
-        vsched_model::World::curr(&self.world, p)
-    }
-
-    fn world_last_pcpu(&self, v: VcpuId) -> Option<PcpuId> {
-        vsched_model::World::last_pcpu(&self.world, v)
     }
 
     /// The runner's invariants, then the policy's (`Policy::check`): each pCPU runs at most
@@ -432,8 +424,8 @@ impl<'a, B: Backend> Runner<'a, B> {
         let now = self.world.current();
         let broken = |what: String| Err(RealError::Policy(format!("real-vCPU invariant broken at t={now} ns: {what}")));
         for p in 0..self.slice_end.len() {
-            if let Some(v) = self.world_curr(p) {
-                let state = vsched_model::World::state(&self.world, v);
+            if let Some(v) = self.world.curr(p) {
+                let state = self.world.state(v);
                 if state != VcpuState::Running(p) {
                     return broken(format!("pCPU {p} runs vCPU {v}, which is {state:?}"));
                 }
@@ -444,7 +436,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             if self.started_on.iter().filter(|&&c| c == Some(cpu)).count() > 1 {
                 return broken(format!("host CPU {cpu} executes vCPU {v} and another"));
             }
-            let state = vsched_model::World::state(&self.world, v);
+            let state = self.world.state(v);
             if !matches!(state, VcpuState::Running(p) if self.plan.host_cpus[p] == cpu) {
                 return broken(format!("vCPU {v} executes on host CPU {cpu} but is {state:?}"));
             }
@@ -468,9 +460,8 @@ impl<'a, B: Backend> Runner<'a, B> {
 
     /// Closes the books at `end` and builds the run's figures.
     fn finish(mut self, end: Time) -> RealRun {
-        let states: Vec<VcpuState> =
-            (0..self.exited.len()).map(|v| vsched_model::World::state(&self.world, v)).collect();
-        let busy: Vec<bool> = (0..self.slice_end.len()).map(|p| self.world_curr(p).is_some()).collect();
+        let states: Vec<VcpuState> = (0..self.exited.len()).map(|v| self.world.state(v)).collect();
+        let busy: Vec<bool> = (0..self.slice_end.len()).map(|p| self.world.curr(p).is_some()).collect();
         self.world.books.close(end, &states, &busy);
         let tsc_hz = self.backend.tsc_hz().max(1) as f64;
         for v in 0..self.exited.len() {
