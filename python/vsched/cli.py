@@ -352,7 +352,7 @@ def real(
         typer.Option(
             "--memory-per-vm",
             metavar="SIZE",
-            help="Guest memory of each VM at most, e.g. 64M (default: 64M).",
+            help=f"Guest memory of each VM at most, e.g. 256M (default: {vsched.real.DEFAULT_MEMORY_PER_VM >> 20}M).",
         ),
     ] = None,
     compare: Annotated[

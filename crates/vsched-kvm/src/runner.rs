@@ -215,7 +215,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         }
         loop {
             self.step()?;
-            let now = self.world.current();
+            let now = self.world.now();
             control.elapsed_ns.store(now, Ordering::Relaxed);
             let all_done =
                 self.vms.iter().any(|t| t.finite) && self.vms.iter().all(|t| !t.finite || t.finished_at.is_some());
@@ -287,7 +287,7 @@ impl<'a, B: Backend> Runner<'a, B> {
 
     fn late(&mut self, due: Time) {
         self.events += 1;
-        self.late_ns.record(self.world.current().saturating_sub(due));
+        self.late_ns.record(self.world.now().saturating_sub(due));
     }
 
     fn check_failure(&self) -> Result<(), RealError> {
@@ -306,7 +306,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             self.sched_invocations += 1;
             self.check_failure()?;
             self.validate(p, prev, decision)?;
-            let now = self.world.current();
+            let now = self.world.now();
             self.slice_end[p] = decision.slice_ns.map(|slice| now + slice.max(1));
             if prev == decision.next {
                 return Ok(());
@@ -341,7 +341,7 @@ impl<'a, B: Backend> Runner<'a, B> {
     /// The policy's decision is usable: the vCPU exists and is runnable, or is `prev`.
     fn validate(&self, p: PcpuId, prev: Option<VcpuId>, d: Decision) -> Result<(), RealError> {
         let Some(v) = d.next else { return Ok(()) };
-        let now = self.world.current();
+        let now = self.world.now();
         if v >= self.exited.len() {
             return Err(RealError::Policy(format!(
                 "unusable decision: pCPU {p} was given vCPU {v}, which does not exist"
@@ -397,7 +397,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         let d = self.vm_of[v];
         self.alive[d] -= 1;
         if self.alive[d] == 0 {
-            self.vms[d].finished_at = Some(self.world.current());
+            self.vms[d].finished_at = Some(self.world.now());
         }
     }
 
@@ -421,7 +421,7 @@ impl<'a, B: Backend> Runner<'a, B> {
     /// The runner's invariants, then the policy's (`Policy::check`): each pCPU runs at most
     /// one vCPU, in agreement with that vCPU's state, and no two started vCPUs share a host CPU.
     fn check(&mut self) -> Result<(), RealError> {
-        let now = self.world.current();
+        let now = self.world.now();
         let broken = |what: String| Err(RealError::Policy(format!("real-vCPU invariant broken at t={now} ns: {what}")));
         for p in 0..self.slice_end.len() {
             if let Some(v) = self.world.curr(p) {

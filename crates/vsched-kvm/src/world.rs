@@ -218,13 +218,9 @@ impl RealWorld {
         &self.counters
     }
 
+    /// The domains, by id.
     pub fn domains(&self) -> &[DomainInfo] {
         &self.domains
-    }
-
-    /// The run's clock as the callbacks last saw it.
-    pub fn current(&self) -> Time {
-        self.now
     }
 }
 
