@@ -352,7 +352,8 @@ def real(
         typer.Option(
             "--memory-per-vm",
             metavar="SIZE",
-            help=f"Guest memory of each VM at most, e.g. 256M (default: {vsched.real.DEFAULT_MEMORY_PER_VM >> 20}M).",
+            help="Guest memory of each VM at most, e.g. 256M "
+            f"(default: {vsched.real.DEFAULT_MEMORY_PER_VM >> 20}M).",
         ),
     ] = None,
     compare: Annotated[
