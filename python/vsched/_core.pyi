@@ -9,6 +9,8 @@ DEFAULT_BASELINE_SCENARIO: str
 DEFAULT_SEED: int
 DEFAULT_REPS: int
 MAX_REPS: int
+REAL_DEFAULT_DEADLINE_S: float
+REAL_DEFAULT_MEMORY_PER_VM: int
 
 class ScenarioError(ValueError): ...
 class PolicyError(RuntimeError): ...
@@ -45,6 +47,19 @@ def workloads() -> str: ...
 def bench(sim_s: float | None = None, copies: int = 1) -> str: ...
 def paper_scenarios() -> dict[str, str]: ...
 def _panic_for_tests(message: str) -> None: ...
+
+# Real vCPUs (crates/vsched-py/src/py_real.rs, crate vsched-kvm).
+
+def run_real(
+    scenario_toml: str,
+    seed: int | None = None,
+    reps: int | None = None,
+    policy: str | None = None,
+    deadline_s: float | None = None,
+    memory_per_vm: int | None = None,
+    progress: Callable[[int, int, float, float], None] | None = None,
+) -> str: ...
+def real_unavailable() -> str | None: ...
 
 # The policy interface for policies written in Python (crates/vsched-py/src/py_types.rs, py_cx.rs).
 

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 import vsched
+import vsched.real
 from vsched import demo as demo_text
 from vsched.report import format_value, report_tables, unfinished_warnings
 from vsched.runs import JobFailed, RunSettings
@@ -147,10 +148,12 @@ class RunProgress:
     """A progress callback that draws a bar on stderr once a run has lasted PROGRESS_DELAY_S,
     and only on a terminal, so short runs and redirected output stay clean."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: str = "simulated") -> None:
         self.started_at = time.monotonic()
         self.bar: Optional[Progress] = None
         self.task: Optional[TaskID] = None
+        # What the run's seconds are: "simulated", or "real" on real vCPUs.
+        self.clock = clock
 
     def __call__(self, rep: int, reps: int, sim_s: float, horizon_s: float) -> None:
         if self.bar is None:
@@ -172,7 +175,7 @@ class RunProgress:
         self.bar.update(
             self.task,
             completed=(rep + rep_fraction) / max(reps, 1),
-            description=f"run {rep + 1}/{reps}  simulated {sim_s:.1f}/{horizon_s:g} s",
+            description=f"run {rep + 1}/{reps}  {self.clock} {sim_s:.1f}/{horizon_s:g} s",
         )
 
     def close(self) -> None:
@@ -307,6 +310,102 @@ def run(
     if not json_output:
         for written in [path for path in (trace, out) if path is not None]:
             stdout.print(f"wrote {written}")
+
+
+def say_on_terminal(message: str) -> None:
+    """A progress line on stderr, only on a terminal."""
+    if stderr.is_terminal:
+        stderr.print(message)
+
+
+@app.command()
+def real(
+    scenario: Annotated[
+        Path,
+        typer.Argument(
+            metavar="SCENARIO", help="Scenario file (TOML), see docs/real-vcpus.md.", show_default=False
+        ),
+    ],
+    policy: Annotated[
+        Optional[str],
+        typer.Option(help="Run under this registered policy (default parameters) instead of the scenario's."),
+    ] = None,
+    reps: Annotated[
+        Optional[int], typer.Option(help="Repetitions, with seeds seed, seed+1, ...; overrides run.reps.")
+    ] = None,
+    seed: Annotated[
+        Optional[int], typer.Option(help="Seed of the first repetition; overrides the scenario's run.seed.")
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the JSON report (or comparison) instead of tables.")
+    ] = False,
+    deadline_s: Annotated[
+        Optional[float],
+        typer.Option(
+            "--deadline-s",
+            help="Wall-clock seconds a run may last at most (with the scenario's horizon; default: "
+            f"{vsched.real.DEFAULT_DEADLINE_S:g}).",
+        ),
+    ] = None,
+    memory_per_vm: Annotated[
+        Optional[str],
+        typer.Option(
+            "--memory-per-vm",
+            metavar="SIZE",
+            help="Guest memory of each VM at most, e.g. 256M "
+            f"(default: {vsched.real.DEFAULT_MEMORY_PER_VM >> 20}M).",
+        ),
+    ] = None,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="Also run the simulator with the same policy and seeds, and print both side by side: "
+            "median [min–max] over the runs, and real over simulated.",
+        ),
+    ] = False,
+    baseline: Annotated[
+        Optional[Path],
+        typer.Option(
+            metavar="ALONE.toml",
+            help="With --compare: the same VMs alone, for each VM's slowdown (its completion over its "
+            "median completion alone, in each world).",
+        ),
+    ] = None,
+) -> None:
+    """Run a scenario on real vCPUs (KVM) under a vsched policy and print what `vsched run` prints."""
+    check_input_file("SCENARIO", scenario)
+    if baseline is not None:
+        if not compare:
+            raise CliError("--baseline: only meaningful with --compare")
+        check_input_file("--baseline", baseline)
+    memory = None if memory_per_vm is None else parse_size(memory_per_vm, "--memory-per-vm")
+    options: dict[str, Any] = {
+        "seed": seed,
+        "reps": reps,
+        "policy": policy,
+        "deadline_s": deadline_s,
+        "memory_per_vm": memory,
+    }
+    if compare:
+        result = vsched.real.compare(scenario, baseline=baseline, progress=say_on_terminal, **options)
+        if json_output:
+            print_json(result)
+        else:
+            stdout.print(vsched.real.comparison_table(result))
+        return
+    progress = RunProgress("real")
+    try:
+        report_text = vsched.real.run_json(scenario, progress=progress, **options)
+    finally:
+        progress.close()
+    report = json.loads(report_text)
+    if json_output:
+        print(report_text)
+        for line in unfinished_warnings(report):
+            print(line, file=sys.stderr)
+    else:
+        stdout.print(report_tables(report, stdout.width))
 
 
 @app.command()

@@ -379,6 +379,9 @@ def speed_line(report: dict[str, Any]) -> str:
     runs: list[dict[str, Any]] = report["runs"]
     events = sum(run["events"] for run in runs)
     wall_s = sum(run["wall_s"] for run in runs)
+    if "backend" in report:
+        # A run on real vCPUs (`vsched real`): its events are the scheduler's, its time real.
+        return f"ran on real vCPUs ({report['backend']}): {events:,} scheduler events in {wall_s:.2f} s"
     rate = f" ({events / wall_s / 1e6:.1f} M events/s)" if wall_s > 0 else ""
     return f"simulated {events:,} events in {wall_s:.2f} s of wall-clock time{rate}"
 

@@ -4,7 +4,7 @@
 //! facade and maps its errors onto Python exceptions; `py_policy`, `py_cx` and `py_types` run a
 //! Python class as a Rust `Policy`. The typed Python API lives in `python/vsched/__init__.py`
 //! and `python/vsched/policy.py`; this module's signatures are mirrored in
-//! `python/vsched/_core.pyi`.
+//! `python/vsched/_core.pyi`. `py_real` runs scenarios on real vCPUs (crate `vsched-kvm`).
 
 // PyO3 0.22's `#[pyfunction]` expansion converts `PyErr` into itself, which newer clippy
 // flags in every function returning `PyResult`.
@@ -17,6 +17,7 @@ use std::sync::Once;
 
 mod py_cx;
 mod py_policy;
+mod py_real;
 mod py_types;
 
 use pyo3::create_exception;
@@ -320,6 +321,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(paper_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(py_real::run_real, m)?)?;
+    m.add_function(wrap_pyfunction!(py_real::real_unavailable, m)?)?;
+    m.add("REAL_DEFAULT_DEADLINE_S", vsched_kvm::real_report::DEFAULT_DEADLINE_S)?;
+    m.add("REAL_DEFAULT_MEMORY_PER_VM", vsched_kvm::real_report::DEFAULT_MEMORY_PER_VM)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     py_types::register(m)?;
     m.add_class::<py_cx::PyCx>()?;

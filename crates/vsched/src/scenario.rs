@@ -239,6 +239,15 @@ impl VmSpec {
             Guest::Driver => "dom0",
         }
     }
+
+    /// What its vCPUs run: the workload's programs on its vCPUs, as every world runs them
+    /// (the simulator, real vCPUs).
+    pub fn guest_spec(&self) -> vsched_model::GuestSpec {
+        match &self.guest {
+            Guest::Workload(w, params) => (w.build)(params, &self.ranks).expect("validated").on_vcpus(self.vcpus),
+            Guest::Driver => driver_guest(self.vcpus),
+        }
+    }
 }
 
 pub(crate) fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -683,10 +692,7 @@ impl Scenario {
                 cap: v.cap,
                 vm_type: v.vm_type,
                 workload: v.workload_name().to_string(),
-                guest: match &v.guest {
-                    Guest::Workload(w, params) => (w.build)(params, &v.ranks).expect("validated").on_vcpus(v.vcpus),
-                    Guest::Driver => driver_guest(v.vcpus),
-                },
+                guest: v.guest_spec(),
                 pv: v.pv,
                 slice_request_ns: v.slice_request_ns,
                 start_at: v.start,

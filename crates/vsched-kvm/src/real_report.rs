@@ -1,0 +1,220 @@
+//! `vsched real`: a scenario's repetitions on real vCPUs, reported in the JSON schema of
+//! `vsched run --json` (`vsched::run_scenario_json`), so the same tables and tools read it.
+//!
+//! Same top-level keys, same per-run `vms` and `host` keys, plus `"backend"` (`"kvm"`), a
+//! `"real"` table (the host CPU of each pCPU, the deadline, the memory cap, the scheduler
+//! thread's nice value) and per run `scheduler_late_us` (how late the loop handled slice
+//! ends, ticks and timers: mean, p99, max). `sim_s` is the run's length on the wall clock.
+//! Figures real vCPUs cannot measure are null, in the runs and in the summary
+//! ([`VM_UNMEASURED`], [`HOST_UNMEASURED`]; docs/real-vcpus.md says why for each).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde_json::{json, Value as Json};
+use vsched::report::{document, RunRecord};
+use vsched::scenario::{check_reps, Scenario};
+use vsched_engine::{ns_to_secs, secs_to_ns};
+use vsched_model::GuestSpec;
+
+use crate::admission;
+use crate::backend::{Backend, BackendError, Limits, VmSpec};
+use crate::error::RealError;
+use crate::fake::FakeBackend;
+use crate::runner::{self, Control, RunPlan};
+
+/// The wall-clock deadline of one run when `--deadline-s` is not given: the scenario's
+/// horizon still applies if it is shorter.
+pub const DEFAULT_DEADLINE_S: f64 = 120.0;
+/// The longest deadline a run may be given: an hour.
+pub const MAX_DEADLINE_S: f64 = 3600.0;
+/// Guest memory of one VM when `--memory-per-vm` is not given.
+pub const DEFAULT_MEMORY_PER_VM: u64 = 64 << 20;
+/// The range `--memory-per-vm` may take: from 1 MiB (page tables, code, counters) to 16 GiB.
+pub const MEMORY_PER_VM_RANGE: std::ops::RangeInclusive<u64> = (1 << 20)..=(16 << 30);
+
+/// Per-VM figures real vCPUs cannot measure: no PLE on kvm_pvm, no guest kernel (ticks,
+/// timers, paravirtual features, IPIs), no I/O or serving workloads, no co-start record.
+pub const VM_UNMEASURED: &[&str] = &[
+    "ple_exits",
+    "requests",
+    "costarts",
+    "ipi_syncs",
+    "pv_halts",
+    "pv_kicks",
+    "pv_tlb_flushes_deferred",
+    "pv_sched_yields",
+    "preempt_delays",
+    "preempt_delays_completed",
+    "preempt_delays_expired",
+    "guest_ticks",
+    "timer_wakes",
+    "messages_received",
+    "rx_packets",
+];
+/// Host figures real vCPUs cannot measure: cache refills are not observed, no PLE.
+pub const HOST_UNMEASURED: &[&str] = &["cache_refill_s", "ple_exits"];
+
+/// Options of `vsched real` that override the scenario.
+#[derive(Debug, Clone, Default)]
+pub struct RealOptions {
+    pub seed: Option<u64>,
+    pub reps: Option<u32>,
+    /// Run under this registered policy (default parameters) instead of the scenario's.
+    pub policy: Option<String>,
+    /// The wall-clock deadline of each run, seconds ([`DEFAULT_DEADLINE_S`]).
+    pub deadline_s: Option<f64>,
+    /// Guest memory of one VM, bytes ([`DEFAULT_MEMORY_PER_VM`]).
+    pub memory_per_vm_bytes: Option<u64>,
+}
+
+/// Whether this machine can run real vCPUs: `None` if it can, else the one-line reason.
+pub fn unavailable_reason() -> Option<String> {
+    if std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake") {
+        return None;
+    }
+    admission::check_kvm_device().and_then(|()| crate::machine::kvm_available()).err().map(|e| e.to_string())
+}
+
+/// Environment variable that puts the fake backend (`fake`) in the machine's place when set
+/// to `fake`: the command line and its tests then run anywhere, reporting `"backend":
+/// "fake"`. Each vCPU of a VM whose workload ends finishes after [`FAKE_WORK`] of CPU time.
+pub const BACKEND_VARIABLE: &str = "VSCHED_REAL_BACKEND";
+/// The CPU time a fake vCPU of a finite workload works before it finishes.
+pub const FAKE_WORK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Runs a scenario's repetitions on KVM vCPUs and returns the JSON report (on the fake
+/// backend instead when [`BACKEND_VARIABLE`] says so).
+pub fn run_real_json(toml_text: &str, opts: &RealOptions, control: &Control) -> Result<String, RealError> {
+    if std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake") {
+        let build = |vms: &[VmSpec], _: &Limits, _| FakeBackend::new(vms, |vm| vm.guest.finite.then_some(FAKE_WORK));
+        return run_real_json_with(toml_text, opts, control, "fake", |_| Ok(()), build);
+    }
+    let check = |vms: &[VmSpec]| -> Result<(), BackendError> {
+        // The guests first: a workload the machine cannot run is refused on any host.
+        for vm in vms {
+            crate::machine::check_supported(vm)?;
+        }
+        admission::check_kvm_device()?;
+        crate::machine::kvm_available()
+    };
+    run_real_json_with(toml_text, opts, control, "kvm", check, crate::machine::KvmBackend::new)
+}
+
+/// As [`run_real_json`] on any backend: `check` refuses what it cannot run before anything
+/// is built, `build` makes the backend of one repetition (its VMs, limits and seed), named
+/// `backend_name` in the report. Each backend is dropped (its VMs and threads cleaned up) as
+/// soon as its repetition ends, whatever way it ends.
+pub fn run_real_json_with<B: Backend>(
+    toml_text: &str,
+    opts: &RealOptions,
+    control: &Control,
+    backend_name: &str,
+    check: impl FnOnce(&[VmSpec]) -> Result<(), BackendError>,
+    mut build: impl FnMut(&[VmSpec], &Limits, u64) -> Result<B, BackendError>,
+) -> Result<String, RealError> {
+    if opts.policy.as_deref().is_some_and(vsched::external::is_external_name) {
+        return Err(RealError::Scenario(
+            "--policy: expected a compiled-in policy: policies written in Python cannot run on real vCPUs yet".into(),
+        ));
+    }
+    let scenario = Scenario::parse_with(toml_text, opts.policy.as_deref(), 0)?;
+    let seed = opts.seed.unwrap_or(scenario.seed);
+    let reps = opts.reps.unwrap_or(scenario.reps);
+    check_reps("--reps", reps)?;
+    let deadline_s = opts.deadline_s.unwrap_or(DEFAULT_DEADLINE_S);
+    if !(deadline_s.is_finite() && deadline_s > 0.0 && deadline_s <= MAX_DEADLINE_S) {
+        return Err(RealError::Scenario(format!(
+            "--deadline-s: expected a number of seconds in (0, {MAX_DEADLINE_S}], got {}",
+            vsched_model::number(deadline_s)
+        )));
+    }
+    let memory_per_vm_bytes = opts.memory_per_vm_bytes.unwrap_or(DEFAULT_MEMORY_PER_VM);
+    if !MEMORY_PER_VM_RANGE.contains(&memory_per_vm_bytes) {
+        return Err(RealError::Scenario(format!(
+            "--memory-per-vm: expected from 1 MiB to 16 GiB ({} to {} bytes), got {memory_per_vm_bytes} bytes",
+            MEMORY_PER_VM_RANGE.start(),
+            MEMORY_PER_VM_RANGE.end()
+        )));
+    }
+    let host_cpus = admission::host_cpus().map_err(RealError::Backend)?;
+    admission::check_scenario(&scenario, host_cpus.len())?;
+    let host_cpus = &host_cpus[..scenario.host.pcpus];
+    let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
+    let mut first_vcpu = 0;
+    let vms: Vec<VmSpec> = scenario
+        .vms
+        .iter()
+        .zip(&guests)
+        .enumerate()
+        .map(|(index, (vm, guest))| {
+            let spec = VmSpec { name: &vm.name, index, guest, first_vcpu };
+            first_vcpu += guest.vcpus;
+            spec
+        })
+        .collect();
+    check(&vms)?;
+    let limits = Limits { memory_per_vm_bytes };
+    let plan = RunPlan { host_cpus, end_ns: secs_to_ns(deadline_s).min(scenario.horizon), until: scenario.until };
+    control.reps.store(reps, Ordering::Relaxed);
+    control.end_ns.store(plan.end_ns, Ordering::Relaxed);
+    let mut records = Vec::with_capacity(reps as usize);
+    let mut lateness = Vec::with_capacity(reps as usize);
+    let mut nice = 0;
+    for rep in 0..reps {
+        control.rep.store(rep, Ordering::Relaxed);
+        let run_seed = seed.wrapping_add(rep as u64);
+        let mut backend = build(&vms, &limits, run_seed)?;
+        nice = runner::prepare_scheduler_thread();
+        let started = Instant::now();
+        let run = runner::run(&scenario, &vms, run_seed, &mut backend, &plan, control).map_err(|e| match e {
+            RealError::Policy(m) => RealError::Policy(format!("policy {}: {m}", scenario.policy.name())),
+            other => other,
+        })?;
+        let wall_s = started.elapsed().as_secs_f64();
+        drop(backend);
+        let late_us = |q: Option<u64>| q.map(|ns| ns as f64 / 1e3);
+        lateness.push(json!({
+            "mean": run.late_ns.mean().map(|ns| ns / 1e3),
+            "p99": late_us(run.late_ns.quantile(0.99)),
+            "max": late_us(run.late_ns.max()),
+        }));
+        records.push(RunRecord { seed: run_seed, wall_s, metrics: run.metrics });
+    }
+    let mut doc = document(&scenario, seed, reps, &records);
+    doc["backend"] = json!(backend_name);
+    doc["real"] = json!({
+        "host_cpus": host_cpus,
+        "deadline_s": ns_to_secs(plan.end_ns),
+        "memory_per_vm_bytes": memory_per_vm_bytes,
+        "scheduler_nice": nice,
+    });
+    for (run, late) in doc["runs"].as_array_mut().expect("runs").iter_mut().zip(lateness) {
+        run["scheduler_late_us"] = late;
+    }
+    mark_unmeasured(&mut doc);
+    Ok(doc.to_string())
+}
+
+/// Writes null for every figure real vCPUs cannot measure, in the runs and the summary.
+fn mark_unmeasured(doc: &mut Json) {
+    let null_keys = |table: &mut Json, keys: &[&str]| {
+        for key in keys {
+            for name in [key.to_string(), format!("{key}_mean"), format!("{key}_std")] {
+                if let Some(value) = table.get_mut(&name) {
+                    *value = Json::Null;
+                }
+            }
+        }
+    };
+    for run in doc["runs"].as_array_mut().expect("runs") {
+        for vm in run["vms"].as_array_mut().expect("vms") {
+            null_keys(vm, VM_UNMEASURED);
+        }
+        null_keys(&mut run["host"], HOST_UNMEASURED);
+    }
+    for vm in doc["summary"]["vms"].as_array_mut().expect("summary vms") {
+        null_keys(vm, VM_UNMEASURED);
+    }
+    null_keys(&mut doc["summary"]["host"], HOST_UNMEASURED);
+}

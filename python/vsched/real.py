@@ -1,0 +1,257 @@
+"""Scenarios on real vCPUs: the same policies scheduling KVM vCPUs that execute generated
+x86-64 code (crate `vsched-kvm`; docs/real-vcpus.md).
+
+`run_json` runs a scenario's repetitions on real vCPUs and returns a report in the schema of
+`vsched.run_json` (plus `backend` and `real`), so `vsched.report` prints it. `compare` runs a
+scenario (and optionally its baseline, the same VMs alone) on the simulator and on real
+vCPUs with the same seeds, and sets per VM the median [min–max] of each world's runs side by
+side. Real runs of a scenario and of its baseline are interleaved, repetition by
+repetition, so that a change in the shared host's load falls on both.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+
+from vsched import ProgressCallback, ScenarioError, ScenarioLike, _check_int, _core, read_scenario
+from vsched.repetitions import seed_and_reps
+from vsched.report import format_value
+
+DEFAULT_DEADLINE_S: float = _core.REAL_DEFAULT_DEADLINE_S
+DEFAULT_MEMORY_PER_VM: int = _core.REAL_DEFAULT_MEMORY_PER_VM
+_U64_MAX = 2**64 - 1
+
+# The per-VM figures a comparison sets side by side, in its rows' order.
+COMPARED = ("completion_s", "cpu_share", "spin_share")
+SLOWDOWN = "slowdown"
+
+
+def unavailable_reason() -> str | None:
+    """Why this machine cannot run real vCPUs (one line), or None if it can."""
+    return _core.real_unavailable()
+
+
+def run_json(
+    scenario: ScenarioLike,
+    *,
+    seed: int | None = None,
+    reps: int | None = None,
+    policy: str | None = None,
+    deadline_s: float | None = None,
+    memory_per_vm: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> str:
+    """Run `scenario` on real vCPUs and return the JSON report as the core wrote it.
+
+    As `vsched.run_json` for `seed`, `reps` and `policy` (a registered policy: Python
+    policies cannot run on real vCPUs yet). Each run ends when every VM whose workload ends
+    has finished (`until = "all_done"`), at the scenario's horizon, or at `deadline_s` seconds
+    of wall-clock time (default `DEFAULT_DEADLINE_S`), whichever comes first. Each VM gets
+    `memory_per_vm` bytes of guest memory at most. `progress(rep, reps, elapsed_s,
+    deadline_s)` is called at most every 100 ms. Bad input, and a machine that cannot run
+    real vCPUs or this scenario on them, raise `ScenarioError`; Ctrl-C stops the run after
+    its VMs are cleaned up.
+    """
+    _check_int("seed", seed, 0, _U64_MAX)
+    _check_int("reps", reps, 1, 2**32 - 1)
+    _check_int("--memory-per-vm", memory_per_vm, 0, _U64_MAX)
+    if deadline_s is not None and not isinstance(deadline_s, (int, float)):
+        raise ScenarioError(f"--deadline-s: expected a number of seconds, got {deadline_s!r}")
+    return _core.run_real(
+        read_scenario(scenario),
+        seed=seed,
+        reps=reps,
+        policy=policy,
+        deadline_s=None if deadline_s is None else float(deadline_s),
+        memory_per_vm=memory_per_vm,
+        progress=progress,
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median, smallest and largest of a figure over runs (None: no run had it)."""
+
+    median: float | None
+    low: float | None
+    high: float | None
+    runs: int
+
+    @staticmethod
+    def of(values: Sequence[float | None]) -> Spread:
+        known = [v for v in values if v is not None]
+        if not known:
+            return Spread(None, None, None, 0)
+        return Spread(statistics.median(known), min(known), max(known), len(known))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"median": self.median, "min": self.low, "max": self.high, "runs": self.runs}
+
+    def text(self, key: str) -> str:
+        if self.median is None or self.low is None or self.high is None:
+            return "—"
+        return (
+            f"{format_value(key, self.median)} [{format_value(key, self.low)}–{format_value(key, self.high)}]"
+        )
+
+
+def _per_vm(report: dict[str, Any], key: str) -> dict[str, list[float | None]]:
+    """`key` of each VM (by name) in each run of `report`."""
+    values: dict[str, list[float | None]] = {}
+    for run in report["runs"]:
+        for vm in run["vms"]:
+            values.setdefault(vm["name"], []).append(vm.get(key))
+    return values
+
+
+def _slowdowns(report: dict[str, Any], baseline: dict[str, Any]) -> dict[str, list[float | None]]:
+    """Each run's completion of each VM over the median completion of that VM in `baseline`."""
+    alone = {name: Spread.of(values).median for name, values in _per_vm(baseline, "completion_s").items()}
+    slowdowns: dict[str, list[float | None]] = {}
+    for name, completions in _per_vm(report, "completion_s").items():
+        reference = alone.get(name)
+        slowdowns[name] = [
+            None if c is None or reference is None or reference <= 0 else c / reference for c in completions
+        ]
+    return slowdowns
+
+
+def _ratio(real: Spread, sim: Spread) -> float | None:
+    if real.median is None or sim.median is None or sim.median == 0:
+        return None
+    return real.median / sim.median
+
+
+def comparison(
+    sim: dict[str, Any],
+    real: dict[str, Any],
+    sim_baseline: dict[str, Any] | None = None,
+    real_baseline: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The per-VM comparison of a simulator report and a real-vCPU report of one scenario
+    (and of its baseline's two reports, for slowdowns): for each VM and figure, each world's
+    median [min–max] over its runs and the ratio of the medians, real over simulated."""
+    columns: dict[str, tuple[dict[str, list[float | None]], dict[str, list[float | None]]]] = {
+        key: (_per_vm(sim, key), _per_vm(real, key)) for key in COMPARED
+    }
+    if sim_baseline is not None and real_baseline is not None:
+        columns[SLOWDOWN] = (_slowdowns(sim, sim_baseline), _slowdowns(real, real_baseline))
+    vms = []
+    for vm in real["runs"][0]["vms"]:
+        name = vm["name"]
+        figures = {}
+        for key, (sim_values, real_values) in columns.items():
+            s, r = Spread.of(sim_values.get(name, [])), Spread.of(real_values.get(name, []))
+            figures[key] = {"sim": s.as_json(), "real": r.as_json(), "real_over_sim": _ratio(r, s)}
+        vms.append({"name": name, "workload": vm["workload"], "vcpus": vm["vcpus"], "figures": figures})
+    return {
+        "scenario": real["scenario"],
+        "policy": real["policy"],
+        "seed": real["seed"],
+        "reps": real["reps"],
+        "baseline": None if real_baseline is None else real_baseline["scenario"],
+        "backend": real.get("backend"),
+        "vms": vms,
+    }
+
+
+def compare(
+    scenario: ScenarioLike,
+    *,
+    baseline: ScenarioLike | None = None,
+    seed: int | None = None,
+    reps: int | None = None,
+    policy: str | None = None,
+    deadline_s: float | None = None,
+    memory_per_vm: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run `scenario` (and `baseline`, if given) on real vCPUs and on the simulator with the
+    same policy and seeds, and return `comparison(...)` with the four reports under
+    `reports`. Real runs go one repetition at a time, the scenario's and the baseline's in
+    turn; `progress(message)` hears of each. Arguments as for `run_json`."""
+    text = read_scenario(scenario)
+    baseline_text = None if baseline is None else read_scenario(baseline)
+    for checked in (text, baseline_text):
+        if checked is not None:
+            _core.validate(checked)
+    seed, reps = seed_and_reps(text, seed, reps)
+    _check_int("seed", seed, 0, _U64_MAX - (reps - 1))
+    _check_int("reps", reps, 1, 2**32 - 1)
+    real_runs: list[dict[str, Any]] = []
+    baseline_runs: list[dict[str, Any]] = []
+    options: dict[str, Any] = {"policy": policy, "deadline_s": deadline_s, "memory_per_vm": memory_per_vm}
+    for rep in range(reps):
+        if progress is not None:
+            progress(f"real vCPUs: run {rep + 1}/{reps} (seed {seed + rep})")
+        real_runs.append(json.loads(run_json(text, seed=seed + rep, reps=1, **options)))
+        if baseline_text is not None:
+            baseline_runs.append(json.loads(run_json(baseline_text, seed=seed + rep, reps=1, **options)))
+    if progress is not None:
+        progress("simulator")
+    sim = json.loads(_core.run(text, seed=seed, reps=reps, policy=policy))
+    sim_baseline = (
+        None
+        if baseline_text is None
+        else json.loads(_core.run(baseline_text, seed=seed, reps=reps, policy=policy))
+    )
+    real = _joined(real_runs, seed)
+    real_baseline = _joined(baseline_runs, seed) if baseline_runs else None
+    result = comparison(sim, real, sim_baseline, real_baseline)
+    result["reports"] = {
+        "sim": sim,
+        "real": real,
+        "sim_baseline": sim_baseline,
+        "real_baseline": real_baseline,
+    }
+    return result
+
+
+def _joined(reports: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    """One report of single-repetition real reports (their runs in order; the summary is
+    left out, a comparison reads the runs)."""
+    joined = dict(reports[0])
+    joined["runs"] = [run for report in reports for run in report["runs"]]
+    joined["reps"] = len(reports)
+    joined["seed"] = seed
+    joined.pop("summary", None)
+    return joined
+
+
+def comparison_table(result: dict[str, Any]) -> Group:
+    """The comparison as `vsched real --compare` prints it: per VM and figure, the simulator's
+    and real vCPUs' median [min–max] over the runs, and real over simulated."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("VM", "figure", "simulator", "real vCPUs", "real/sim"):
+        table.add_column(column, justify="left" if column in ("VM", "figure") else "right", no_wrap=True)
+    for vm in result["vms"]:
+        first = True
+        for key, figure in vm["figures"].items():
+            sim, real = (Spread(**_spread_args(figure[w])) for w in ("sim", "real"))
+            if sim.median is None and real.median is None:
+                continue  # e.g. the completion of a workload that never ends
+            ratio = figure["real_over_sim"]
+            name = vm["name"] if first else ""
+            table.add_row(name, key, sim.text(key), real.text(key), "—" if ratio is None else f"{ratio:.2f}")
+            first = False
+    against = f", slowdown against {result['baseline']}" if result["baseline"] else ""
+    last_seed = result["seed"] + result["reps"] - 1
+    backend = "" if result.get("backend") in (None, "kvm") else f" ({result['backend']} backend)"
+    title = (
+        f"{result['scenario']}, policy {result['policy']}: simulator against real vCPUs{backend}, "
+        f"median [min–max] over {result['reps']} runs (seeds {result['seed']}..{last_seed})"
+        f"{against}"
+    )
+    return Group(title, table)
+
+
+def _spread_args(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"median": entry["median"], "low": entry["min"], "high": entry["max"], "runs": entry["runs"]}

@@ -1,0 +1,285 @@
+"""`vsched real`: scenarios on real vCPUs (docs/real-vcpus.md).
+
+Three groups: bad input, refused on any machine with one line and exit 2; the command on the
+fake backend (`VSCHED_REAL_BACKEND=fake`: vCPUs as busy host threads), which runs anywhere;
+and runs on real KVM vCPUs, skipped (not failed) where this machine cannot run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import vsched.real
+
+from helpers import CliResult
+
+Cli = Callable[..., CliResult]
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "real"
+UNAVAILABLE = vsched.real.unavailable_reason()
+needs_kvm = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no real vCPUs here: {UNAVAILABLE}")
+# The message of every refusal while the KVM machine (issue 18, part A) is not merged.
+MACHINE_PENDING = "the KVM machine is not merged yet"
+
+HOG_AND_SPIN = """\
+name = "two"
+[host]
+pcpus = 1
+dom0_vcpus = 0
+[scheduler]
+name = "rr"
+[[vm]]
+name = "spin"
+vcpus = 1
+[vm.workload]
+kind = "spinlock"
+mode = "user"
+[[vm]]
+name = "hog"
+vcpus = 1
+[vm.workload]
+kind = "cpu_hog"
+[run]
+horizon_s = 60
+until = "all_done"
+"""
+
+
+def scenario_file(tmp_path: Path, text: str = HOG_AND_SPIN, old: str = "", new: str = "") -> Path:
+    if old:
+        assert old in text
+        text = text.replace(old, new, 1)
+    path = tmp_path / "scenario.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refusal(result: CliResult) -> str:
+    """The one line of a refusal: exit 2, nothing on stdout, no traceback."""
+    assert result.exit_code == 2, result
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert len(result.stderr_lines) == 1, result.stderr
+    assert result.stderr_lines[0].startswith("error: ")
+    return result.stderr_lines[0][len("error: ") :]
+
+
+def machine_refusal(result: CliResult) -> str:
+    """A refusal that only the KVM machine can give: skipped until it is merged."""
+    message = refusal(result)
+    if message == MACHINE_PENDING:
+        pytest.skip(MACHINE_PENDING)
+    return message
+
+
+# ---- Bad input, on any machine ----
+
+
+def test_a_missing_kvm_device_is_one_line(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VSCHED_KVM_DEVICE", "/nonexistent")
+    message = machine_refusal(cli("real", scenario_file(tmp_path)))
+    assert message.startswith("real vCPUs need KVM, and /nonexistent cannot be opened"), message
+
+
+def test_a_workload_the_machine_cannot_run_is_named(cli: Cli, tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "web"')
+    assert machine_refusal(cli("real", path)).startswith("vm[0].workload"), path.read_text()
+
+
+def test_more_pcpus_than_host_cpus_are_refused(cli: Cli, tmp_path: Path) -> None:
+    usable = len(os.sched_getaffinity(0))
+    path = scenario_file(tmp_path, old="pcpus = 1", new=f"pcpus = {usable + 1}")
+    assert refusal(cli("real", path)) == (
+        f"host.pcpus: expected at most {usable}, the host CPUs this process may use (each pCPU is one of"
+        f" them), got {usable + 1}"
+    )
+
+
+SPIN_VM = 'vcpus = 1\n[vm.workload]\nkind = "spinlock"'
+HOG_VM = 'vcpus = 1\n[vm.workload]\nkind = "cpu_hog"'
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("dom0_vcpus = 0\n", "", "host.dom0_vcpus: expected 0"),
+        (SPIN_VM, SPIN_VM.replace("\n", "\npv_spinlocks = true\n", 1), "vm[0].pv_spinlocks: expected false"),
+        (HOG_VM, HOG_VM.replace("\n", "\nstop_s = 1\n", 1), "vm[1].stop_s"),
+        ("[run]", "[cluster]\nhosts = 2\n[run]", "cluster.hosts: expected 1"),
+    ],
+)
+def test_what_real_vcpus_do_not_model_is_refused_naming_the_field(
+    cli: Cli, tmp_path: Path, old: str, new: str, field: str
+) -> None:
+    # A host gets a driver domain by default under a Xen policy only; VMs destroyed mid-run
+    # need a policy that handles them, as credit does.
+    xen = field.startswith(("host.dom0", "vm[1].stop_s"))
+    text = HOG_AND_SPIN.replace('name = "rr"', 'name = "credit"') if xen else HOG_AND_SPIN
+    message = refusal(cli("real", scenario_file(tmp_path, text, old, new)))
+    assert message.startswith(field), message
+
+
+def test_python_policies_and_bad_options_are_refused(cli: Cli, tmp_path: Path) -> None:
+    path = scenario_file(tmp_path)
+    assert refusal(cli("real", path, "--policy", "mine.py:Mine")).startswith(
+        "--policy: expected a compiled-in"
+    )
+    assert refusal(cli("real", path, "--baseline", path)) == "--baseline: only meaningful with --compare"
+    assert refusal(cli("real", path, "--deadline-s", "0")) == (
+        "--deadline-s: expected a number of seconds in (0, 3600], got 0"
+    )
+    assert refusal(cli("real", path, "--memory-per-vm", "1k")).startswith(
+        "--memory-per-vm: expected from 1 MiB"
+    )
+    assert refusal(cli("real", path, "--memory-per-vm", "lots")).startswith(
+        "--memory-per-vm: expected a size"
+    )
+    assert refusal(cli("real", tmp_path / "missing.toml")).startswith("SCENARIO: no such file")
+
+
+# ---- The command on the fake backend, on any machine ----
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VSCHED_REAL_BACKEND", "fake")
+
+
+@pytest.mark.usefixtures("fake")
+def test_real_prints_the_tables_of_run(cli: Cli, tmp_path: Path) -> None:
+    result = cli("real", scenario_file(tmp_path), "--reps", "2")
+    assert result.exit_code == 0, result
+    # The title wraps with the table's width.
+    title = " ".join(result.stdout.split("\n\n")[0].split())
+    assert title.startswith("two: VMs (mean ± std over 2 runs, seeds 1..2, policy rr)"), title
+    for fragment in ("cpu_share", "utilization"):
+        assert fragment in result.stdout
+    assert "ran on real vCPUs (fake):" in result.stdout
+
+
+@pytest.mark.usefixtures("fake")
+def test_real_json_has_the_schema_of_run_json(cli: Cli, tmp_path: Path) -> None:
+    path = scenario_file(tmp_path)
+    real = json.loads(cli("real", path, "--json", "--seed", "5").stdout)
+    simulated = json.loads(cli("run", path, "--json", "--seed", "5").stdout)
+    assert set(real) == set(simulated) | {"backend", "real"}
+    assert real["backend"] == "fake" and real["runs"][0]["seed"] == 5
+    assert set(real["runs"][0]["vms"][0]) == set(simulated["runs"][0]["vms"][0])
+    assert set(real["runs"][0]["host"]) == set(simulated["runs"][0]["host"])
+    spin = real["runs"][0]["vms"][0]
+    # The fake's vCPU finishes after 100 ms of CPU; it shared one pCPU with the hog.
+    assert spin["finished"] is True and 0.1 <= spin["completion_s"] < 10
+    assert spin["ple_exits"] is None and real["runs"][0]["host"]["cache_refill_s"] is None
+
+
+@pytest.mark.usefixtures("fake")
+def test_compare_sets_the_simulator_beside_real_vcpus(cli: Cli, tmp_path: Path) -> None:
+    hog = SCENARIOS / "spinlock-hog.toml"
+    alone = SCENARIOS / "spinlock-alone.toml"
+    result = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2", "--json")
+    assert result.exit_code == 0, result
+    comparison: dict[str, Any] = json.loads(result.stdout)
+    assert (comparison["scenario"], comparison["baseline"], comparison["reps"]) == (
+        "real-spinlock-hog",
+        "real-spinlock-alone",
+        2,
+    )
+    spin = comparison["vms"][0]["figures"]
+    assert set(spin) == {"completion_s", "cpu_share", "spin_share", "slowdown"}
+    simulated = json.loads(cli("run", hog, "--json", "--reps", "2").stdout)
+    completions = [run["vms"][0]["completion_s"] for run in simulated["runs"]]
+    # The simulator's side is the simulator's report of the same seeds.
+    assert spin["completion_s"]["sim"]["min"] == min(completions)
+    assert spin["completion_s"]["sim"]["max"] == max(completions)
+    real = spin["completion_s"]["real"]
+    assert real["runs"] == 2 and spin["completion_s"]["real_over_sim"] == pytest.approx(
+        real["median"] / spin["completion_s"]["sim"]["median"]
+    )
+    assert spin["slowdown"]["real"]["median"] > 0
+    table = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2").stdout
+    for fragment in ("simulator against real vCPUs (fake backend)", "slowdown", "real/sim", "spin_share"):
+        assert fragment in table
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals a child process")
+def test_ctrl_c_stops_a_real_run_with_exit_130(tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "cpu_hog"')
+    run = subprocess.Popen(
+        [sys.executable, "-m", "vsched", "real", str(path), "--policy", "rr", "--deadline-s", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "VSCHED_REAL_BACKEND": "fake"},
+    )
+    # Hogs never finish: the run would last the 600 s deadline. Signal it well into it.
+    time.sleep(3)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=30)
+    assert (run.returncode, out, err) == (130, "", "interrupted\n")
+
+
+# ---- On real vCPUs, where this machine has them ----
+
+
+def real_report(cli: Cli, scenario: Path, *options: object) -> dict[str, Any]:
+    result = cli("real", scenario, "--json", *options)
+    assert result.exit_code == 0, result
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert report["backend"] == "kvm"
+    return report
+
+
+@needs_kvm
+@pytest.mark.parametrize("policy", ["rr", "credit", "cosched"])
+def test_policies_run_unchanged_on_real_vcpus(cli: Cli, policy: str) -> None:
+    report = real_report(cli, SCENARIOS / "spinlock-hog.toml", "--policy", policy, "--reps", "1")
+    spin, hog = report["runs"][0]["vms"]
+    assert spin["finished"] is True, spin
+    # Two pCPUs, both busy: the VMs' shares fill most of the host.
+    assert spin["cpu_share"] + hog["cpu_share"] > 0.8
+    assert 0 < spin["spin_share"] < 1
+    assert report["runs"][0]["host"]["context_switches"] > 0
+
+
+@needs_kvm
+def test_a_hog_beside_a_spinlock_vm_makes_it_spin_and_slow_down(cli: Cli) -> None:
+    # The prototype's finding on these machines: 0.41-0.53x its alone rate, 53-58 % spinning
+    # against 28 % alone. Here only the direction is asserted: the figures are the docs'.
+    hog = real_report(cli, SCENARIOS / "spinlock-hog.toml", "--reps", "3")
+    alone = real_report(cli, SCENARIOS / "spinlock-alone.toml", "--reps", "3")
+    beside, by_itself = hog["summary"]["vms"][0], alone["summary"]["vms"][0]
+    assert beside["completion_s_mean"] > 1.2 * by_itself["completion_s_mean"]
+    assert beside["spin_share_mean"] > by_itself["spin_share_mean"]
+
+
+@needs_kvm
+def test_gang_scheduling_keeps_a_barrier_vm_from_spinning(cli: Cli) -> None:
+    rr = real_report(cli, SCENARIOS / "barrier-hog.toml", "--reps", "2")
+    gang = real_report(cli, SCENARIOS / "barrier-hog.toml", "--reps", "2", "--policy", "cosched")
+    assert gang["summary"]["vms"][0]["spin_share_mean"] < rr["summary"]["vms"][0]["spin_share_mean"]
+
+
+@needs_kvm
+def test_compare_on_real_vcpus(cli: Cli) -> None:
+    result = cli(
+        "real",
+        SCENARIOS / "barrier-hog.toml",
+        "--compare",
+        "--baseline",
+        SCENARIOS / "barrier-alone.toml",
+        "--reps",
+        "2",
+        "--json",
+    )
+    assert result.exit_code == 0, result
+    figures = json.loads(result.stdout)["vms"][0]["figures"]
+    for key in ("completion_s", "cpu_share", "spin_share", "slowdown"):
+        assert figures[key]["real"]["runs"] == 2 and figures[key]["real_over_sim"] is not None, key
