@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import pytest
 
+import vsched
 import vsched.real
 
 from helpers import CliResult
@@ -243,8 +244,14 @@ def test_policies_run_unchanged_on_real_vcpus(cli: Cli, policy: str) -> None:
     report = real_report(cli, SCENARIOS / "spinlock-hog.toml", "--policy", policy, "--reps", "1")
     spin, hog = report["runs"][0]["vms"]
     assert spin["finished"] is True, spin
-    # Two pCPUs, both busy: the VMs' shares fill most of the host.
-    assert spin["cpu_share"] + hog["cpu_share"] > 0.8
+    # How much of the host the VMs use is the policy's doing: both pCPUs busy under rr and
+    # credit, one idle while the hog runs under gang scheduling (the CON VM waits for both).
+    # Real vCPUs use what the simulator says within 0.1 of the host: stops, starts and the
+    # scheduler's own wake-ups take a few % here (docs/real-vcpus.md, "Limits").
+    simulated = vsched.run(SCENARIOS / "spinlock-hog.toml", policy=policy, reps=1)
+    sim_spin, sim_hog = simulated["runs"][0]["vms"]
+    used, sim_used = spin["cpu_share"] + hog["cpu_share"], sim_spin["cpu_share"] + sim_hog["cpu_share"]
+    assert abs(used - sim_used) < 0.1, (used, sim_used)
     assert 0 < spin["spin_share"] < 1
     assert report["runs"][0]["host"]["context_switches"] > 0
 
