@@ -361,7 +361,7 @@ def real(
         typer.Option(
             "--compare",
             help="Also run the simulator with the same policy and seeds, and print both side by side: "
-            "median [min–max] over the runs, and real over simulated.",
+            "median and range (min–max) over the runs, and real over simulated.",
         ),
     ] = False,
     baseline: Annotated[

@@ -4,8 +4,9 @@
 //! p50/p90 of stopping a vCPU in guest code and of starting one up to its first guest
 //! instruction (the guest notes the TSC when it notices it resumed; guest and host read one
 //! TSC); how often a vCPU never stopped still sees a descheduling gap (host interruptions
-//! longer than the threshold); and a 2-vCPU ticket-spinlock VM's rate when alone, over
-//! several runs, since the host is shared and noisy.
+//! longer than the threshold); what a switch between two vCPUs costs the vCPU switched in,
+//! on one host CPU and migrating at every switch; and a 2-vCPU ticket-spinlock VM's rate
+//! when alone, over several runs, since the host is shared and noisy.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -79,6 +80,11 @@ fn main() {
     );
     drop(backend);
 
+    println!("a switch between two vCPUs, what the one switched in loses:");
+    for migrate in [false, true] {
+        switch_cost(&cpus, Duration::from_millis(10), migrate);
+    }
+
     spinlock_alone(vcpu_cpu, &cpus);
 }
 
@@ -122,6 +128,47 @@ fn spinlock_alone(vcpu_cpu: usize, cpus: &[usize]) {
     println!("  spinning, % of running: {}", spread(&mut spinning, 1));
     // Below 100 % the host's other processes took the rest: the rate is this host's today.
     println!("  CPU the vCPU threads got, % of their two CPUs: {}", spread(&mut share, 1));
+}
+
+/// Two 1-vCPU hogs take turns for `slice` each, `SWITCHES` times: on one host CPU, or
+/// (`migrate`) each turn on the other of two. Prints, per switch, how much of the time the
+/// scheduler gave a vCPU its thread did not get (the host's doing) and its guest did not
+/// count as executing (the thread's and the guest's entry, including the host's and the
+/// virtualization's work at each entry).
+fn switch_cost(cpus: &[usize], slice: Duration, migrate: bool) {
+    const SWITCHES: usize = 100;
+    let hog = workload("cpu_hog", 1, &[]);
+    let vms = [
+        VmSpec { name: "a", index: 0, guest: &hog, first_vcpu: 0 },
+        VmSpec { name: "b", index: 1, guest: &hog, first_vcpu: 1 },
+    ];
+    let mut backend = KvmBackend::new(&vms, &LIMITS, 1).unwrap_or_else(|e| fail(&e.to_string()));
+    let hz = backend.tsc_hz() as f64;
+    let cpu_time = |b: &KvmBackend, v| b.cpu_time_ns(v).unwrap_or(0) as f64;
+    let before = [cpu_time(&backend, 0), cpu_time(&backend, 1)];
+    let mut given_ns = [0.0f64; 2];
+    for turn in 0..SWITCHES {
+        let v = turn % 2;
+        let cpu = if migrate { cpus[turn % cpus.len()] } else { cpus[cpus.len() - 1] };
+        let t = Instant::now();
+        backend.start(v, cpu).unwrap();
+        std::thread::sleep(slice);
+        backend.stop(v).unwrap();
+        given_ns[v] += t.elapsed().as_nanos() as f64;
+    }
+    let thread_ns: f64 = (0..2).map(|v| cpu_time(&backend, v) - before[v]).sum();
+    let guest_ns: f64 = (0..2).map(|v| backend.counters(v).compute_cycles as f64 / hz * 1e9).sum();
+    let given: f64 = given_ns.iter().sum();
+    let per_switch = |ns: f64| ns / SWITCHES as f64 / 1e3;
+    println!(
+        "  {} ms turns, {}: per switch, thread not on its CPU {:.0} µs, guest not executing {:.0} µs \
+         (given {:.0} ms in all)",
+        slice.as_millis(),
+        if migrate { "migrating at every switch" } else { "on one host CPU" },
+        per_switch(given - thread_ns),
+        per_switch(given - guest_ns),
+        given / 1e6
+    );
 }
 
 fn workload(name: &str, vcpus: usize, given: &[(&str, Value)]) -> GuestSpec {

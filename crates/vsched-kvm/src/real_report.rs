@@ -4,7 +4,8 @@
 //! Same top-level keys, same per-run `vms` and `host` keys, plus `"backend"` (`"kvm"`), a
 //! `"real"` table (the host CPU of each pCPU, the deadline, the memory cap, the scheduler
 //! thread's nice value) and per run `scheduler_late_us` (how late the loop handled slice
-//! ends, ticks and timers: mean, p99, max). `sim_s` is the run's length on the wall clock.
+//! ends, ticks and timers: mean, p99, max) and per VM `guest_executed_s` (what its guest
+//! counted itself executing; see `RealRun`). `sim_s` is the run's length on the wall clock.
 //! Figures real vCPUs cannot measure are null, in the runs and in the summary
 //! ([`VM_UNMEASURED`], [`HOST_UNMEASURED`]; docs/real-vcpus.md says why for each).
 
@@ -160,6 +161,7 @@ pub fn run_real_json_with<B: Backend>(
     control.end_ns.store(plan.end_ns, Ordering::Relaxed);
     let mut records = Vec::with_capacity(reps as usize);
     let mut lateness = Vec::with_capacity(reps as usize);
+    let mut executed = Vec::with_capacity(reps as usize);
     let mut nice = 0;
     for rep in 0..reps {
         control.rep.store(rep, Ordering::Relaxed);
@@ -174,6 +176,7 @@ pub fn run_real_json_with<B: Backend>(
         let wall_s = started.elapsed().as_secs_f64();
         drop(backend);
         let late_us = |q: Option<u64>| q.map(|ns| ns as f64 / 1e3);
+        executed.push(run.guest_executed_s.clone());
         lateness.push(json!({
             "mean": run.late_ns.mean().map(|ns| ns / 1e3),
             "p99": late_us(run.late_ns.quantile(0.99)),
@@ -189,8 +192,11 @@ pub fn run_real_json_with<B: Backend>(
         "memory_per_vm_bytes": memory_per_vm_bytes,
         "scheduler_nice": nice,
     });
-    for (run, late) in doc["runs"].as_array_mut().expect("runs").iter_mut().zip(lateness) {
+    for ((run, late), executed) in doc["runs"].as_array_mut().expect("runs").iter_mut().zip(lateness).zip(executed) {
         run["scheduler_late_us"] = late;
+        for (vm, seconds) in run["vms"].as_array_mut().expect("vms").iter_mut().zip(executed) {
+            vm["guest_executed_s"] = json!(seconds);
+        }
     }
     mark_unmeasured(&mut doc);
     Ok(doc.to_string())

@@ -95,6 +95,10 @@ pub struct RealRun {
     pub metrics: RunMetrics,
     /// How late the loop handled each deadline (slice end, tick, policy timer), in ns.
     pub late_ns: Histogram,
+    /// Per VM, in scenario order: the seconds its guest counted itself executing (compute
+    /// and spin cycles, gaps of descheduling left out). Against its `cpu_s`, the time the
+    /// scheduler gave it, the difference is what stops, starts and the host took.
+    pub guest_executed_s: Vec<f64>,
 }
 
 /// Runs `scenario` once on `backend`, whose vCPUs are those of `vms` (built for this run,
@@ -464,8 +468,11 @@ impl<'a, B: Backend> Runner<'a, B> {
         let busy: Vec<bool> = (0..self.slice_end.len()).map(|p| self.world.curr(p).is_some()).collect();
         self.world.books.close(end, &states, &busy);
         let tsc_hz = self.backend.tsc_hz().max(1) as f64;
+        let mut guest_executed_s = vec![0.0; self.vms.len()];
         for v in 0..self.exited.len() {
-            self.vms[self.vm_of[v]].spin_s += self.backend.counters(v).spin_cycles as f64 / tsc_hz;
+            let counters = self.backend.counters(v);
+            self.vms[self.vm_of[v]].spin_s += counters.spin_cycles as f64 / tsc_hz;
+            guest_executed_s[self.vm_of[v]] += (counters.spin_cycles + counters.compute_cycles) as f64 / tsc_hz;
         }
         for (tally, &launches) in self.vms.iter_mut().zip(&self.world.co_launches) {
             tally.co_launches = launches;
@@ -480,6 +487,6 @@ impl<'a, B: Backend> Runner<'a, B> {
             policy_counters: self.world.counters().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         };
         let metrics = self.world.books.metrics(end, self.world.domains(), &self.vms, host);
-        RealRun { metrics, late_ns: self.late_ns }
+        RealRun { metrics, late_ns: self.late_ns, guest_executed_s }
     }
 }

@@ -322,7 +322,15 @@ fn the_report_has_the_simulator_report_keys_and_nulls_what_it_cannot_measure() {
     expected.sort();
     assert_eq!(keys(&real), expected);
     assert_eq!(real["backend"], "fake");
-    assert_eq!(keys(&real["runs"][0]["vms"][0]), keys(&simulated["runs"][0]["vms"][0]));
+    // Each VM also has what its guest counted itself executing, which the simulator has not.
+    let mut vm_keys = keys(&simulated["runs"][0]["vms"][0]);
+    vm_keys.push("guest_executed_s".to_string());
+    vm_keys.sort();
+    assert_eq!(keys(&real["runs"][0]["vms"][0]), vm_keys);
+    // The fake's vCPUs count the CPU time their threads got: never more than they were given.
+    let vm = &real["runs"][0]["vms"][0];
+    let (executed, given) = (vm["guest_executed_s"].as_f64().unwrap(), vm["cpu_s"].as_f64().unwrap());
+    assert!(executed > 0.0 && executed <= given, "{executed} {given}");
     assert_eq!(keys(&real["runs"][0]["host"]), keys(&simulated["runs"][0]["host"]));
     assert_eq!(keys(&real["summary"]["vms"][0]), keys(&simulated["summary"]["vms"][0]));
     assert_eq!(real["runs"][0]["vms"][0]["ple_exits"], Json::Null);
