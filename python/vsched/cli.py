@@ -183,6 +183,20 @@ class RunProgress:
             self.bar.stop()
 
 
+def print_report(report_text: str, json_output: bool) -> dict[str, Any]:
+    """Prints a report as JSON or as tables; returns it parsed."""
+    report: dict[str, Any] = json.loads(report_text)
+    if json_output:
+        print(report_text)
+        # The tables carry these warnings; JSON output keeps stdout clean, so they go to
+        # stderr, one line each as errors do.
+        for line in unfinished_warnings(report):
+            print(line, file=sys.stderr)
+    else:
+        stdout.print(report_tables(report, stdout.width))
+    return report
+
+
 def run_with_progress(scenario: vsched.ScenarioLike, **options: Any) -> str:
     progress = RunProgress()
     try:
@@ -290,15 +304,7 @@ def run(
         if trace is None:
             raise
         raise CliError(f"--trace: {describe_os_error(error)}") from None
-    report = json.loads(report_text)
-    if json_output:
-        print(report_text)
-        # The tables carry these warnings; JSON output keeps stdout clean, so they go to
-        # stderr, one line each as errors do.
-        for line in unfinished_warnings(report):
-            print(line, file=sys.stderr)
-    else:
-        stdout.print(report_tables(report, stdout.width))
+    report = print_report(report_text, json_output)
     if out is not None:
         try:
             (out / "results.json").write_text(report_text, encoding="utf-8")
@@ -399,13 +405,7 @@ def real(
         report_text = vsched.real.run_json(scenario, progress=progress, **options)
     finally:
         progress.close()
-    report = json.loads(report_text)
-    if json_output:
-        print(report_text)
-        for line in unfinished_warnings(report):
-            print(line, file=sys.stderr)
-    else:
-        stdout.print(report_tables(report, stdout.width))
+    print_report(report_text, json_output)
 
 
 @app.command()

@@ -144,43 +144,56 @@ impl Policy for FailsAfter {
     }
 }
 
-struct Factory;
+/// A policy of the test's own, resolved by its name `test:…` as an external policy (the way
+/// a Python policy reaches the core).
+#[derive(Clone, Copy)]
+struct TestPolicy {
+    name: &'static str,
+    build: fn() -> Box<dyn Policy>,
+}
 
-impl ExternalPolicy for Factory {
+impl ExternalPolicy for TestPolicy {
     fn name(&self) -> &str {
-        "test:FailsAfter"
+        self.name
     }
     fn hypervisor(&self) -> Hypervisor {
         Hypervisor::Generic
     }
     fn build(&self) -> Result<Box<dyn Policy>, String> {
-        Ok(Box::new(FailsAfter { picks: 10, queue: Default::default() }))
+        Ok((self.build)())
     }
 }
 
-impl PolicyResolver for Factory {
+impl PolicyResolver for TestPolicy {
     fn resolve(
         &self,
         _field: &str,
         _name: &str,
         _params: &BTreeMap<String, Value>,
     ) -> Result<Arc<dyn ExternalPolicy>, ConfigError> {
-        Ok(Arc::new(Factory))
+        Ok(Arc::new(*self))
     }
 }
 
-#[test]
-fn a_policy_that_fails_stops_the_run_with_its_message() {
-    let _serial = serial();
-    let text = scenario_text(1, "name = \"test:FailsAfter\"", &[("a", 2, HOG)], "horizon_s = 5");
-    let scenario = Scenario::parse_with_resolver(&text, None, 0, Some(&Factory)).unwrap();
+/// Runs `policy` once over `vms` on one pCPU of the fake, for at most 5 s.
+fn run_test_policy(policy: TestPolicy, vms: &[(&str, u32, &str)]) -> Result<runner::RealRun, RealError> {
+    let text = scenario_text(1, &format!("name = \"{}\"", policy.name), vms, "horizon_s = 5");
+    let scenario = Scenario::parse_with_resolver(&text, None, 0, Some(&policy)).unwrap();
     let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
     let vms = specs(&scenario, &guests);
     let mut backend = FakeBackend::new(&vms, |_| None).unwrap();
     let cpus = admission::host_cpus().unwrap();
     let plan = RunPlan { host_cpus: &cpus[..1], end_ns: 5_000_000_000, until: Until::Horizon };
+    runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default())
+}
+
+#[test]
+fn a_policy_that_fails_stops_the_run_with_its_message() {
+    let _serial = serial();
+    let fails_after =
+        TestPolicy { name: "test:FailsAfter", build: || Box::new(FailsAfter { picks: 10, queue: Default::default() }) };
     let started = Instant::now();
-    let outcome = runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default());
+    let outcome = run_test_policy(fails_after, &[("a", 2, HOG)]);
     assert_eq!(outcome.err(), Some(RealError::Policy("gave up on purpose".into())));
     // Ten 2 ms slices, not the 5 s horizon.
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
@@ -189,8 +202,7 @@ fn a_policy_that_fails_stops_the_run_with_its_message() {
 #[test]
 fn an_unusable_decision_is_a_policy_error() {
     let _serial = serial();
-    // `cosched` is not to blame here: its decisions are checked like any other policy's, and
-    // this test only needs one that names a vCPU out of range, which the resolver builds.
+    // A policy that names a vCPU out of range: its decisions are checked like any other's.
     struct Wrong;
     impl Policy for Wrong {
         fn vcpu_insert(&mut self, _cx: &mut Cx, _v: VcpuId) {}
@@ -199,36 +211,8 @@ fn an_unusable_decision_is_a_policy_error() {
             Decision::run(7, 1_000_000)
         }
     }
-    struct WrongFactory;
-    impl ExternalPolicy for WrongFactory {
-        fn name(&self) -> &str {
-            "test:Wrong"
-        }
-        fn hypervisor(&self) -> Hypervisor {
-            Hypervisor::Generic
-        }
-        fn build(&self) -> Result<Box<dyn Policy>, String> {
-            Ok(Box::new(Wrong))
-        }
-    }
-    impl PolicyResolver for WrongFactory {
-        fn resolve(
-            &self,
-            _field: &str,
-            _name: &str,
-            _params: &BTreeMap<String, Value>,
-        ) -> Result<Arc<dyn ExternalPolicy>, ConfigError> {
-            Ok(Arc::new(WrongFactory))
-        }
-    }
-    let text = scenario_text(1, "name = \"test:Wrong\"", &[("a", 1, HOG)], "horizon_s = 5");
-    let scenario = Scenario::parse_with_resolver(&text, None, 0, Some(&WrongFactory)).unwrap();
-    let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
-    let vms = specs(&scenario, &guests);
-    let mut backend = FakeBackend::new(&vms, |_| None).unwrap();
-    let cpus = admission::host_cpus().unwrap();
-    let plan = RunPlan { host_cpus: &cpus[..1], end_ns: 5_000_000_000, until: Until::Horizon };
-    let error = runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default()).err();
+    let wrong = TestPolicy { name: "test:Wrong", build: || Box::new(Wrong) };
+    let error = run_test_policy(wrong, &[("a", 1, HOG)]).err();
     assert_eq!(
         error,
         Some(RealError::Policy("unusable decision: pCPU 0 was given vCPU 7, which does not exist".into()))
