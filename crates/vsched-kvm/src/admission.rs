@@ -9,27 +9,14 @@
 use vsched::scenario::{Guest, Scenario};
 use vsched_model::ConfigError;
 
-use crate::backend::BackendError;
-
-/// Environment variable naming the KVM device to check before a run (default `/dev/kvm`):
-/// tests set it to a missing path to see the refusal a machine without KVM gives.
+/// Environment variable naming the KVM device a run opens (default `/dev/kvm`): tests set it
+/// to a missing path to see the refusal a machine without KVM gives.
 pub const KVM_DEVICE_VARIABLE: &str = "VSCHED_KVM_DEVICE";
 const DEFAULT_KVM_DEVICE: &str = "/dev/kvm";
 
 /// The KVM device a run uses: `VSCHED_KVM_DEVICE`, else `/dev/kvm`.
 pub fn kvm_device_path() -> String {
     std::env::var(KVM_DEVICE_VARIABLE).unwrap_or_else(|_| DEFAULT_KVM_DEVICE.to_string())
-}
-
-/// Whether the KVM device can be opened for reading and writing, as creating a VM needs.
-pub fn check_kvm_device() -> Result<(), BackendError> {
-    let path = kvm_device_path();
-    std::fs::OpenOptions::new().read(true).write(true).open(&path).map(drop).map_err(|e| {
-        BackendError::Unavailable(format!(
-            "real vCPUs need KVM, and {path} cannot be opened ({e}); expected a host with KVM \
-             (kvm_intel, kvm_amd or kvm_pvm loaded) and read-write access to its device"
-        ))
-    })
 }
 
 /// The host CPUs this process may run on, in increasing order: pCPU i of a run is the i-th.

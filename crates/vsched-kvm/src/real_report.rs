@@ -71,10 +71,15 @@ pub struct RealOptions {
 
 /// Whether this machine can run real vCPUs: `None` if it can, else the one-line reason.
 pub fn unavailable_reason() -> Option<String> {
-    if std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake") {
+    if fake_backend_requested() {
         return None;
     }
-    admission::check_kvm_device().and_then(|()| crate::machine::kvm_available()).err().map(|e| e.to_string())
+    crate::machine::kvm_available().err().map(|e| e.to_string())
+}
+
+/// Whether [`BACKEND_VARIABLE`] asks for the fake backend.
+fn fake_backend_requested() -> bool {
+    std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake")
 }
 
 /// Environment variable that puts the fake backend (`fake`) in the machine's place when set
@@ -87,7 +92,7 @@ pub const FAKE_WORK: std::time::Duration = std::time::Duration::from_millis(100)
 /// Runs a scenario's repetitions on KVM vCPUs and returns the JSON report (on the fake
 /// backend instead when [`BACKEND_VARIABLE`] says so).
 pub fn run_real_json(toml_text: &str, opts: &RealOptions, control: &Control) -> Result<String, RealError> {
-    if std::env::var(BACKEND_VARIABLE).is_ok_and(|backend| backend == "fake") {
+    if fake_backend_requested() {
         let build = |vms: &[VmSpec], _: &Limits, _| FakeBackend::new(vms, |vm| vm.guest.finite.then_some(FAKE_WORK));
         return run_real_json_with(toml_text, opts, control, "fake", |_| Ok(()), build);
     }
@@ -96,7 +101,6 @@ pub fn run_real_json(toml_text: &str, opts: &RealOptions, control: &Control) -> 
         for vm in vms {
             crate::machine::check_supported(vm)?;
         }
-        admission::check_kvm_device()?;
         crate::machine::kvm_available()
     };
     run_real_json_with(toml_text, opts, control, "kvm", check, crate::machine::KvmBackend::new)

@@ -1,6 +1,7 @@
 //! `KvmBackend`: the VMs of a scenario on `/dev/kvm`, one parked thread per vCPU, started
 //! and stopped as the scheduler says.
 
+use std::ffi::CString;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Instant;
 
@@ -11,33 +12,41 @@ use super::thread_setup::install_kick_handler;
 use super::tsc;
 use super::vcpu_thread::VcpuThread;
 use super::vm::{self, Vm};
+use crate::admission::kvm_device_path;
 use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};
 use crate::guest_code::layout::*;
 use crate::guest_code::{build_image, ImageError};
 
-/// Ok when `/dev/kvm` can be opened and has the capabilities we need; else
+/// Ok when the KVM device (`admission::kvm_device_path`: `/dev/kvm` unless
+/// `VSCHED_KVM_DEVICE` names another) can be opened and has the capabilities we need; else
 /// `BackendError::Unavailable` with one line saying why.
 pub fn kvm_available() -> Result<(), BackendError> {
     open_kvm().map(drop)
 }
 
 fn open_kvm() -> Result<Kvm, BackendError> {
-    let kvm = Kvm::new().map_err(|e| {
-        let why = match e.errno() {
-            libc::ENOENT => "it does not exist: this host has no KVM (load kvm_intel, kvm_amd or kvm_pvm)",
-            libc::EACCES | libc::EPERM => "permission denied: add this user to the kvm group",
-            _ => "",
-        };
-        let why = if why.is_empty() { e.to_string() } else { why.to_string() };
-        BackendError::Unavailable(format!("real vCPUs need /dev/kvm, which cannot be opened: {why}"))
+    let path = kvm_device_path();
+    let unavailable = |why: String| {
+        BackendError::Unavailable(format!(
+            "real vCPUs need KVM, and {path} cannot be opened ({why}); expected a host with KVM \
+             (kvm_intel, kvm_amd or kvm_pvm loaded) and read-write access to its device"
+        ))
+    };
+    let c_path = CString::new(path.clone()).map_err(|_| unavailable("its name holds a NUL".into()))?;
+    let kvm = Kvm::new_with_path(&c_path).map_err(|e| {
+        unavailable(match e.errno() {
+            libc::ENOENT => "it does not exist: this host has no KVM".into(),
+            libc::EACCES | libc::EPERM => "permission denied: add this user to the kvm group".into(),
+            _ => e.to_string(),
+        })
     })?;
     let version = kvm.get_api_version();
     if version != kvm_bindings::KVM_API_VERSION as i32 {
-        return Err(BackendError::Unavailable(format!("/dev/kvm speaks KVM API version {version}, not 12")));
+        return Err(BackendError::Unavailable(format!("{path} speaks KVM API version {version}, not 12")));
     }
     for (cap, name) in [(Cap::UserMemory, "KVM_CAP_USER_MEMORY"), (Cap::ImmediateExit, "KVM_CAP_IMMEDIATE_EXIT")] {
         if !kvm.check_extension(cap) {
-            return Err(BackendError::Unavailable(format!("/dev/kvm lacks {name}, which real vCPUs need")));
+            return Err(BackendError::Unavailable(format!("{path} lacks {name}, which real vCPUs need")));
         }
     }
     Ok(kvm)
