@@ -75,7 +75,14 @@ impl<E> Ord for Entry<E> {
 }
 
 /// A priority queue of future events with a clock that advances as events are popped.
+///
+/// The earliest event may wait outside the heap, in `front`: an event scheduled before
+/// everything queued (a reschedule at the current instant, the next step of the only busy
+/// vCPU) is often the very next one popped, and then it never enters the heap. The order of
+/// delivery is the heap's alone would give.
 pub struct EventQueue<E> {
+    /// If set, an entry that sorts before every entry of `heap`.
+    front: Option<Entry<E>>,
     heap: BinaryHeap<Entry<E>>,
     now: Time,
     next_seq: u64,
@@ -94,7 +101,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), now: 0, next_seq: 0, cancelled: HashSet::new(), popped: 0, len_sum: 0 }
+        EventQueue { front: None, heap: BinaryHeap::new(), now: 0, next_seq: 0, cancelled: HashSet::new(), popped: 0, len_sum: 0 }
     }
 
     /// Current simulated time: the time of the last popped event.
@@ -119,11 +126,11 @@ impl<E> EventQueue<E> {
 
     /// Number of events waiting, cancelled ones included.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() + usize::from(self.front.is_some())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.front.is_none() && self.heap.is_empty()
     }
 
     /// Schedules `payload` at absolute time `at` (never before now) with a tie-break priority.
@@ -151,7 +158,16 @@ impl<E> EventQueue<E> {
         debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
         let time = at.max(self.now) as u128;
         let key = (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128;
-        self.heap.push(Entry { key, payload });
+        let entry = Entry { key, payload };
+        match &self.front {
+            Some(front) if key < front.key => {
+                let displaced = self.front.replace(entry).expect("front is set");
+                self.heap.push(displaced);
+            }
+            Some(_) => self.heap.push(entry),
+            None if self.heap.peek().is_none_or(|top| key < top.key) => self.front = Some(entry),
+            None => self.heap.push(entry),
+        }
     }
 
     /// Cancels a pending event. Do not cancel an event already delivered: its ticket would
@@ -165,7 +181,7 @@ impl<E> EventQueue<E> {
     /// Removes and returns the next live event, advancing the clock to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        while let Some(entry) = self.heap.pop() {
+        while let Some(entry) = self.front.take().or_else(|| self.heap.pop()) {
             if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq()) {
                 continue;
             }
@@ -186,7 +202,7 @@ impl<E> EventQueue<E> {
 
     /// Time of the next event (cancelled ones included), without popping it.
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| (e.key >> 64) as Time)
+        self.front.as_ref().or_else(|| self.heap.peek()).map(|e| (e.key >> 64) as Time)
     }
 }
 
