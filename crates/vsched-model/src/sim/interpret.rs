@@ -76,26 +76,39 @@ impl Core {
     /// (Re)schedules the single pending guest event of a running vCPU.
     pub(super) fn arm(&mut self, v: VcpuId) {
         let now = self.now();
-        let due = self.wait_action(v) != WaitAction::Spin;
-        let ple_at = self.ple_deadline(v);
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         if !matches!(vc.state, VcpuState::Running(_)) {
             return;
         }
-        let from = now.max(vc.run_from);
-        let at = match self.threads[vc.curr].state {
-            // Up for its guest timer: the handler ends at `from` (`guest_kernel`).
-            _ if vc.timer_wake => Some(from),
+        let (gen, from) = (vc.gen, now.max(vc.run_from));
+        // Up for its guest timer: the handler ends at `from` (`guest_kernel`).
+        let at = if vc.timer_wake { Some(from) } else { self.next_guest_event(v, from) };
+        if let Some(at) = at.filter(|&at| at < FOREVER) {
+            if at > now {
+                // Queued when this instant's events are all handled, and only if still wanted
+                // (`events::queue_guest_events`).
+                let ticket = self.queue.reserve();
+                self.guest_events_due.push(PendingGuestEvent { v, gen, at, ticket });
+            } else {
+                self.post(at, Ev::Guest { v, gen });
+            }
+        }
+    }
+
+    /// When running vCPU `v`'s thread, executing from `from` on, next needs the interpreter:
+    /// its compute ends, its spinning must be looked at, or never (None).
+    fn next_guest_event(&self, v: VcpuId, from: Time) -> Option<Time> {
+        match self.threads[self.vcpus[v].curr].state {
             ThreadState::Ready | ThreadState::Unstarted { .. } => Some(from),
             ThreadState::Computing { left } => Some(from.saturating_add(left)),
             // Something to do about the lock (take it, halt, sleep): as soon as we execute.
-            ThreadState::SpinLock { .. } if due => Some(from),
-            ThreadState::SpinLock { budget, .. } => match (ple_at, budget.map(|b| from + b)) {
+            ThreadState::SpinLock { .. } if self.wait_action(v) != WaitAction::Spin => Some(from),
+            ThreadState::SpinLock { budget, .. } => match (self.ple_deadline(v), budget.map(|b| from + b)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
-            ThreadState::SpinIpi { .. } => ple_at,
+            ThreadState::SpinIpi { .. } => self.ple_deadline(v),
             ThreadState::SpinBarrier { limit } | ThreadState::SpinRecv { limit, .. } => match limit {
                 SpinLimit::Never => None,
                 SpinLimit::Running(l) => Some(from + l),
@@ -110,17 +123,6 @@ impl Core {
             | ThreadState::HaltedLock { .. }
             | ThreadState::SleepMutex { .. }
             | ThreadState::Exited => None,
-        };
-        if let Some(at) = at.filter(|&at| at < FOREVER) {
-            let gen = vc.gen;
-            if at > now {
-                // Queued when this instant's events are all handled, and only if still wanted
-                // (`events::queue_guest_events`).
-                let ticket = self.queue.reserve();
-                self.guest_events_due.push(PendingGuestEvent { v, gen, at, ticket });
-            } else {
-                self.post(at, Ev::Guest { v, gen });
-            }
         }
     }
 
