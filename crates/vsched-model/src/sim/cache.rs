@@ -54,16 +54,40 @@ pub(super) struct Warmth {
     l3_mark: u64,
 }
 
-/// Bytes brought into each core's L2 and each socket's L3 so far (global ids).
+/// Bytes brought into each core's L2 and each socket's L3 so far (global ids), and what the
+/// refills need of the host, worked out once: the dispatch path does no division.
 #[derive(Debug)]
 pub(super) struct CacheFills {
     l2: Vec<u64>,
     l3: Vec<u64>,
+    /// Global core and socket of each global pCPU.
+    place: Vec<(usize, usize)>,
+    l2_bytes: u64,
+    l3_bytes: u64,
+    /// A line's load latency from the L3, in ns (`refill_ns`).
+    l3_line_ns: f64,
 }
 
 impl CacheFills {
     pub(super) fn new(host: &HostConfig, hosts: usize) -> Self {
-        CacheFills { l2: vec![0; host.cores() * hosts], l3: vec![0; host.sockets * hosts] }
+        let place = (0..hosts)
+            .flat_map(|h| {
+                (0..host.pcpus).map(move |p| (h * host.cores() + host.core_of(p), h * host.sockets + host.socket_of(p)))
+            })
+            .collect();
+        CacheFills {
+            l2: vec![0; host.cores() * hosts],
+            l3: vec![0; host.sockets * hosts],
+            place,
+            l2_bytes: host.l2_bytes(),
+            l3_bytes: host.l3_bytes(),
+            l3_line_ns: host.l3_line_ns(),
+        }
+    }
+
+    /// The part of a working set that the L2 and the L3 hold.
+    fn shares(&self, working_set: u64) -> (u64, u64) {
+        (working_set.min(self.l2_bytes), working_set.min(self.l3_bytes))
     }
 }
 
@@ -97,17 +121,16 @@ impl HostConfig {
         self.caches.l3_kib_per_core * 1024 * (self.pcpus_per_socket() / self.threads_per_core) as u64
     }
 
-    /// The part of a working set that the L2 and the L3 hold.
-    fn shares(&self, working_set: u64) -> (u64, u64) {
-        (working_set.min(self.l2_bytes()), working_set.min(self.l3_bytes()))
+    fn l3_line_ns(&self) -> f64 {
+        self.caches.l3_latency_cycles as f64 / self.cpu_ghz
     }
 
-    /// The refill time of `l3_lines` lines from the L3 and `memory_lines` from DRAM.
-    pub fn refill_ns(&self, l3_lines: u64, memory_lines: u64) -> Time {
+    /// The refill time of `l3_lines` lines from the L3 (each `l3_line_ns`) and
+    /// `memory_lines` from DRAM.
+    fn refill_ns(&self, l3_line_ns: f64, l3_lines: u64, memory_lines: u64) -> Time {
         let c = &self.caches;
-        let l3_ns = c.l3_latency_cycles as f64 / self.cpu_ghz;
         let in_flight = c.fill_buffers.max(1) as f64;
-        ((l3_lines as f64 * l3_ns + memory_lines as f64 * c.memory_latency_ns as f64) / in_flight).round() as Time
+        ((l3_lines as f64 * l3_line_ns + memory_lines as f64 * c.memory_latency_ns as f64) / in_flight).round() as Time
     }
 }
 
@@ -121,15 +144,11 @@ impl Core {
     /// `v` is switched in on global pCPU `p`: the refill it pays before its guest runs, and
     /// the caches now hold its working set.
     pub(super) fn refill(&mut self, v: VcpuId, p: PcpuId) -> Time {
-        let host = &self.host;
-        let h = self.pcpus[p].host;
-        let local = p - self.hosts[h].pcpus.start;
-        let core = h * host.cores() + host.core_of(local);
-        let socket = h * host.sockets + host.socket_of(local);
-        let working_set = self.doms[self.vcpus[v].dom].working_set_bytes;
-        let (l2_cap, l3_cap) = (host.l2_bytes(), host.l3_bytes());
-        let (w2, w3) = host.shares(working_set);
         let fills = &mut self.caches;
+        let (core, socket) = fills.place[p];
+        let working_set = self.doms[self.vcpus[v].dom].working_set_bytes;
+        let (l2_cap, l3_cap) = (fills.l2_bytes, fills.l3_bytes);
+        let (w2, w3) = fills.shares(working_set);
         let (miss2, miss3) = match self.vcpus[v].warmth {
             Some(w) => (
                 if w.core == core { evicted(w2, fills.l2[core] - w.l2_mark, l2_cap) } else { w2 },
@@ -142,8 +161,8 @@ impl Core {
         let from_l3 = miss2.saturating_sub(miss3).div_ceil(LINE_BYTES);
         // Its footprint here is added when it leaves (`leave_caches`), by how long it ran.
         self.vcpus[v].warmth = Some(Warmth { core, socket, l2_mark: fills.l2[core], l3_mark: fills.l3[socket] });
-        let ns = host.refill_ns(from_l3, from_memory);
-        self.hosts[h].cache_refill_ns += ns;
+        let ns = self.host.refill_ns(fills.l3_line_ns, from_l3, from_memory);
+        self.hosts[self.pcpus[p].host].cache_refill_ns += ns;
         ns
     }
 
@@ -159,8 +178,8 @@ impl Core {
             0 => working_set,
             latency => ran.saturating_mul(u64::from(host.caches.fill_buffers) * LINE_BYTES) / latency,
         };
-        let (w2, w3) = host.shares(working_set);
         let fills = &mut self.caches;
+        let (w2, w3) = fills.shares(working_set);
         fills.l2[w.core] += touched.min(w2);
         fills.l3[w.socket] += touched.min(w3);
         w.l2_mark = fills.l2[w.core];
