@@ -62,8 +62,8 @@ END_PRIORITY = simpy.events.EventPriority(6)
 
 
 class At(simpy.Event):
-    """An event due at `at` ns, ordered at its instant by `priority`, then by creation (as
-    `simpy.Timeout`, whose priority is fixed)."""
+    """An event due at `at` ns, ordered at its instant by `priority`, then by creation: a
+    `simpy.Timeout` with a chosen priority (initialized as `Timeout.__init__` does)."""
 
     def __init__(self, env: simpy.Environment, at: int, priority: simpy.events.EventPriority) -> None:
         super().__init__(env)
@@ -93,6 +93,8 @@ class Phase(Enum):
 
 
 class VcpuState(Enum):
+    """A vCPU waits for a pCPU, runs on one, or has halted for good (its thread exited)."""
+
     RUNNABLE = "runnable"
     RUNNING = "running"
     BLOCKED = "blocked"
@@ -134,7 +136,6 @@ class VmResult:
     steal_ns: int = 0
     lock_holder_preemptions: int = 0
     lock_waiter_preemptions: int = 0
-    iterations: int = 0
     alive: int = 0
     finished_at_ns: int | None = None
 
@@ -180,6 +181,7 @@ class RoundRobinModel:
     """The model: `run()` simulates `config` and returns its counts."""
 
     def __init__(self, config: ModelConfig) -> None:
+        assert sum(vm.spinlock for vm in config.vms) <= 1, "the model has one lock, for one VM"
         self.config = config
         self.env = simpy.Environment()
         self.horizon_ns = round(config.horizon_s * 1e9)
@@ -259,7 +261,7 @@ class RoundRobinModel:
         if pcpu.slice_timer_at is None or pcpu.slice_timer_at > pcpu.slice_deadline:
             # Only the pCPU's own process arms its timer: every other decision (a vCPU halting)
             # comes while a timer at or before the new deadline is pending.
-            assert pcpu.slice_timer_at is None, "a decision without a pending slice-end timer"
+            assert pcpu.slice_timer_at is None, "vsched would arm a second slice-end timer here"
             pcpu.slice_timer_at = pcpu.slice_deadline
 
     def deschedule(self, vcpu: Vcpu) -> None:
@@ -379,7 +381,6 @@ class RoundRobinModel:
     def unlock(self, vcpu: Vcpu) -> None:
         """Ticket unlock: the next in line owns the lock now, running or not."""
         vcpu.holds_lock = False
-        vcpu.vm.iterations += 1
         self.lock_holder = self.lock_waiters.popleft() if self.lock_waiters else None
         waiter = self.lock_holder
         if waiter is None:

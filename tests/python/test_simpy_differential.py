@@ -110,8 +110,8 @@ CASES = (
         lambda run: run["host"]["migrations"] > 0 and spinlock_vm(run)["lock_waiter_preemptions"] > 0,
     ),
     Case(
-        # Swapping the guest-progress and slice-end priorities in the model changes this
-        # case's figures (and those of "finishes"), not the others'.
+        # Swapping the guest-progress and slice-end priorities in the model changes the
+        # figures of this case, "gang" and "finishes".
         "short-slices",
         model_config(3, 7, (VmSpec("hog1", 2), SPIN, VmSpec("hog2", 2)), ENDLESS, 1.0),
         "7 ms slices, not a multiple of an iteration: slice ends at the instant of guest progress",
@@ -174,9 +174,8 @@ VM_FIGURES = (
 def vsched_figures(run: Run) -> dict[str, Any]:
     host_keys = ("sched_invocations", "context_switches", "migrations", "utilization")
     figures = {key: run["host"][key] for key in host_keys}
-    vm_keys = VM_FIGURES
     for vm in run["vms"]:
-        figures |= {f"{vm['name']}.{key}": vm[key] for key in vm_keys}
+        figures |= {f"{vm['name']}.{key}": vm[key] for key in VM_FIGURES}
     return {"events": run["events"], **figures}
 
 
