@@ -1,6 +1,6 @@
 """A SimPy 4 model of vsched's global round robin over CPU hogs and one user-mode ticket-spinlock
-VM, written independently of vsched's code for the differential test
-(tests/python/test_simpy_differential.py), which checks that both count the same.
+VM: a second implementation of vsched's rules, in Python on SimPy's event queue, for the
+differential test (tests/python/test_simpy_differential.py), which checks that both count the same.
 
 What it models, and the vsched source each rule mirrors:
 - Time in integer nanoseconds; at one instant, events run guest progress first, then slice ends,
@@ -33,11 +33,11 @@ What it models, and the vsched source each rule mirrors:
   (overheads included), spinning time only while it executes guest code; books close at the
   horizon, events at the horizon included.
 
-What it leaves out (the test turns each off in vsched, as `scripts/peer_compare.py --like-peer`
-does): random compute times (jitter 0: vsched's draws cannot be reproduced here), machine costs
-other than the two dispatch costs, guest ticks, timer slop, clocks out of step, workload start
-spread, wake-ups, kernel-mode spinning and PLE, more than one lock, more than one VM of
-spinlocks.
+What it leaves out, and the test's scenarios do without: random compute times (jitter 0:
+vsched's draws cannot be reproduced here); what `scripts/peer_compare.py --like-peer` turns off
+(machine costs but the two dispatch costs, guest ticks, timer slop, clocks out of step,
+workload start spread); wake-ups, kernel-mode spinning and PLE, more than one lock, more than
+one VM of spinlocks.
 """
 
 from __future__ import annotations
