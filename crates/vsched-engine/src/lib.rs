@@ -101,7 +101,15 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { front: None, heap: BinaryHeap::new(), now: 0, next_seq: 0, cancelled: HashSet::new(), popped: 0, len_sum: 0 }
+        EventQueue {
+            front: None,
+            heap: BinaryHeap::new(),
+            now: 0,
+            next_seq: 0,
+            cancelled: HashSet::new(),
+            popped: 0,
+            len_sum: 0,
+        }
     }
 
     /// Current simulated time: the time of the last popped event.
