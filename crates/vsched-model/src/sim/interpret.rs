@@ -128,6 +128,10 @@ impl Core {
 
     /// A running vCPU's pending guest event fired.
     pub(super) fn guest_event(&mut self, v: VcpuId) {
+        // An event starts with nothing left over from the last one (`Simulation::drain`), so
+        // a thread that goes on now is interpreted first, right here, exactly where popping
+        // it from `to_advance` would have put it.
+        debug_assert!(self.to_advance.is_empty());
         self.sync(v);
         let now = self.queue.now();
         if self.vcpus[v].timer_wake && self.timer_handler_done(v) {
@@ -135,8 +139,9 @@ impl Core {
         }
         let t = self.vcpus[v].curr;
         let th = &mut self.threads[t];
+        let mut goes_on = false;
         match th.state {
-            ThreadState::Ready => self.to_advance.push_back(v),
+            ThreadState::Ready => goes_on = true,
             // Not started yet: idle until the workload starts (`clocks`).
             ThreadState::Unstarted { at } if at > self.queue.now() => {
                 th.state = ThreadState::BlockedStart;
@@ -145,12 +150,12 @@ impl Core {
             }
             ThreadState::Unstarted { .. } => {
                 th.state = ThreadState::Ready;
-                self.to_advance.push_back(v);
+                goes_on = true;
             }
             ThreadState::Computing { left } => {
                 if left == 0 {
                     th.state = ThreadState::Ready;
-                    self.to_advance.push_back(v);
+                    goes_on = true;
                 } else {
                     self.arm(v);
                 }
@@ -168,6 +173,9 @@ impl Core {
             _ => self.arm(v),
         }
         self.trace_state(v);
+        if goes_on {
+            self.advance(v);
+        }
     }
 
     /// The thread of running vCPU `v` waits on its own (a compute, a spin): its next guest
