@@ -64,8 +64,11 @@ pub(super) struct CacheFills {
     place: Vec<(usize, usize)>,
     l2_bytes: u64,
     l3_bytes: u64,
-    /// A line's load latency from the L3, in ns (`refill_ns`).
+    /// A line's load latency from the L3 and from DRAM, in ns, and the misses in flight
+    /// (`refill_ns`).
     l3_line_ns: f64,
+    memory_line_ns: f64,
+    in_flight: f64,
 }
 
 impl CacheFills {
@@ -81,8 +84,16 @@ impl CacheFills {
             place,
             l2_bytes: host.l2_bytes(),
             l3_bytes: host.l3_bytes(),
-            l3_line_ns: host.l3_line_ns(),
+            l3_line_ns: host.caches.l3_latency_cycles as f64 / host.cpu_ghz,
+            memory_line_ns: host.caches.memory_latency_ns as f64,
+            in_flight: host.caches.fill_buffers.max(1) as f64,
         }
+    }
+
+    /// The refill time of `l3_lines` lines from the L3 and `memory_lines` from DRAM.
+    fn refill_ns(&self, l3_lines: u64, memory_lines: u64) -> Time {
+        ((l3_lines as f64 * self.l3_line_ns + memory_lines as f64 * self.memory_line_ns) / self.in_flight).round()
+            as Time
     }
 
     /// The part of a working set that the L2 and the L3 hold.
@@ -120,18 +131,6 @@ impl HostConfig {
     fn l3_bytes(&self) -> u64 {
         self.caches.l3_kib_per_core * 1024 * (self.pcpus_per_socket() / self.threads_per_core) as u64
     }
-
-    fn l3_line_ns(&self) -> f64 {
-        self.caches.l3_latency_cycles as f64 / self.cpu_ghz
-    }
-
-    /// The refill time of `l3_lines` lines from the L3 (each `l3_line_ns`) and
-    /// `memory_lines` from DRAM.
-    fn refill_ns(&self, l3_line_ns: f64, l3_lines: u64, memory_lines: u64) -> Time {
-        let c = &self.caches;
-        let in_flight = c.fill_buffers.max(1) as f64;
-        ((l3_lines as f64 * l3_line_ns + memory_lines as f64 * c.memory_latency_ns as f64) / in_flight).round() as Time
-    }
 }
 
 /// Of `resident` bytes a vCPU left in a cache of `capacity`, those evicted once `footprint`
@@ -161,7 +160,7 @@ impl Core {
         let from_l3 = miss2.saturating_sub(miss3).div_ceil(LINE_BYTES);
         // Its footprint here is added when it leaves (`leave_caches`), by how long it ran.
         self.vcpus[v].warmth = Some(Warmth { core, socket, l2_mark: fills.l2[core], l3_mark: fills.l3[socket] });
-        let ns = self.host.refill_ns(fills.l3_line_ns, from_l3, from_memory);
+        let ns = fills.refill_ns(from_l3, from_memory);
         self.hosts[self.pcpus[p].host].cache_refill_ns += ns;
         ns
     }
