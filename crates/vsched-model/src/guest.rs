@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use rand::Rng;
-use vsched_engine::{StreamRng, Time};
+use vsched_engine::{round_to_time, StreamRng, Time};
 
 /// A duration drawn each time the instruction runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,11 +41,11 @@ impl Dur {
                 let u1: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
                 let u2: f64 = rng.gen();
                 let z = (-2.0 * libm::log(u1)).sqrt() * libm::cos(2.0 * std::f64::consts::PI * u2);
-                (mean as f64 * (1.0 + cv * z)).max(0.0).round() as Time
+                round_to_time((mean as f64 * (1.0 + cv * z)).max(0.0))
             }
             Dur::Exp { mean } => {
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
-                (-(mean as f64) * libm::log(u)).round() as Time
+                round_to_time(-(mean as f64) * libm::log(u))
             }
         }
     }

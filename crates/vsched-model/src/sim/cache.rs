@@ -35,7 +35,7 @@
 //! refills; deep C-states flushing an idle core's L2; a vCPU staying warm on a core it left
 //! before its last one.
 
-use vsched_engine::Time;
+use vsched_engine::{round_to_time, Time};
 
 use super::config::HostConfig;
 use super::state::Core;
@@ -92,8 +92,7 @@ impl CacheFills {
 
     /// The refill time of `l3_lines` lines from the L3 and `memory_lines` from DRAM.
     fn refill_ns(&self, l3_lines: u64, memory_lines: u64) -> Time {
-        ((l3_lines as f64 * self.l3_line_ns + memory_lines as f64 * self.memory_line_ns) / self.in_flight).round()
-            as Time
+        round_to_time((l3_lines as f64 * self.l3_line_ns + memory_lines as f64 * self.memory_line_ns) / self.in_flight)
     }
 
     /// The part of a working set that the L2 and the L3 hold.
