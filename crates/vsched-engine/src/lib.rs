@@ -351,7 +351,7 @@ mod tests {
             1e-300,
         ];
         let mut rng = RngStreams::new(3).stream(0);
-        // Uniform fractions, and values spread over every binade up to 2^70.
+        // Uniform fractions, and values spread over the binades from 1 to 2^69 (past u64::MAX).
         let drawn = (0..20_000i32).map(|i| {
             let exponent = i % 70;
             rng.gen::<f64>() * 2f64.powi(exponent)
