@@ -28,7 +28,8 @@
 
 use vsched_model::{ConfigError, Params, Policy, PolicyInfo};
 
-use crate::credit::{self, Credit, Spread};
+use crate::credit::{self, Credit};
+use crate::credit_spread::Spread;
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(Box::new(Credit::from_params(params, Spread::All)?))

@@ -31,7 +31,9 @@
 
 use vsched_model::{ConfigError, Cx, Decision, Params, PcpuId, Policy, PolicyInfo, VcpuId, VmType};
 
-use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread, PRI_UNDER};
+use crate::credit::{self, Credit, PRI_UNDER};
+use crate::credit_spread::Spread;
+use crate::credit_variant::{CreditVariant, OnCredit};
 
 /// The co-scheduling priority, above BOOST (`PRI_BOOST` = 0).
 const PRI_COS: i8 = 1;

@@ -30,7 +30,9 @@
 
 use vsched_model::{ConfigError, Params, Policy, PolicyInfo};
 
-use crate::credit::{self, Credit, OnCredit, Spread};
+use crate::credit::{self, Credit};
+use crate::credit_spread::Spread;
+use crate::credit_variant::OnCredit;
 use crate::cs::CoSched;
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {

@@ -408,7 +408,7 @@ impl Policy for Cosched {
 
     /// Strict co-scheduling needs one pCPU per vCPU of every CON VM.
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
-        crate::credit::admit_con_fits(pcpus, domains)
+        crate::credit_variant::admit_con_fits(pcpus, domains)
     }
 
     /// Contract: state exists, and the first round is planned at once (the timer fires at

@@ -46,12 +46,18 @@
 //!
 //! Suits: the baseline every seed paper measures against. Known weakness: blind to guest
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
+//!
+//! # Beside this file
+//! `credit_pick.rs`: `_csched_cpu_pick` and the tick-time migration. `credit_trace.rs`: what
+//! Credit publishes to a trace. `credit_spread.rs`: the papers' sibling-spread rule (Xen has
+//! none). `credit_variant.rs`: the co-scheduling policies built on Credit (`OnCredit`).
 
+use crate::credit_spread::Spread;
 use crate::credit_trace::Published;
 use crate::xen_version::{self, Debit, Tickle, XenProfile, XEN_TIMER_SLOP_NS};
 use vsched_model::{
-    ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
-    PolicyInfo, Time, VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
+    ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
+    VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
 };
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -116,18 +122,6 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         range: ParamRange::Any, doc: "wake one idle pCPU per tickle, not all (default: true from Xen 4.1, false before)",
     },
 ];
-
-/// Which vCPUs must never share a run queue with a sibling (a vCPU of the same VM).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Spread {
-    /// Plain Credit: placement ignores siblings.
-    Off,
-    /// CON VMs only: the co-scheduling policies (seed 003 §3.3 initial mapping and
-    /// balancing; seed 004 §IV-B scatter).
-    Con,
-    /// Every VM: balance scheduling (Sukwong & Kim, EuroSys'11).
-    All,
-}
 
 /// Where a yielding vCPU goes back in its pCPU's run queue (seed 001 §2, Fig. 1).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -578,105 +572,6 @@ impl Credit {
         self.pcpus[p].runq.iter().copied().find(|&u| pred(u))
     }
 
-    /// Whether `v` follows the spread rule (never shares a run queue with a sibling).
-    pub(crate) fn spreads(&self, cx: &Cx, v: VcpuId) -> bool {
-        let dom = cx.domain(cx.dom_of(v));
-        dom.vcpus > 1
-            && match self.spread {
-                Spread::Off => false,
-                Spread::Con => dom.vm_type == VmType::Con,
-                Spread::All => true,
-            }
-    }
-
-    /// Is a sibling of `v` queued on, or running on, `p`?
-    pub(crate) fn sibling_on(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
-        cx.vcpus_of(cx.dom_of(v))
-            .any(|u| u != v && ((self.vcpus[u].queued && self.vcpus[u].processor == p) || cx.running_on(u) == Some(p)))
-    }
-
-    /// Where `v` should be queued under the spread rule: the pCPU with the fewest siblings of
-    /// `v` (ideally none), then the fewest vCPUs of spreading VMs (seed 004 §IV-B: "least
-    /// concurrent VCPUs"), then idle before busy, then the shortest run queue; ties go round
-    /// robin from `v`'s current processor.
-    /// Balance scheduling's rule for `v` about to be queued on `p` (on wake, on migration):
-    /// another run queue, without a sibling, if `p`'s has one.
-    pub(crate) fn away_from_siblings(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> Option<PcpuId> {
-        (self.spreads(cx, v) && self.sibling_on(cx, v, p)).then(|| self.spread_target(cx, v))
-    }
-
-    pub(crate) fn spread_target(&self, cx: &Cx, v: VcpuId) -> PcpuId {
-        let n = self.pcpus.len();
-        let d = cx.dom_of(v);
-        let mut load = vec![(0usize, 0usize, 0usize, 0usize); n];
-        for u in 0..self.vcpus.len() {
-            if u == v {
-                continue;
-            }
-            let at = if let Some(q) = cx.running_on(u) {
-                q
-            } else if self.vcpus[u].queued {
-                self.vcpus[u].processor
-            } else {
-                continue;
-            };
-            if cx.dom_of(u) == d {
-                load[at].0 += 1;
-            }
-            if self.spreads(cx, u) {
-                load[at].1 += 1;
-            }
-            if cx.running_on(u).is_some() {
-                load[at].2 = 1;
-            }
-            load[at].3 += 1;
-        }
-        let start = self.vcpus[v].processor;
-        (0..n).map(|k| (start + k) % n).min_by_key(|&q| load[q]).unwrap_or(start)
-    }
-
-    /// Moves each queued vCPU of `d` that shares a run queue with a sibling to its spread
-    /// target (seed 004 §IV-B, when a VM becomes CON). Running vCPUs stay: spread targets
-    /// already avoid the pCPUs they run on, and blocked ones are placed when they wake.
-    pub(crate) fn scatter(&mut self, cx: &mut Cx, d: DomId) {
-        for v in cx.vcpus_of(d) {
-            if self.vcpus[v].queued && self.sibling_on(cx, v, self.vcpus[v].processor) {
-                let target = self.spread_target(cx, v);
-                self.runq_remove(v);
-                self.runq_insert(target, v);
-                cx.count("credit.scatter_moves");
-            }
-        }
-    }
-
-    /// The spread invariant: no two siblings of a spreading VM in one run queue (a running
-    /// vCPU counts as part of its pCPU's queue), when the VM fits on the host.
-    pub(crate) fn check_spread(&self, cx: &Cx) -> Result<(), String> {
-        for d in 0..cx.domains().len() {
-            let dom = cx.domain(d);
-            if dom.vcpus > self.pcpus.len() {
-                continue;
-            }
-            let mut owner: Vec<Option<VcpuId>> = vec![None; self.pcpus.len()];
-            for v in cx.vcpus_of(d) {
-                if !self.spreads(cx, v) {
-                    continue;
-                }
-                let places = [cx.running_on(v), self.vcpus[v].queued.then_some(self.vcpus[v].processor)];
-                for q in places.into_iter().flatten() {
-                    if let Some(u) = owner[q] {
-                        return Err(format!(
-                            "siblings vCPU {u} and vCPU {v} of VM {} share pCPU {q}'s run queue",
-                            dom.name
-                        ));
-                    }
-                    owner[q] = Some(v);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Bookkeeping: each queued vCPU is in its processor's queue, once, runnable, not running
     /// and not parked (priority order is not an invariant, see `runq_insert`); the domains'
     /// active lists hold exactly the active vCPUs, and `weight_total` sums them.
@@ -949,110 +844,6 @@ impl Policy for Credit {
             return Ok(());
         }
         self.check_spread(cx)
-    }
-}
-
-/// A co-scheduling policy built on Credit (as seeds 003 and 004 built theirs into Xen's
-/// credit scheduler): the variant replaces how a pCPU picks its next vCPU; Credit keeps
-/// accounting, priorities, BOOST, tickling, work stealing and the CON scatter. `OnCredit`
-/// forwards every `Policy` callback to Credit and tells the variant where it has a hook.
-pub(crate) trait CreditVariant {
-    /// The host is known (after Credit's own `init`): size per-pCPU / per-domain state.
-    fn init(&mut self, _cx: &mut Cx) {}
-
-    /// Replaces `csched_schedule` (use `put_prev`, `choose` and `commit` of `base`).
-    fn pick_next(&mut self, base: &mut Credit, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision;
-
-    /// A vCPU woke; Credit has queued it and tickled.
-    fn woke(&mut self, _base: &mut Credit, _cx: &mut Cx, _v: VcpuId) {}
-
-    /// Whether the variant handles VMs created and destroyed during a run. A variant that
-    /// keeps co-scheduling state about domains or pCPUs (a pending gang, a partner pCPU)
-    /// must say what becomes of it when a VM goes, in `removed`, before it answers true.
-    fn supports_vm_lifecycle(&self) -> bool {
-        false
-    }
-
-    /// `v`'s VM is being destroyed; Credit has already forgotten `v`.
-    fn removed(&mut self, _base: &mut Credit, _cx: &mut Cx, _v: VcpuId) {}
-
-    /// The variant's own invariants (debug builds, after every event).
-    fn check(&self, _base: &Credit, _cx: &Cx) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-pub(crate) struct OnCredit<V> {
-    pub(crate) base: Credit,
-    pub(crate) variant: V,
-}
-
-impl<V: CreditVariant> Policy for OnCredit<V> {
-    /// Co-scheduling needs one pCPU per vCPU of a CON VM (seed 003 §2.3: |C(V_i)| <= |P|).
-    fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
-        self.base.admit(pcpus, domains)?;
-        admit_con_fits(pcpus, domains)
-    }
-    fn init(&mut self, cx: &mut Cx) {
-        self.base.init(cx);
-        self.variant.init(cx);
-    }
-    fn tick_period_ns(&self) -> Option<Time> {
-        self.base.tick_period_ns()
-    }
-    fn timer_slop_ns(&self) -> Time {
-        self.base.timer_slop_ns()
-    }
-    fn supports_vm_lifecycle(&self) -> bool {
-        self.base.supports_vm_lifecycle() && self.variant.supports_vm_lifecycle()
-    }
-    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.base.vcpu_insert(cx, v)
-    }
-    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.base.vcpu_remove(cx, v);
-        self.variant.removed(&mut self.base, cx, v);
-        self.base.publish(cx);
-    }
-    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.base.wake(cx, v);
-        self.variant.woke(&mut self.base, cx, v);
-        self.base.publish(cx);
-    }
-    fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.base.sleep(cx, v)
-    }
-    fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
-        self.base.yield_(cx, v, why)
-    }
-    fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        let decision = self.variant.pick_next(&mut self.base, cx, p, prev);
-        self.base.publish(cx);
-        decision
-    }
-    fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
-        self.base.tick(cx, p)
-    }
-    fn timer(&mut self, cx: &mut Cx, id: u64) {
-        self.base.timer(cx, id)
-    }
-    fn vm_type_changed(&mut self, cx: &mut Cx, d: DomId, old: VmType) {
-        self.base.vm_type_changed(cx, d, old)
-    }
-    fn check(&self, cx: &Cx) -> Result<(), String> {
-        self.base.check(cx)?;
-        self.variant.check(&self.base, cx)
-    }
-}
-
-/// Rejects a CON VM with more vCPUs than the host has pCPUs (it could never run together).
-pub(crate) fn admit_con_fits(pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
-    match domains.iter().find(|d| d.vm_type == VmType::Con && d.vcpus > pcpus) {
-        Some(d) => Err(format!(
-            "CON VM {:?} has {} vCPUs but the host has {pcpus} pCPUs; co-scheduling needs one pCPU per vCPU",
-            d.name, d.vcpus
-        )),
-        None => Ok(()),
     }
 }
 

@@ -34,7 +34,9 @@
 
 use vsched_model::{ConfigError, Cx, Decision, DomId, Params, PcpuId, Policy, PolicyInfo, VcpuId, VmType};
 
-use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread};
+use crate::credit::{self, Credit};
+use crate::credit_spread::Spread;
+use crate::credit_variant::{CreditVariant, OnCredit};
 
 /// Global co-scheduling state (Weng §4.3).
 pub(crate) struct CoSched {

@@ -40,7 +40,8 @@ use vsched_model::{
 };
 
 use crate::cosched::Cosched;
-use crate::credit::{self, Credit, Spread, YieldPlacement};
+use crate::credit::{self, Credit, YieldPlacement};
+use crate::credit_spread::Spread;
 
 // ---- Constants (defaults; each is a scenario parameter) ----
 

@@ -154,7 +154,9 @@ use vsched_model::{
     PolicyInfo, Time, VcpuId, VmType,
 };
 
-use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread, PRI_BOOST, PRI_UNDER};
+use crate::credit::{self, Credit, PRI_BOOST, PRI_UNDER};
+use crate::credit_spread::Spread;
+use crate::credit_variant::{CreditVariant, OnCredit};
 
 // ---- Constants (defaults; each is a scenario parameter) ----
 

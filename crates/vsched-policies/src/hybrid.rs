@@ -477,7 +477,7 @@ impl Policy for Hybrid {
     /// The hybrid framework co-schedules a CON VM, so it needs one pCPU per vCPU (§2.3:
     /// |C(V_i)| <= |P|).
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
-        crate::credit::admit_con_fits(pcpus, domains)
+        crate::credit_variant::admit_con_fits(pcpus, domains)
     }
 
     /// Contract: per-pCPU state exists and every vCPU holds its first PE allocation.

@@ -34,7 +34,9 @@
 
 use vsched_model::{ConfigError, Cx, Decision, DomId, Params, PcpuId, Policy, PolicyInfo, VcpuId, VmType};
 
-use crate::credit::{self, Credit, CreditVariant, OnCredit, Spread};
+use crate::credit::{self, Credit};
+use crate::credit_spread::Spread;
+use crate::credit_variant::{CreditVariant, OnCredit};
 use crate::cs::{commit_or_retry, first_hit};
 
 struct Pcs {

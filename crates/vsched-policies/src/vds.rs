@@ -353,7 +353,7 @@ impl Policy for Vds {
 
     /// Definition 3.3 maps vCPU j to pCPU j: a CON VM wider than the host cannot be mapped.
     fn admit(&self, pcpus: usize, domains: &[DomainInfo]) -> Result<(), String> {
-        crate::credit::admit_con_fits(pcpus, domains)
+        crate::credit_variant::admit_con_fits(pcpus, domains)
     }
 
     /// Contract: the VD holds every vCPU in `qv` (AddAll), and the first period is planned at

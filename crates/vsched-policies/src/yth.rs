@@ -39,7 +39,8 @@
 
 use vsched_model::{ConfigError, Params, Policy, PolicyInfo};
 
-use crate::credit::{self, Credit, Spread, YieldPlacement};
+use crate::credit::{self, Credit, YieldPlacement};
+use crate::credit_spread::Spread;
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(Box::new(Credit::from_params(params, Spread::Off)?.with_yield_placement(YieldPlacement::Head)))
