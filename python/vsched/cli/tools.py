@@ -1,0 +1,110 @@
+"""`vsched demo`, `vsched bench` and `vsched plot-trace`: a first run explained, the
+simulator's speed on this machine, and a trace drawn as a Gantt chart.
+"""
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich import box
+from rich.table import Table
+
+import vsched
+from vsched import demo as demo_text
+from vsched.cli.app import app
+from vsched.cli.errors import CliError
+from vsched.cli.inputs import check_input_file
+from vsched.cli.output import print_json, stdout
+from vsched.cli.progress import run_with_progress
+from vsched.report import format_value, report_tables
+
+
+@app.command()
+def demo(
+    print_scenario: Annotated[
+        bool, typer.Option("--print-scenario", help="Print the scenario's TOML instead of running it.")
+    ] = False,
+) -> None:
+    """Run the embedded default scenario and explain what it shows."""
+    if print_scenario:
+        print(vsched.DEFAULT_SCENARIO, end="")
+        return
+    report = json.loads(run_with_progress(vsched.DEFAULT_SCENARIO))
+    baseline = json.loads(run_with_progress(vsched.DEFAULT_BASELINE_SCENARIO))
+    parts = [
+        *demo_text.introduction(report),
+        report_tables(report, stdout.width),
+        *demo_text.conclusion(report),
+        *demo_text.slowdown(report, baseline),
+        demo_text.NEXT_STEPS,
+    ]
+    for part in parts:
+        stdout.print(part)
+        stdout.print()
+
+
+BENCH_FIGURES = (
+    ("events_per_s", "simulation events handled per wall-clock second"),
+    ("ns_per_event", "wall-clock nanoseconds per event"),
+    ("sim_s_per_wall_s", "simulated seconds per wall-clock second"),
+    ("events", "events in the run"),
+    ("wall_s", "wall-clock seconds the run took"),
+    ("queue_len_mean", "mean length of the event queue"),
+    ("bare_loop_events_per_s", "a bare binary-heap loop at that length, events per second"),
+    ("vs_bare_loop", "the simulator's events per second over the bare loop's"),
+)
+
+
+@app.command()
+def bench(
+    sim_s: Annotated[
+        Optional[float], typer.Option(help="Simulated seconds (default: the standard length).")
+    ] = None,
+    copies: Annotated[
+        int,
+        typer.Option(help="Repeat the scenario's VMs this many times (1-64): 8 copies are 256 guest vCPUs."),
+    ] = 1,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run the standard benchmark scenario and report simulation speed, beside a bare
+    binary-heap event loop's on this machine (docs/performance.md)."""
+    figures = vsched.bench(sim_s, copies)
+    if json_output:
+        print_json(figures)
+        return
+    stdout.print(
+        f"benchmark scenario {figures['scenario']}: {figures['pcpus']} pCPUs, {figures['vcpus']} vCPUs,"
+        f" {figures['sim_s']:g} simulated seconds on one core"
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("figure", style="bold", no_wrap=True)
+    table.add_column("value", justify="right")
+    table.add_column("meaning")
+    for key, meaning in BENCH_FIGURES:
+        table.add_row(key, format_value(key, figures[key]), meaning)
+    stdout.print(table)
+
+
+@app.command("plot-trace")
+def plot_trace_command(
+    trace: Annotated[
+        Path,
+        typer.Argument(metavar="TRACE", help="Trace written by `vsched run --trace`.", show_default=False),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image to write (.png, .svg, .pdf).")] = Path(
+        "gantt.png"
+    ),
+    start_ms: Annotated[Optional[float], typer.Option(help="Start of the window to draw, in ms.")] = None,
+    end_ms: Annotated[Optional[float], typer.Option(help="End of the window to draw, in ms.")] = None,
+) -> None:
+    """Draw a Gantt chart of a trace: one row per pCPU, one colour per VM, spinning hatched."""
+    check_input_file("TRACE", trace)
+    # Imported here: matplotlib takes longer to load than any other command needs.
+    from vsched.plot import PlotError, plot_trace
+
+    try:
+        plot_trace(trace, output, start_ms=start_ms, end_ms=end_ms)
+    except PlotError as error:
+        raise CliError(str(error)) from None
+    stdout.print(f"wrote {output}")
