@@ -71,6 +71,7 @@ pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
         "ns_per_event": 1e9 / events_per_s,
         "sim_s_per_wall_s": metrics.sim_s / wall,
         "queue_len_mean": queue_len,
+        "skipped_pops": sim.skipped_pops(),
         "bare_loop_events_per_s": bare_events_per_s,
         "vs_bare_loop": events_per_s / bare_events_per_s,
     })

@@ -51,6 +51,7 @@ BENCH_FIGURES = (
     ("events", "events in the run"),
     ("wall_s", "wall-clock seconds the run took"),
     ("queue_len_mean", "mean length of the event queue"),
+    ("skipped_pops", "events popped that found nothing to do (stale, or a renewed slice end)"),
     ("bare_loop_events_per_s", "a bare binary-heap loop at that length, events per second"),
     ("vs_bare_loop", "the simulator's events per second over the bare loop's"),
 )

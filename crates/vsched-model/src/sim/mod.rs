@@ -189,4 +189,10 @@ impl Simulation {
     pub fn event_queue_mean_len(&self) -> f64 {
         self.core.queue.mean_len()
     }
+
+    /// Events popped that found nothing to do: stale by a generation check (a descheduled
+    /// vCPU's guest timer or guest event, a superseded reschedule) or a renewed slice end.
+    pub fn skipped_pops(&self) -> u64 {
+        self.core.queue.delivered() - self.core.events
+    }
 }
