@@ -128,8 +128,14 @@ pub struct EntitlementMeter {
     changed: Changed,
     /// Where the water stopped in the split that gave `rates`.
     water: Option<WaterLevel>,
-    // Scratch space of the split, kept to spare an allocation per change.
+    /// Each VM's demand in pCPUs, `min(asking, cap)`, as of the last split.
     demands: Vec<f64>,
+    /// Every cap is a whole number of pCPUs (or none): then every demand is a whole number,
+    /// any sum of them is exact in `f64`, and `demand_sum` is kept up to date change by
+    /// change instead of summed again.
+    whole_demands: bool,
+    demand_sum: f64,
+    // Scratch space of the split, kept to spare an allocation per change.
     order: Vec<usize>,
 }
 
@@ -142,6 +148,7 @@ impl EntitlementMeter {
             .map(|(weight, cap)| (weight as f64, if cap == 0 { f64::INFINITY } else { cap as f64 / 100.0 }))
             .unzip();
         let n = weights.len();
+        let whole_demands = cap_pcpus.iter().all(|c| c.fract() == 0.0 || c.is_infinite());
         EntitlementMeter {
             pcpus: pcpus as f64,
             weights,
@@ -154,6 +161,8 @@ impl EntitlementMeter {
             changed: Changed::None,
             water: None,
             demands: vec![0.0; n],
+            whole_demands,
+            demand_sum: 0.0,
             order: Vec::with_capacity(n),
         }
     }
@@ -191,6 +200,16 @@ impl EntitlementMeter {
         }
     }
 
+    /// The sum of the demands, bit for bit as the split sums them: kept up to date when every
+    /// demand is whole (any order of summing gives the same exact sum), else summed again.
+    fn total_demand(&self) -> f64 {
+        if self.whole_demands {
+            self.demand_sum
+        } else {
+            self.demands.iter().sum()
+        }
+    }
+
     /// Adds the entitlements of the interval up to `now`.
     pub fn advance(&mut self, now: Time) {
         if now <= self.since {
@@ -202,8 +221,19 @@ impl EntitlementMeter {
                 (Changed::One(vm), Some(water)) => Some((vm, water, self.demands[vm])),
                 _ => None,
             };
-            for ((demand, &asking), &cap) in self.demands.iter_mut().zip(&self.asking).zip(&self.cap_pcpus) {
-                *demand = (asking as f64).min(cap);
+            match self.changed {
+                // The others' demands are as they were.
+                Changed::One(vm) => {
+                    let demand = (self.asking[vm] as f64).min(self.cap_pcpus[vm]);
+                    self.demand_sum += demand - self.demands[vm];
+                    self.demands[vm] = demand;
+                }
+                Changed::Many | Changed::None => {
+                    for ((demand, &asking), &cap) in self.demands.iter_mut().zip(&self.asking).zip(&self.cap_pcpus) {
+                        *demand = (asking as f64).min(cap);
+                    }
+                    self.demand_sum = self.demands.iter().sum();
+                }
             }
             // When the one VM whose demand changed was above the water and still is (and
             // after every VM met in full), the split would redo the same arithmetic: the VMs
@@ -214,7 +244,7 @@ impl EntitlementMeter {
             let same_split = one_change.is_some_and(|(vm, water, old_demand)| {
                 water.keeps_above(self.per_weight(vm, old_demand))
                     && water.keeps_above(self.per_weight(vm, self.demands[vm]))
-                    && self.demands.iter().sum::<f64>() > self.pcpus
+                    && self.total_demand() > self.pcpus
             });
             if !same_split {
                 self.water =
@@ -336,11 +366,17 @@ mod tests {
         assert!((total - 14.0 * S as f64).abs() < 1.0, "{total}");
     }
 
-    /// The meter skips the split when one VM's change leaves it above the water: its
-    /// entitlements must stay bit for bit those of splitting at every change.
+    /// The meter skips the split when one VM's change leaves it above the water, and sums
+    /// the demands only when a cap is fractional: its entitlements must stay bit for bit
+    /// those of splitting at every change.
     #[test]
     fn skipping_unchanged_splits_changes_no_bit() {
-        let vms = [(256u32, 0u32), (512, 0), (256, 150), (128, 0), (256, 0), (0, 0), (256, 30)];
+        // Fractional caps (1.5 and 0.3 pCPUs), then whole ones (the demand sum kept up to date).
+        skipping_changes_no_bit([(256, 0), (512, 0), (256, 150), (128, 0), (256, 0), (0, 0), (256, 30)]);
+        skipping_changes_no_bit([(256, 0), (512, 0), (256, 200), (128, 0), (256, 0), (0, 0), (256, 100)]);
+    }
+
+    fn skipping_changes_no_bit(vms: [(u32, u32); 7]) {
         let vcpus = [8u32, 4, 4, 2, 8, 2, 1];
         let mut meter = EntitlementMeter::new(6, vms);
         let weights: Vec<f64> = vms.iter().map(|&(w, _)| w as f64).collect();
@@ -377,6 +413,8 @@ mod tests {
                 meter.stop_asking(now, vm);
             }
             skipped += usize::from(meter.water == water_before && water_before.is_some());
+            let summed: f64 = meter.demands.iter().sum();
+            assert_eq!(meter.total_demand().to_bits(), summed.to_bits(), "the demands' sum after {now} ns");
         }
         meter.advance(now + 1);
         let demands: Vec<f64> = asking.iter().zip(&caps).map(|(&a, &c)| (a as f64).min(c)).collect();

@@ -245,6 +245,8 @@ impl Simulation {
                 working_set_bytes: cfg.working_set_bytes,
                 tick: cfg.tick,
                 tick_phase: guest_kernel::tick_phase(&streams, lockstep, cfg.tick, d),
+                tick_period_ns: cfg.tick.tick_period_ns(),
+                idle_period_ns: cfg.tick.idle_period_ns(),
                 guest_ticks: 0,
                 timer_wakes: 0,
             });

@@ -69,6 +69,8 @@ pub(super) struct CacheFills {
     l3_line_ns: f64,
     memory_line_ns: f64,
     in_flight: f64,
+    /// Both latencies are zero (`hardware = "ideal"`): every refill takes no time.
+    free: bool,
 }
 
 impl CacheFills {
@@ -87,11 +89,18 @@ impl CacheFills {
             l3_line_ns: host.caches.l3_latency_cycles as f64 / host.cpu_ghz,
             memory_line_ns: host.caches.memory_latency_ns as f64,
             in_flight: host.caches.fill_buffers.max(1) as f64,
+            free: host.caches.l3_latency_cycles == 0 && host.caches.memory_latency_ns == 0,
         }
     }
 
     /// The refill time of `l3_lines` lines from the L3 and `memory_lines` from DRAM.
     fn refill_ns(&self, l3_lines: u64, memory_lines: u64) -> Time {
+        // Nothing to refill, or nothing it costs, takes no time: the arithmetic below would
+        // give exactly 0 too, at the end of a chain of conversions and a division that sits
+        // on the dispatch's critical path.
+        if self.free || (l3_lines | memory_lines) == 0 {
+            return 0;
+        }
         round_to_time((l3_lines as f64 * self.l3_line_ns + memory_lines as f64 * self.memory_line_ns) / self.in_flight)
     }
 

@@ -77,7 +77,7 @@ impl GuestTick {
     }
 
     /// Time between two timer wake-ups of a halted tickless vCPU.
-    fn idle_period_ns(self) -> Option<Time> {
+    pub(super) fn idle_period_ns(self) -> Option<Time> {
         match self {
             GuestTick::Tickless { idle_wakes_per_s, .. } => period_ns(idle_wakes_per_s),
             _ => None,
@@ -136,7 +136,7 @@ impl Core {
     /// Domain `d`'s first tick instant after `t`, if its kernel ticks.
     fn next_tick(&self, d: DomId, t: Time) -> Option<Time> {
         let dom = &self.doms[d];
-        dom.tick.tick_period_ns().map(|period| next_on_grid(dom.tick_phase, period, t))
+        dom.tick_period_ns.map(|period| next_on_grid(dom.tick_phase, period, t))
     }
 
     /// `v` is switched in at `now`: arms its next tick and returns the guest-kernel time it
@@ -170,11 +170,11 @@ impl Core {
     pub(super) fn arm_idle_timer(&mut self, v: VcpuId) {
         let now = self.now();
         let vc = &self.vcpus[v];
-        let tick = self.doms[vc.dom].tick;
-        let at = match tick {
+        let dom = &self.doms[vc.dom];
+        let at = match dom.tick {
             GuestTick::Off => None,
             GuestTick::Periodic { .. } => self.next_tick(vc.dom, now),
-            GuestTick::Tickless { .. } => tick.idle_period_ns().map(|p| next_on_grid(vc.idle_phase, p, now)),
+            GuestTick::Tickless { .. } => dom.idle_period_ns.map(|p| next_on_grid(vc.idle_phase, p, now)),
         };
         match at {
             Some(at) => self.arm_guest_timer(v, at),

@@ -256,6 +256,10 @@ pub(super) struct Dom {
     /// Its guest kernel's timer interrupts and the phase of its tick grid (`guest_kernel`).
     pub(super) tick: GuestTick,
     pub(super) tick_phase: Time,
+    /// `tick`'s periods, worked out once: a switch-in needs the tick grid twice, and each
+    /// period is a division and a rounding.
+    pub(super) tick_period_ns: Option<Time>,
+    pub(super) idle_period_ns: Option<Time>,
     pub(super) guest_ticks: u64,
     pub(super) timer_wakes: u64,
 }
