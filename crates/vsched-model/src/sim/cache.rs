@@ -69,7 +69,8 @@ pub(super) struct CacheFills {
     l3_line_ns: f64,
     memory_line_ns: f64,
     in_flight: f64,
-    /// Both latencies are zero (`hardware = "ideal"`): every refill takes no time.
+    /// Both latencies are zero (`hardware = "ideal"`): every refill takes no time, and no
+    /// warmth is tracked.
     free: bool,
 }
 
@@ -95,10 +96,9 @@ impl CacheFills {
 
     /// The refill time of `l3_lines` lines from the L3 and `memory_lines` from DRAM.
     fn refill_ns(&self, l3_lines: u64, memory_lines: u64) -> Time {
-        // Nothing to refill, or nothing it costs, takes no time: the arithmetic below would
-        // give exactly 0 too, at the end of a chain of conversions and a division that sits
-        // on the dispatch's critical path.
-        if self.free || (l3_lines | memory_lines) == 0 {
+        // Nothing to refill takes no time: the arithmetic below would give exactly 0 too, at
+        // the end of a chain of conversions and a division on the dispatch's critical path.
+        if (l3_lines | memory_lines) == 0 {
             return 0;
         }
         round_to_time((l3_lines as f64 * self.l3_line_ns + memory_lines as f64 * self.memory_line_ns) / self.in_flight)
@@ -152,6 +152,11 @@ impl Core {
     /// the caches now hold its working set.
     pub(super) fn refill(&mut self, v: VcpuId, p: PcpuId) -> Time {
         let fills = &mut self.caches;
+        if fills.free {
+            // Every refill would take exactly 0 ns; the vCPU's warmth is read by nothing
+            // else, so it is not tracked (and `leave_caches` finds none).
+            return 0;
+        }
         let (core, socket) = fills.place[p];
         let working_set = self.doms[self.vcpus[v].dom].working_set_bytes;
         let (l2_cap, l3_cap) = (fills.l2_bytes, fills.l3_bytes);
