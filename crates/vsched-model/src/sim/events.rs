@@ -98,7 +98,7 @@ impl Core {
     /// Queues `ev` at `at`, with its tie-break priority.
     pub(super) fn post(&mut self, at: Time, ev: Ev) -> Ticket {
         let priority = ev.priority();
-        self.queue.schedule(at, priority, ev)
+        self.queue.schedule(at, priority, ev.into())
     }
 
     /// Queues the guest events armed during the instant that just ended whose vCPU was not
@@ -109,7 +109,7 @@ impl Core {
             let due = self.guest_events_due[i];
             if self.vcpus[due.v].gen == due.gen {
                 let ev = Ev::Guest { v: due.v, gen: due.gen };
-                self.queue.schedule_reserved(due.ticket, due.at, ev.priority(), ev);
+                self.queue.schedule_reserved(due.ticket, due.at, ev.priority(), ev.into());
             }
         }
         self.guest_events_due.clear();
@@ -148,7 +148,8 @@ impl Simulation {
             if t > horizon {
                 break;
             }
-            let (now, ev) = self.core.queue.pop().expect("peeked");
+            let (now, packed) = self.core.queue.pop().expect("peeked");
+            let ev = Ev::from(packed);
             if watchdog.tick(now) {
                 if let Some(stall) = watchdog.blame(self.core.culprit(&ev)) {
                     return Err(self.core.stall_error(stall, Some(watchdog.events())));

@@ -73,6 +73,7 @@ mod lifecycle;
 mod locks;
 mod mutex;
 mod network;
+mod packed_event;
 mod ple;
 mod policy_counters;
 mod preempt_delay;

@@ -11,10 +11,10 @@ use super::cache::{CacheFills, Warmth};
 use super::config::{HostConfig, NetworkConfig};
 use super::costart::CoStart;
 use super::disk::{DiskReq, IoStats};
-use super::events::Ev;
 use super::guest_kernel::GuestTick;
 use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
+use super::packed_event::PackedEv;
 use super::slab::Slab;
 use crate::domain::{DomainInfo, VcpuState};
 use crate::entitlement::EntitlementMeter;
@@ -308,7 +308,7 @@ pub(super) struct HostState {
 pub(super) struct Core {
     pub(super) host: HostConfig,
     pub(super) network: NetworkConfig,
-    pub(super) queue: EventQueue<Ev>,
+    pub(super) queue: EventQueue<PackedEv>,
     pub(super) pcpus: Vec<Pcpu>,
     pub(super) vcpus: Vec<Vcpu>,
     pub(super) threads: Vec<GuestThread>,
