@@ -11,6 +11,7 @@
 //! | `hardware` | machine costs by hardware era (`[host] hardware`) |
 //! | `cache` | cache warmth: refills at switch-in, and the host's sockets, cores and threads |
 //! | `events` | the event kinds, their order at one instant, and the event loop |
+//! | `packed_event` | an event as the queue stores it, packed in one `u128` |
 //! | `dispatch` | applying a policy's decision: switch, overheads, slice timers, reschedule IPIs |
 //! | `accounting` | time in each vCPU and pCPU state, and fragmentation |
 //! | `lifecycle` | VMs created, destroyed or changing type during a run |
