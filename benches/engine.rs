@@ -2,16 +2,41 @@
 //! (scenarios/bench.toml), its VMs repeated COPIES times, beside the bare event loop. The
 //! same measurement as `vsched bench --sim-s SIM_S --copies COPIES`; record results in
 //! docs/performance.md.
+//!
+//! `cargo bench -p vsched -- --file SCENARIO [--runs N]`: the wall-clock time of one run of
+//! any scenario file, run N times (10 by default) with its own seed: median, minimum and
+//! maximum. For scenarios that run in milliseconds, such as the SimPy peer's kernel-mode one.
 
 fn main() {
-    let numbers: Vec<f64> = std::env::args().skip(1).filter_map(|a| a.parse::<f64>().ok()).collect();
-    let sim_s = numbers.first().copied();
-    let copies = numbers.get(1).map_or(1, |&c| c as u32);
-    match vsched::bench_json(sim_s, copies) {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let report = match args.iter().position(|a| a == "--file") {
+        Some(at) => bench_file(&args, at),
+        None => {
+            let numbers: Vec<f64> = args.iter().filter_map(|a| a.parse::<f64>().ok()).collect();
+            let sim_s = numbers.first().copied();
+            let copies = numbers.get(1).map_or(1, |&c| c as u32);
+            vsched::bench_json(sim_s, copies).map_err(|e| e.to_string())
+        }
+    };
+    match report {
         Ok(report) => println!("{report}"),
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(2);
         }
     }
+}
+
+/// `--file PATH [--runs N]`, the path at `args[at + 1]`.
+fn bench_file(args: &[String], at: usize) -> Result<String, String> {
+    let path = args.get(at + 1).ok_or("--file: expected the path of a scenario file")?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--file: {path}: {e}"))?;
+    let runs = match args.iter().position(|a| a == "--runs") {
+        Some(r) => {
+            let value = args.get(r + 1).map_or("", String::as_str);
+            value.parse::<u32>().map_err(|_| format!("--runs: expected an integer, got {value:?}"))?
+        }
+        None => 10,
+    };
+    vsched::bench_file_json(&text, runs).map_err(|e| e.to_string())
 }

@@ -78,6 +78,44 @@ pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
     .to_string())
 }
 
+/// The most repetitions [`bench_file_json`] runs.
+pub const MAX_BENCH_RUNS: u32 = 100_000;
+
+/// Runs the scenario `toml_text` `runs` times with its own seed (every run the same, so its
+/// time is the only thing that varies) and reports the wall-clock time of a run: its median,
+/// minimum and maximum, and the median's events per second. For scenarios too short to time
+/// in one run (a few milliseconds), where a single `vsched run` measures mostly noise.
+pub fn bench_file_json(toml_text: &str, runs: u32) -> Result<String, Error> {
+    if !(1..=MAX_BENCH_RUNS).contains(&runs) {
+        return Err(Error::Scenario(format!("--runs: expected an integer in 1..={MAX_BENCH_RUNS}, got {runs}")));
+    }
+    let scenario = parse(toml_text)?;
+    let mut walls = Vec::with_capacity(runs as usize);
+    let mut first = None;
+    for _ in 0..runs {
+        let mut sim = scenario.build(scenario.seed);
+        let started = std::time::Instant::now();
+        let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
+        walls.push(started.elapsed().as_secs_f64().max(1e-9));
+        let events = *first.get_or_insert(metrics.events);
+        debug_assert_eq!(events, metrics.events, "a run with the same seed handled other events");
+    }
+    walls.sort_by(f64::total_cmp);
+    let median = walls[walls.len() / 2];
+    let events = first.expect("at least one run");
+    Ok(json!({
+        "scenario": scenario.name,
+        "runs": runs,
+        "events": events,
+        "wall_s_median": median,
+        "wall_s_min": walls[0],
+        "wall_s_max": walls[walls.len() - 1],
+        "ns_per_event": median * 1e9 / events.max(1) as f64,
+        "sim_s_per_wall_s": vsched_engine::ns_to_secs(scenario.horizon) / median,
+    })
+    .to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +127,25 @@ mod tests {
         let guests: Vec<&str> = scenario.vms.iter().map(|v| v.name.as_str()).filter(|&n| n != "dom0").collect();
         assert_eq!(guests.len(), 12, "{guests:?}");
         assert!(guests.contains(&"spin") && guests.contains(&"spin-2") && guests.contains(&"hog2-3"), "{guests:?}");
+    }
+
+    #[test]
+    fn a_file_runs_as_often_as_asked_and_runs_out_of_range_name_the_option() {
+        let text = BENCH_SCENARIO.replace("horizon_s = 60", "horizon_s = 0.01");
+        assert_ne!(text, BENCH_SCENARIO, "the benchmark's horizon line moved");
+        let report: serde_json::Value = serde_json::from_str(&bench_file_json(&text, 3).unwrap()).unwrap();
+        assert_eq!(report["runs"], 3);
+        assert!(report["events"].as_u64().unwrap() > 0, "{report}");
+        let (min, median, max) = (
+            report["wall_s_min"].as_f64().unwrap(),
+            report["wall_s_median"].as_f64().unwrap(),
+            report["wall_s_max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= median && median <= max, "{report}");
+        for runs in [0, MAX_BENCH_RUNS + 1] {
+            let e = bench_file_json(&text, runs).unwrap_err().to_string();
+            assert!(e.starts_with("--runs: expected an integer in 1..=100000"), "{e}");
+        }
     }
 
     #[test]
