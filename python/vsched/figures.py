@@ -46,7 +46,7 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
     else:
         error = figure.stat == "mean"
         if figure.kind == "line":
-            positions = list(range(len(result.xs)))
+            positions: list[float] = list(range(len(result.xs)))
             for i, series in enumerate(result.series):
                 ys = [result.value(x, series) for x in result.xs]
                 es = [result.std(x, series) for x in result.xs] if error else None

@@ -300,7 +300,7 @@ def write_outputs(
     from vsched.figures import draw
 
     written: list[Path] = []
-    paper_of = {}
+    paper_of: dict[str, dict[str, str]] = {}
     for outcome in outcomes:
         for job in catalog.figure_jobs(outcome.figure, settings.reps_for(outcome.paper), settings.quick):
             paper_of.setdefault(job.key, {"paper": outcome.paper.id})

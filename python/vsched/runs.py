@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -569,7 +570,8 @@ def _ray(jobs: Sequence[Job], address: str | None, settings: RunSettings) -> Ite
         raise vsched.ScenarioError("backend: ray is not installed (pip install 'vsched[ray]')") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        # ray.init takes the level as an int (its internals also accept a name, its types do not).
+        ray.init(address=address, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     try:
         remote = ray.remote(_attempt)
         pending = {remote.remote(job, settings): job for job in jobs}

@@ -34,7 +34,9 @@ def mean_and_error(values: Sequence[float]) -> tuple[float, float]:
 def clearly_below(low: tuple[float, float], high: tuple[float, float]) -> bool:
     """Two (mean, standard error) pairs: the first mean is lower by more than twice the
     standard error of the difference (a smaller gap is a tie)."""
-    return high[0] - low[0] > 2 * (low[1] ** 2 + high[1] ** 2) ** 0.5
+    # typeshed types float ** float as Any (a negative base gives a complex); this base is >= 0.
+    error: float = (low[1] ** 2 + high[1] ** 2) ** 0.5
+    return high[0] - low[0] > 2 * error
 
 
 def lowest(series: str, at: Sequence[str] | None = None) -> Check:

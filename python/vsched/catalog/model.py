@@ -16,7 +16,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Union, get_args
 
-from vsched.runs import Override, Row
+# Re-exported: a metric is a function of a Row, and the paper modules and `reproduce` import it from here.
+from vsched.runs import Override
+from vsched.runs import Row as Row
 
 Metric = Callable[[Row], Union[float, list[float], None]]
 """One run's value; None when the run did not produce it (e.g. a VM that did not finish).

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import TypedDict
 
 from vsched.catalog import claims
 from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Row, Verdict, Why, host, vm
@@ -88,9 +89,10 @@ def con_vms(row: Row) -> list[str]:
 def completion(row: Row) -> float | None:
     """Execution time of the slowest CON VM (None if unfinished)."""
     values = [row.get(f"vm.{name}.completion_s") for name in con_vms(row)]
-    if not values or any(v is None for v in values):
+    finished = [v for v in values if v is not None]
+    if not values or len(finished) < len(values):
         return None
-    return float(max(values))
+    return float(max(finished))
 
 
 def skew_quantiles(row: Row) -> list[float]:
@@ -749,11 +751,34 @@ def bt_claims() -> list[Claim]:
     ]
 
 
+class CpuBound(TypedDict):
+    """What §VI-C states of a CPU-bound benchmark (CG, EP, LU)."""
+
+    solo: float
+    """Solo-CON time of the co-scheduling schemes (s)."""
+    speedup: float
+    """Their solo-CON gain over Credit."""
+    cs: float
+    """Dual-CON CS time as a multiple of Credit's."""
+    cds: float
+    """Dual-CON CDS time as a multiple of Credit's."""
+    pcs: float
+    """Dual-CON PCS gain over Credit."""
+    bcs: float
+    """Dual-CON BCS gain over Credit."""
+    pcs_x: float
+    """Dual-CON PCS gain over the mean of CS and CDS."""
+    bcs_x: float
+    """Dual-CON BCS gain over the mean of CS and CDS."""
+    diff: str
+    """The differences between the two domains, as the paper lists them."""
+
+
 # CG, EP, LU (§VI-C): solo time and speed-up over Credit; dual CS and CDS as multiples of
 # Credit; PCS and BCS faster than Credit, and than CS and CDS on average; differences
 # between the domains (CS, CDS, PCS, BCS).
 CPU_BOUND = {
-    "cg": dict(
+    "cg": CpuBound(
         solo=45.0,
         speedup=0.238,
         cs=1.6,
@@ -764,7 +789,7 @@ CPU_BOUND = {
         bcs_x=0.96,
         diff="17.8 % CS, 47.4 % CDS, 1.3 % PCS, 0.03 % BCS",
     ),
-    "ep": dict(
+    "ep": CpuBound(
         solo=43.0,
         speedup=0.194,
         cs=1.7,
@@ -775,7 +800,7 @@ CPU_BOUND = {
         bcs_x=1.2,
         diff="8.6 % CS, 30.7 % CDS, 0.4 % PCS, 0.3 % BCS",
     ),
-    "lu": dict(
+    "lu": CpuBound(
         solo=53.0,
         speedup=0.202,
         cs=1.5,
@@ -840,11 +865,22 @@ def cpu_bound_claims(bench: str) -> list[Claim]:
     ]
 
 
+class IoBound(TypedDict):
+    """What §VI-C states of an I/O-bound benchmark (FT, MG)."""
+
+    dual: float
+    """Dual-CON time as a multiple of solo-CON's, in any scheme."""
+    gain: float
+    """The gain of PCS and BCS over the other schemes on average."""
+    diff: str
+    """The differences between the two domains, as the paper lists them."""
+
+
 # FT, MG: dual-CON several times slower than solo-CON (the disk); PCS and BCS faster than
 # the other schemes by this much on average; differences between the domains.
 IO_BOUND = {
-    "ft": dict(dual=2.5, gain=0.091, diff="1.8 % PCS, 0.4 % BCS"),
-    "mg": dict(dual=4.0, gain=0.261, diff="1.1 % PCS, 1.9 % BCS"),
+    "ft": IoBound(dual=2.5, gain=0.091, diff="1.8 % PCS, 0.4 % BCS"),
+    "mg": IoBound(dual=4.0, gain=0.261, diff="1.1 % PCS, 1.9 % BCS"),
 }
 
 
