@@ -355,6 +355,18 @@ def test_bad_bench_length(cli: Cli) -> None:
     assert "--copies: expected an integer in 1..=64, got 65" in error_message(cli("bench", "--copies", "65"))
 
 
+def test_bad_scenario_bench(cli: Cli, tiny_scenario: Path) -> None:
+    assert "--runs: expected an integer in 1..=100000, got 0" in error_message(
+        cli("bench", tiny_scenario, "--runs", "0")
+    )
+    assert error_message(cli("bench", "--runs", "3")).startswith("--runs: applies to a SCENARIO file")
+    assert error_message(cli("bench", tiny_scenario, "--copies", "2")).startswith("--copies: applies to")
+    assert error_message(cli("bench", tiny_scenario, "--sim-s", "1")).startswith("--sim-s: applies to")
+    assert "SCENARIO" in error_message(cli("bench", tiny_scenario.with_name("missing.toml")))
+    with pytest.raises(vsched.ScenarioError, match="--runs: expected an integer"):
+        vsched.bench_scenario(tiny_scenario, runs=True)
+
+
 def test_trace_limit_without_trace(cli: Cli, tiny_scenario: Path) -> None:
     assert "--trace-limit" in error_message(cli("run", tiny_scenario, "--trace-limit", "10"))
 

@@ -1,4 +1,5 @@
-"""`policies`, `workloads`, `bench`, `demo`, and the progress callback of the Python API."""
+"""`policies`, `workloads`, `bench` (the standard benchmark and a scenario file), `demo`, and the
+progress callback of the Python API."""
 
 from __future__ import annotations
 
@@ -85,6 +86,19 @@ def test_bench_copies_repeat_the_vms(cli: Cli) -> None:
     # Four guest VMs of 8 vCPUs per copy, beside Domain-0's 8.
     assert (one["copies"], one["vcpus"]) == (1, 40)
     assert (three["copies"], three["vcpus"]) == (3, 104)
+
+
+def test_bench_times_a_scenario_file_over_its_runs(cli: Cli, tiny_scenario: Path) -> None:
+    figures = json.loads(cli("bench", tiny_scenario, "--runs", "3", "--json").stdout)
+
+    # Every run is the same simulation (the scenario's seed): the report's event count.
+    assert figures["runs"] == 3
+    assert figures["events"] == vsched.run(tiny_scenario)["runs"][0]["events"] > 0
+    assert 0 < figures["wall_s_min"] <= figures["wall_s_median"] <= figures["wall_s_max"]
+    assert figures["ns_per_event"] == pytest.approx(figures["wall_s_median"] * 1e9 / figures["events"])
+    assert vsched.bench_scenario(TINY_SCENARIO, runs=1)["runs"] == 1
+    readable = cli("bench", tiny_scenario, "--runs", "2")
+    assert "2 runs" in readable.stdout and "wall_s_median" in readable.stdout
 
 
 def test_demo_runs_and_explains(cli: Cli) -> None:

@@ -282,6 +282,14 @@ fn run_bench(sim_s: Option<f64>, copies: u32) -> PyResult<String> {
     guarded(|| vsched::bench_json(sim_s, copies).map_err(to_py_err))
 }
 
+/// Runs the scenario `toml_text` `runs` times with its own seed and returns the wall-clock
+/// time of a run (median, minimum, maximum) as JSON text.
+#[pyfunction]
+#[pyo3(name = "bench_scenario")]
+fn run_bench_scenario(toml_text: &str, runs: u32) -> PyResult<String> {
+    guarded(|| vsched::bench_file_json(toml_text, runs).map_err(to_py_err))
+}
+
 // The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).
 include!(concat!(env!("OUT_DIR"), "/paper_scenarios.rs"));
 
@@ -320,6 +328,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench_scenario, m)?)?;
+    m.add("MAX_BENCH_RUNS", vsched::MAX_BENCH_RUNS)?;
     m.add_function(wrap_pyfunction!(paper_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(py_real::run_real, m)?)?;
     m.add_function(wrap_pyfunction!(py_real::real_unavailable, m)?)?;

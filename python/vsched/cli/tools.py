@@ -44,7 +44,7 @@ def demo(
         stdout.print()
 
 
-BENCH_FIGURES = (
+BENCH_FIGURES: tuple[tuple[str, str], ...] = (
     ("events_per_s", "simulation events handled per wall-clock second"),
     ("ns_per_event", "wall-clock nanoseconds per event"),
     ("sim_s_per_wall_s", "simulated seconds per wall-clock second"),
@@ -57,8 +57,27 @@ BENCH_FIGURES = (
 )
 
 
+# What `vsched bench SCENARIO` reports, in order, and what each figure means.
+SCENARIO_BENCH_FIGURES: tuple[tuple[str, str], ...] = (
+    ("wall_s_median", "wall-clock seconds of a run, median"),
+    ("wall_s_min", "the fastest run"),
+    ("wall_s_max", "the slowest run"),
+    ("events", "events in a run"),
+    ("ns_per_event", "wall-clock nanoseconds per event, at the median"),
+    ("sim_s_per_wall_s", "simulated seconds per wall-clock second, at the median"),
+)
+
+
 @app.command()
 def bench(
+    scenario: Annotated[
+        Optional[Path],
+        typer.Argument(
+            metavar="SCENARIO",
+            help="Time this scenario file instead, over --runs runs with its own seed.",
+            show_default=False,
+        ),
+    ] = None,
     sim_s: Annotated[
         Optional[float], typer.Option(help="Simulated seconds (default: the standard length).")
     ] = None,
@@ -66,24 +85,45 @@ def bench(
         int,
         typer.Option(help="Repeat the scenario's VMs this many times (1-64): 8 copies are 256 guest vCPUs."),
     ] = 1,
+    runs: Annotated[
+        Optional[int],
+        typer.Option(help="With SCENARIO: how many runs to time (default 10).", show_default=False),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run the standard benchmark scenario and report simulation speed, beside a bare
-    binary-heap event loop's on this machine (docs/performance.md)."""
-    figures = vsched.bench(sim_s, copies)
+    binary-heap event loop's on this machine; or time a scenario file of yours
+    (docs/performance.md)."""
+    if scenario is None:
+        if runs is not None:
+            raise CliError("--runs: applies to a SCENARIO file; the standard benchmark runs once")
+        figures = vsched.bench(sim_s, copies)
+        title = (
+            f"benchmark scenario {figures['scenario']}: {figures['pcpus']} pCPUs, {figures['vcpus']} vCPUs,"
+            f" {figures['sim_s']:g} simulated seconds on one core"
+        )
+        rows = BENCH_FIGURES
+    else:
+        if sim_s is not None or copies != 1:
+            option = "--sim-s" if sim_s is not None else "--copies"
+            raise CliError(f"{option}: applies to the standard benchmark, not to a SCENARIO file")
+        check_input_file("SCENARIO", scenario)
+        figures = vsched.bench_scenario(scenario, 10 if runs is None else runs)
+        title = f"scenario {figures['scenario']}: {figures['runs']} runs with its seed, on one core"
+        rows = SCENARIO_BENCH_FIGURES
     if json_output:
         print_json(figures)
         return
-    stdout.print(
-        f"benchmark scenario {figures['scenario']}: {figures['pcpus']} pCPUs, {figures['vcpus']} vCPUs,"
-        f" {figures['sim_s']:g} simulated seconds on one core"
-    )
+    stdout.print(title)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("figure", style="bold", no_wrap=True)
     table.add_column("value", justify="right")
     table.add_column("meaning")
-    for key, meaning in BENCH_FIGURES:
-        table.add_row(key, format_value(key, figures[key]), meaning)
+    for key, meaning in rows:
+        value = figures[key]
+        # A run of a short scenario takes milliseconds: four significant digits, not decimals.
+        shown = f"{value:.4g}" if key.startswith("wall_s_") else format_value(key, value)
+        table.add_row(key, shown, meaning)
     stdout.print(table)
 
 
