@@ -48,6 +48,7 @@ def bench(sim_s: float | None = None, copies: int = 1) -> str: ...
 def bench_scenario(toml_text: str, runs: int) -> str: ...
 
 MAX_BENCH_RUNS: int
+
 def paper_scenarios() -> dict[str, str]: ...
 def _panic_for_tests(message: str) -> None: ...
 
@@ -89,10 +90,12 @@ class YieldReason:
     @final
     class PauseLoopExit(YieldReason):
         def __init__(self) -> None: ...
+
     @final
     class SchedYield(YieldReason):
         target: int
         def __init__(self, target: int) -> None: ...
+
     @final
     class Kick(YieldReason):
         target: int
@@ -103,12 +106,15 @@ class VcpuState:
     class Running(VcpuState):
         pcpu: int
         def __init__(self, pcpu: int) -> None: ...
+
     @final
     class Runnable(VcpuState):
         def __init__(self) -> None: ...
+
     @final
     class Blocked(VcpuState):
         def __init__(self) -> None: ...
+
     @final
     class Offline(VcpuState):
         def __init__(self) -> None: ...

@@ -73,7 +73,9 @@ def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     for index, vm in enumerate(report["runs"][0]["vms"]):
         if vm["name"] not in baseline_names or vm["workload"] not in ("spinlock", "bsp"):
             continue
-        alone = [next(v for v in run["vms"] if v["name"] == vm["name"])["completion_s"] for run in baseline["runs"]]
+        alone = [
+            next(v for v in run["vms"] if v["name"] == vm["name"])["completion_s"] for run in baseline["runs"]
+        ]
         crowded = [run["vms"][index]["completion_s"] for run in report["runs"]]
         ratios = [
             f"{c / a:.1f}x (seed {run['seed']})"

@@ -25,7 +25,9 @@ from rich.text import Text
 
 # Per-VM fields that describe the configuration rather than measure the run: they go into
 # the column headers, not the rows.
-VM_CONFIG_FIELDS = frozenset({"name", "workload", "type", "vcpus", "weight", "cap", "host", "virtual_cluster", "ranks"})
+VM_CONFIG_FIELDS = frozenset(
+    {"name", "workload", "type", "vcpus", "weight", "cap", "host", "virtual_cluster", "ranks"}
+)
 # Beyond this many VMs (a cluster), the per-VM tables give way to a one-line note.
 MAX_VM_COLUMNS = 24
 # Rows in these orders first (the report's own order is alphabetical), the others after them.
@@ -322,7 +324,10 @@ def _metric_table(report: dict[str, Any], key: str, title: str, order: Sequence[
     runs: list[dict[str, Any]] = report["runs"]
     several = len(runs) > 1
     table = Table(
-        title=f"{title} (mean ± std)" if several else title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        title=f"{title} (mean ± std)" if several else title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value", justify="right")
@@ -354,7 +359,9 @@ def cluster_table(report: dict[str, Any]) -> Table | None:
     for index, cluster in enumerate(clusters):
         if several:
             entry = summary[index]
-            completion = format_mean_std("completion_s", entry.get("completion_s_mean"), entry.get("completion_s_std"))
+            completion = format_mean_std(
+                "completion_s", entry.get("completion_s_mean"), entry.get("completion_s_std")
+            )
         else:
             completion = format_value("completion_s", cluster.get("completion_s"))
         table.add_row(cluster["name"], cluster["workload"], str(cluster["ranks"]), completion)

@@ -113,7 +113,9 @@ def check(figure: Figure, result: FigureResult) -> list[tuple[Claim, Verdict]]:
         except (ValueError, ZeroDivisionError) as error:
             verdict = Verdict(False, f"could not be checked: {error}")
         cells = [c for c in result.xs_and_series() if c in result.read]
-        incomplete = [f"{x} / {s}: {result.missing[(x, s)]} runs" for x, s in cells if (x, s) in result.missing]
+        incomplete = [
+            f"{x} / {s}: {result.missing[(x, s)]} runs" for x, s in cells if (x, s) in result.missing
+        ]
         if incomplete:
             verdict = Verdict(
                 False, "no value for " + "; ".join(incomplete) + " (e.g. unfinished within the horizon)"

@@ -105,18 +105,38 @@ BAD_SCENARIOS = [
         ["vm[0].stop_s", "pcs", "credit"],
     ),
     ("PLE growth of zero", with_replaced("pcpus = 2", "pcpus = 2\nple_grow = 0"), ["host.ple_grow"]),
-    ("unknown host clocks", with_replaced("pcpus = 2", 'pcpus = 2\nclocks = "synced"'), ["host.clocks", "lockstep"]),
-    ("unknown hardware era", with_replaced("pcpus = 2", 'pcpus = 2\nhardware = "pentium"'), ["host.hardware", "nehalem-2010"]),
+    (
+        "unknown host clocks",
+        with_replaced("pcpus = 2", 'pcpus = 2\nclocks = "synced"'),
+        ["host.clocks", "lockstep"],
+    ),
+    (
+        "unknown hardware era",
+        with_replaced("pcpus = 2", 'pcpus = 2\nhardware = "pentium"'),
+        ["host.hardware", "nehalem-2010"],
+    ),
     ("negative exit cost", with_replaced("pcpus = 2", "pcpus = 2\nvm_exit_us = -1"), ["host.vm_exit_us"]),
-    ("posted_interrupts not a boolean", with_replaced("pcpus = 2", 'pcpus = 2\nposted_interrupts = "yes"'), ["host.posted_interrupts"]),
-    ("negative timer slop", with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = -1"), ["host.timer_slop_us"]),
+    (
+        "posted_interrupts not a boolean",
+        with_replaced("pcpus = 2", 'pcpus = 2\nposted_interrupts = "yes"'),
+        ["host.posted_interrupts"],
+    ),
+    (
+        "negative timer slop",
+        with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = -1"),
+        ["host.timer_slop_us"],
+    ),
     ("huge timer slop", with_replaced("pcpus = 2", "pcpus = 2\ntimer_slop_us = 1e9"), ["host.timer_slop_us"]),
     (
         "start spread past an hour",
         with_replaced("pcpus = 2", "pcpus = 2\nworkload_start_spread_ms = 1e12"),
         ["host.workload_start_spread_ms"],
     ),
-    ("sockets that do not divide pcpus", with_replaced("pcpus = 2", "pcpus = 2\nsockets = 3"), ["host.sockets"]),
+    (
+        "sockets that do not divide pcpus",
+        with_replaced("pcpus = 2", "pcpus = 2\nsockets = 3"),
+        ["host.sockets"],
+    ),
     ("zero sockets", with_replaced("pcpus = 2", "pcpus = 2\nsockets = 0"), ["host.sockets"]),
     ("odd pcpus with SMT", with_replaced("pcpus = 2", "pcpus = 3\nthreads_per_core = 2"), ["host.sockets"]),
     ("zero fill buffers", with_replaced("pcpus = 2", "pcpus = 2\nfill_buffers = 0"), ["host.fill_buffers"]),
@@ -179,7 +199,11 @@ BAD_SCENARIOS = [
         ["host.dom0_weight"],
     ),
     ("negative disk seek", with_replaced("pcpus = 2", "pcpus = 2\ndisk_seek_ms = -1"), ["host.disk_seek_ms"]),
-    ("zero disk bandwidth", with_replaced("pcpus = 2", "pcpus = 2\ndisk_mb_per_s = 0"), ["host.disk_mb_per_s"]),
+    (
+        "zero disk bandwidth",
+        with_replaced("pcpus = 2", "pcpus = 2\ndisk_mb_per_s = 0"),
+        ["host.disk_mb_per_s"],
+    ),
     (
         "negative blkback cost",
         with_replaced("pcpus = 2", "pcpus = 2\nblkback_request_us = -5"),
@@ -190,7 +214,11 @@ BAD_SCENARIOS = [
         with_replaced("pcpus = 2", "pcpus = 2\ndom0_idle_wakes_per_s = -1"),
         ["host.dom0_idle_wakes_per_s"],
     ),
-    ("timer irq not a number", with_replaced("pcpus = 2", 'pcpus = 2\ntimer_irq_us = "short"'), ["host.timer_irq_us"]),
+    (
+        "timer irq not a number",
+        with_replaced("pcpus = 2", 'pcpus = 2\ntimer_irq_us = "short"'),
+        ["host.timer_irq_us"],
+    ),
     (
         "unknown guest tick",
         with_replaced('name = "hog"\n', 'name = "hog"\nguest_tick = "never"\n'),
@@ -212,7 +240,11 @@ BAD_SCENARIOS = [
         with_replaced('name = "credit"', 'name = "credit"\nxen_version = "5"'),
         ["scheduler.xen_version", '"current"'],
     ),
-    ("every vCPU idle", with_replaced("vcpus = 2", "vcpus = 2\nidle_vcpus = 2"), ["vm[0].idle_vcpus", "fewer"]),
+    (
+        "every vCPU idle",
+        with_replaced("vcpus = 2", "vcpus = 2\nidle_vcpus = 2"),
+        ["vm[0].idle_vcpus", "fewer"],
+    ),
     (
         "VM named like a driver domain",
         with_replaced("dom0_vcpus = 0", "").replace('name = "hog"', 'name = "dom0"'),

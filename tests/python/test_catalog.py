@@ -41,7 +41,9 @@ def workloads_by_file() -> dict[str, list[dict[str, object]]]:
         text = path.read_text()
         doc = tomllib.loads(text)
         tables = [vm["workload"] for vm in doc.get("vm", []) + doc.get("virtual_cluster", [])]
-        found[f"{path.parent.name}/{path.name}"] = [{**t, "header": text.split("\n#\n", 1)[0]} for t in tables]
+        found[f"{path.parent.name}/{path.name}"] = [
+            {**t, "header": text.split("\n#\n", 1)[0]} for t in tables
+        ]
     return found
 
 
@@ -54,7 +56,9 @@ def test_every_splash2_program_runs_on_pthreads_in_every_paper() -> None:
         if tables and "SPLASH-2" in str(tables[0]["header"])
     }
     assert {"seed003/fig7-lu.toml", "seed004/lu-solo-con.toml", "seed004/lu-dual-con.toml"} <= set(splash2)
-    assert all(t.get("runtime") == "pthreads" and "wait" not in t for ts in splash2.values() for t in ts), splash2
+    assert all(t.get("runtime") == "pthreads" and "wait" not in t for ts in splash2.values() for t in ts), (
+        splash2
+    )
 
 
 def test_every_parallel_workload_names_its_runtime_and_none_overrides_it() -> None:

@@ -44,13 +44,19 @@ def test_a_virtual_cluster_report_has_hosts_clusters_and_network() -> None:
     run = report["runs"][0]
     # Host by host, each host's driver domain first.
     assert [(vm["name"], vm["host"]) for vm in run["vms"]] == [
-        ("dom0.0", 0), ("ep.0", 0), ("dom0.1", 1), ("batch", 1), ("ep.1", 1)
+        ("dom0.0", 0),
+        ("ep.0", 0),
+        ("dom0.1", 1),
+        ("batch", 1),
+        ("ep.1", 1),
     ]
     assert [vm["virtual_cluster"] for vm in run["vms"]] == [None, "ep", None, None, "ep"]
     (cluster,) = run["virtual_clusters"]
     assert (cluster["name"], cluster["workload"], cluster["vms"], cluster["ranks"]) == ("ep", "npb-ep", 2, 4)
     # The cluster finishes when its last VM does.
-    assert cluster["completion_s"] == max(vm["completion_s"] for vm in run["vms"] if vm["virtual_cluster"] == "ep")
+    assert cluster["completion_s"] == max(
+        vm["completion_s"] for vm in run["vms"] if vm["virtual_cluster"] == "ep"
+    )
     assert run["network"]["messages"] > 0 and run["network"]["driver_passes"] > 0
     assert len(run["hosts"]) == 2 and run["host"]["pcpus"] == 4
     assert sum(h["context_switches"] for h in run["hosts"]) == run["host"]["context_switches"]

@@ -75,7 +75,9 @@ def test_bench(cli: Cli) -> None:
     assert figures["queue_len_mean"] > 0 and figures["bare_loop_events_per_s"] > 0
     # Descheduled vCPUs leave stale guest timers behind: some pops find nothing to do.
     assert 0 < figures["skipped_pops"] < figures["events"]
-    assert figures["vs_bare_loop"] == pytest.approx(figures["events_per_s"] / figures["bare_loop_events_per_s"])
+    assert figures["vs_bare_loop"] == pytest.approx(
+        figures["events_per_s"] / figures["bare_loop_events_per_s"]
+    )
     readable = cli("bench", "--sim-s", "0.2")
     assert "events_per_s" in readable.stdout and "vs_bare_loop" in readable.stdout
 

@@ -14,7 +14,9 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 SEED001 = SCENARIOS / "papers" / "seed001"
 
 
-@pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: str(p.relative_to(SCENARIOS)))
+@pytest.mark.parametrize(
+    "path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: str(p.relative_to(SCENARIOS))
+)
 def test_every_shipped_scenario_validates(path: Path) -> None:
     vsched.validate(path)
 
@@ -22,7 +24,9 @@ def test_every_shipped_scenario_validates(path: Path) -> None:
 BRIEF_S = 0.05
 
 
-@pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: str(p.relative_to(SCENARIOS)))
+@pytest.mark.parametrize(
+    "path", sorted(SCENARIOS.rglob("*.toml")), ids=lambda p: str(p.relative_to(SCENARIOS))
+)
 def test_every_shipped_scenario_runs_briefly(path: Path) -> None:
     # The first 50 simulated ms under the scenario's own policy: every VM, host and cluster
     # is built and scheduled, and every vCPU of the host runs or waits (none is lost).
@@ -53,5 +57,9 @@ def test_seed001_kernbench_finishes_under_each_compared_policy(policy: str) -> N
 
 def test_cvs_adaptive_defaults_run_the_algorithm_the_sweep_chose() -> None:
     # docs/policies.md, "Choosing CVS thresholds": yth up to VOR 1, ytt above, no co-scheduling.
-    assert completions("kernbench-vcpus-2.toml", "cvs-adaptive") == completions("kernbench-vcpus-2.toml", "yth")
-    assert completions("kernbench-vcpus-8.toml", "cvs-adaptive") == completions("kernbench-vcpus-8.toml", "ytt")
+    assert completions("kernbench-vcpus-2.toml", "cvs-adaptive") == completions(
+        "kernbench-vcpus-2.toml", "yth"
+    )
+    assert completions("kernbench-vcpus-8.toml", "cvs-adaptive") == completions(
+        "kernbench-vcpus-8.toml", "ytt"
+    )

@@ -62,7 +62,8 @@ def better(winner: str, loser: str, higher_is_better: bool = False) -> claims.Ch
     def check(r: FigureResult) -> Verdict:
         pairs = {x: (r.value(x, winner), r.value(x, loser)) for x in r.xs}
         stats = {
-            x: (claims.mean_and_error(r.seeds(x, winner)), claims.mean_and_error(r.seeds(x, loser))) for x in r.xs
+            x: (claims.mean_and_error(r.seeds(x, winner)), claims.mean_and_error(r.seeds(x, loser)))
+            for x in r.xs
         }
         wins = {
             x: claims.clearly_below(lo, w) if higher_is_better else claims.clearly_below(w, lo)

@@ -189,7 +189,9 @@ def faster(
         def ahead(f: str, s: str) -> bool:
             if tie is not None:
                 return stats[f][0] <= stats[s][0] * (1 + tie)
-            return stats[s][0] - stats[f][0] >= MIN_GAIN * stats[s][0] and claims.clearly_below(stats[f], stats[s])
+            return stats[s][0] - stats[f][0] >= MIN_GAIN * stats[s][0] and claims.clearly_below(
+                stats[f], stats[s]
+            )
 
         holds = all(ahead(f, s) for f in fast for s in slow)
         shown = ", ".join(f"{s} {mean:.4g} ± {error:.2g}" for s, (mean, error) in stats.items())
@@ -947,8 +949,8 @@ NPB_NOTES = {
     "serial compute. Solo: one process in a 2-vCPU domain whose second vCPU stays halted "
     "(`idle_vcpus = 1`). Dual: one 4-rank job over two 2-vCPU domains (a virtual cluster on "
     "the one host) whose messages pass through Domain-0 as the driver domain "
-    "(4 vCPUs, Xen's default); x \"dual\" is the job's time. The paper's \"about 180 s\" and "
-    "\"about 375 s\" are given for every co-scheduling scheme and for both CS and CDS. Under "
+    '(4 vCPUs, Xen\'s default); x "dual" is the job\'s time. The paper\'s "about 180 s" and '
+    '"about 375 s" are given for every co-scheduling scheme and for both CS and CDS. Under '
     "Xen 4.0.1's `__runq_tickle` a waking Domain-0 vCPU, BOOSTed, preempts the spinning rank "
     "on its pCPU (under current Xen's idlers-first tickle `pcs` never runs Domain-0 at all). "
     "`pcs` finishes in every seed. With the pCPUs' clocks in lockstep it finished in only 4 of "
