@@ -253,19 +253,28 @@ BAD_SCENARIOS = [
     (
         "virtual cluster on a missing host",
         TINY_SCENARIO
-        + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [0, 3]\n[virtual_cluster.workload]\nkind = "npb-ep"\n',
+        + (
+            '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [0, 3]\n'
+            '[virtual_cluster.workload]\nkind = "npb-ep"\n'
+        ),
         ["virtual_cluster[0].hosts", "3"],
     ),
     (
         "virtual cluster hosts out of order",
         TINY_SCENARIO
-        + '[cluster]\nhosts = 2\n[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [1, 0]\n[virtual_cluster.workload]\nkind = "npb-ep"\n',
+        + (
+            '[cluster]\nhosts = 2\n[[virtual_cluster]]\nname = "vc"\nvcpus = 1\nhosts = [1, 0]\n'
+            '[virtual_cluster.workload]\nkind = "npb-ep"\n'
+        ),
         ["virtual_cluster[0].hosts", "increasing"],
     ),
     (
         "bad NPB parameter",
         TINY_SCENARIO
-        + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-is"\niterations = 0\n',
+        + (
+            '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n'
+            '[virtual_cluster.workload]\nkind = "npb-is"\niterations = 0\n'
+        ),
         ["virtual_cluster[0].workload.iterations"],
     ),
     (
@@ -281,7 +290,10 @@ BAD_SCENARIOS = [
     (
         "MPI program on a threads runtime",
         TINY_SCENARIO
-        + '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n[virtual_cluster.workload]\nkind = "npb-cg"\nruntime = "libgomp"\n',
+        + (
+            '[[virtual_cluster]]\nname = "vc"\nvcpus = 1\n'
+            '[virtual_cluster.workload]\nkind = "npb-cg"\nruntime = "libgomp"\n'
+        ),
         ["virtual_cluster[0].workload.runtime", '"openmpi", "mpich2"'],
     ),
     (

@@ -13,14 +13,14 @@ from rich.console import Console
 
 import vsched
 from vsched.demo import conclusion
-
-QUOTED_LOCK_FIGURES = ("lock_holder_preemptions", "lock_waiter_preemptions")
 from vsched.report import report_tables
 from vsched.sweep import summarize, unfinished_runs
 
 from helpers import CliResult
 
 Cli = Callable[..., CliResult]
+
+QUOTED_LOCK_FIGURES = ("lock_holder_preemptions", "lock_waiter_preemptions")
 
 # A spinlock VM too long for its 0.5 s horizon, beside a CPU hog that never ends.
 CUT_SHORT = """

@@ -460,7 +460,9 @@ class PublishesQueue(Base):
         decision = Base.pick_next(self, cx, pcpu, prev)
         assert cx.tracing()
         cx.trace_counter("queue", vsched.CounterOf.host(), len(self.queue))
-        cx.trace_counter("picked", vsched.CounterOf.pcpu(pcpu), -1 if decision.next is None else decision.next)
+        cx.trace_counter(
+            "picked", vsched.CounterOf.pcpu(pcpu), -1 if decision.next is None else decision.next
+        )
         return decision
 """
 

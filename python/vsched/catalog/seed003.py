@@ -24,7 +24,8 @@ What §5 leaves open, and our choices:
 The workload models (each scenario's header has the details): LU as 512 barrier phases of
 19.5 ms per thread (n/B = 256 block steps, 2 barriers each), Barnes as 16 phases of 625 ms (4
 time steps of 4 barriers; its hashed per-cell locks are left out), both on `runtime =
-"pthreads"`: SPLASH-2's POSIX port blocks at its barriers (the paper names no port); the web server as `web` at its defaults, 20 s.
+"pthreads"`: SPLASH-2's POSIX port blocks at its barriers (the paper names no port); \
+the web server as `web` at its defaults, 20 s.
 """
 
 from __future__ import annotations
