@@ -14,6 +14,19 @@ from vsched.cli.output import stderr
 PROGRESS_DELAY_S = 2.0
 
 
+def progress_bar(label: str, done: str) -> Progress:
+    """A transient bar on stderr: `label`, the bar, how much is `done`, elapsed and remaining."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        TextColumn(done),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+    )
+
+
 class RunProgress:
     """A progress callback that draws a bar on stderr once a run has lasted PROGRESS_DELAY_S,
     and only on a terminal, so short runs and redirected output stay clean."""
@@ -29,15 +42,7 @@ class RunProgress:
         if self.bar is None:
             if not stderr.is_terminal or time.monotonic() - self.started_at < PROGRESS_DELAY_S:
                 return
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.percentage:>3.0f}%"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=stderr,
-                transient=True,
-            )
+            self.bar = progress_bar("{task.description}", "{task.percentage:>3.0f}%")
             self.bar.start()
             self.task = self.bar.add_task("", total=1.0)
         assert self.task is not None
@@ -84,15 +89,7 @@ class JobsProgress:
             if done:
                 stderr.print(f"{done} of {total} runs already stored: resuming")
         if self.bar is None and stderr.is_terminal:
-            self.bar = Progress(
-                TextColumn(self.description),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total} runs"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=stderr,
-                transient=True,
-            )
+            self.bar = progress_bar(self.description, "{task.completed}/{task.total} runs")
             self.bar.start()
             self.task = self.bar.add_task("", total=total)
         if self.bar is not None and self.task is not None:
