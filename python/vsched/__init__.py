@@ -329,6 +329,9 @@ def bench_scenario(scenario: ScenarioLike, runs: int = 10) -> dict[str, Any]:
     return the wall-clock time of one run: `wall_s_median`, `wall_s_min`, `wall_s_max`, with
     `events`, `ns_per_event` and `sim_s_per_wall_s` at the median. Every run is the same
     simulation, so only its time varies: the way to time a scenario that runs in milliseconds.
+    Each run is followed by the bare event loop at the run's mean queue length
+    (`queue_len_mean`): `bare_loop_ns_per_event` is its median, `vs_bare_loop` the simulator's
+    speed over it, as `vsched bench` reports for the standard scenario.
     Registered policies only (a Python policy's speed is its interpreter's)."""
     most = _core.MAX_BENCH_RUNS
     if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= most:

@@ -98,9 +98,16 @@ def test_bench_times_a_scenario_file_over_its_runs(cli: Cli, tiny_scenario: Path
     assert figures["events"] == vsched.run(tiny_scenario)["runs"][0]["events"] > 0
     assert 0 < figures["wall_s_min"] <= figures["wall_s_median"] <= figures["wall_s_max"]
     assert figures["ns_per_event"] == pytest.approx(figures["wall_s_median"] * 1e9 / figures["events"])
+    # The bare loop ran at the simulator's queue length: the yardstick `vsched bench` uses.
+    assert figures["queue_len_mean"] >= 1 and figures["bare_loop_ns_per_event"] > 0
+    assert figures["vs_bare_loop"] == pytest.approx(
+        figures["bare_loop_ns_per_event"] / figures["ns_per_event"]
+    )
     assert vsched.bench_scenario(TINY_SCENARIO, runs=1)["runs"] == 1
     readable = cli("bench", tiny_scenario, "--runs", "2")
-    assert "2 runs" in readable.stdout and "wall_s_median" in readable.stdout
+    assert "2 runs" in readable.stdout
+    for figure in ("wall_s_median", "queue_len_mean", "bare_loop_ns_per_event", "vs_bare_loop"):
+        assert figure in readable.stdout
 
 
 def test_demo_runs_and_explains(cli: Cli) -> None:

@@ -85,24 +85,33 @@ pub const MAX_BENCH_RUNS: u32 = 100_000;
 /// time is the only thing that varies) and reports the wall-clock time of a run: its median,
 /// minimum and maximum, and the median's events per second. For scenarios too short to time
 /// in one run (a few milliseconds), where a single `vsched run` measures mostly noise.
+///
+/// Each run is followed by the bare event loop for as many events at the run's mean queue
+/// length (as [`bench_json`] does), so that a file's figure has the same yardstick as the
+/// standard scenario's: `vs_bare_loop` is the ratio of the two medians.
 pub fn bench_file_json(toml_text: &str, runs: u32) -> Result<String, Error> {
     if !(1..=MAX_BENCH_RUNS).contains(&runs) {
         return Err(Error::Scenario(format!("--runs: expected an integer in 1..={MAX_BENCH_RUNS}, got {runs}")));
     }
     let scenario = parse(toml_text)?;
     let mut walls = Vec::with_capacity(runs as usize);
+    let mut bare_walls = Vec::with_capacity(runs as usize);
     let mut first = None;
     for _ in 0..runs {
         let mut sim = scenario.build(scenario.seed);
         let started = std::time::Instant::now();
         let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
         walls.push(started.elapsed().as_secs_f64().max(1e-9));
-        let events = *first.get_or_insert(metrics.events);
+        let (events, queue_len, _) =
+            *first.get_or_insert((metrics.events, sim.event_queue_mean_len(), sim.skipped_pops()));
         debug_assert_eq!(events, metrics.events, "a run with the same seed handled other events");
+        let bare = vsched_engine::bare_loop::run(events, queue_len.round() as usize);
+        bare_walls.push(bare.as_secs_f64().max(1e-9));
     }
-    walls.sort_by(f64::total_cmp);
-    let median = walls[walls.len() / 2];
-    let events = first.expect("at least one run");
+    let median = median_of(&mut walls);
+    let bare_median = median_of(&mut bare_walls);
+    let (events, queue_len, skipped_pops) = first.expect("at least one run");
+    let per_event = |wall: f64| wall * 1e9 / events.max(1) as f64;
     Ok(json!({
         "scenario": scenario.name,
         "runs": runs,
@@ -110,10 +119,20 @@ pub fn bench_file_json(toml_text: &str, runs: u32) -> Result<String, Error> {
         "wall_s_median": median,
         "wall_s_min": walls[0],
         "wall_s_max": walls[walls.len() - 1],
-        "ns_per_event": median * 1e9 / events.max(1) as f64,
+        "ns_per_event": per_event(median),
         "sim_s_per_wall_s": vsched_engine::ns_to_secs(scenario.horizon) / median,
+        "queue_len_mean": queue_len,
+        "skipped_pops": skipped_pops,
+        "bare_loop_ns_per_event": per_event(bare_median),
+        "vs_bare_loop": bare_median / median,
     })
     .to_string())
+}
+
+/// Sorts `walls` and returns their median (the upper one of an even count).
+fn median_of(walls: &mut [f64]) -> f64 {
+    walls.sort_by(f64::total_cmp);
+    walls[walls.len() / 2]
 }
 
 #[cfg(test)]
@@ -142,6 +161,10 @@ mod tests {
             report["wall_s_max"].as_f64().unwrap(),
         );
         assert!(0.0 < min && min <= median && median <= max, "{report}");
+        assert!(report["queue_len_mean"].as_f64().unwrap() >= 1.0, "{report}");
+        assert!(report["bare_loop_ns_per_event"].as_f64().unwrap() > 0.0, "{report}");
+        let ratio = report["bare_loop_ns_per_event"].as_f64().unwrap() / report["ns_per_event"].as_f64().unwrap();
+        assert!((report["vs_bare_loop"].as_f64().unwrap() - ratio).abs() < 1e-9 * ratio, "{report}");
         for runs in [0, MAX_BENCH_RUNS + 1] {
             let e = bench_file_json(&text, runs).unwrap_err().to_string();
             assert!(e.starts_with("--runs: expected an integer in 1..=100000"), "{e}");
