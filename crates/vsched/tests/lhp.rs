@@ -9,6 +9,9 @@
 //! not running stalls every other waiter until that one runs (lock-waiter preemption), which
 //! on some seeds turns into a convoy of one acquisition per slice that cannot finish in the
 //! horizon. An unfinished run counts as the horizon, a lower bound of its slowdown.
+//!
+//! And the README's `two-vms` example, where Credit's yield on a pause-loop exit starves a
+//! FIFO-lock VM beside a hog (docs/policies.md explains the cycle).
 
 mod common;
 use common::*;
@@ -60,4 +63,42 @@ fn in_lockstep_the_same_vm_is_gang_scheduled_by_accident() {
     let slowdown = crowded.completion_s.unwrap() / alone.completion_s.unwrap();
     assert!((3.5..4.5).contains(&slowdown), "lockstep slowdown {slowdown:.2}");
     assert!(crowded.lock_waiter_preemptions == 0, "LWP {}", crowded.lock_waiter_preemptions);
+}
+
+/// The README's `two-vms` example: a 2-vCPU VM running the default (kernel, ticket-lock)
+/// `spinlock` workload beside a 2-vCPU hog on 2 pCPUs, with the scenario's default seed.
+fn two_vms(scheduler: &str, vm_extra: &str, lock_kind: &str) -> vsched_model::VmMetrics {
+    let spin = format!("kind = \"spinlock\"\niterations = 2000\nlock_kind = \"{lock_kind}\"");
+    let vms = [vm_toml("spin", 2, vm_extra, &spin), vm_toml("hog", 2, "", "kind = \"cpu_hog\"")];
+    let toml = scenario(2, &format!("name = \"{scheduler}\""), &vms, "horizon_s = 2\nuntil = \"all_done\"");
+    vm(&run(&toml, 1), "spin").clone()
+}
+
+#[test]
+fn a_fifo_lock_vm_beside_a_hog_gives_its_slices_away_under_credit() {
+    // docs/policies.md, "A ticket-lock VM beside a hog gets almost nothing": under Credit
+    // each pause-loop exit yields behind the OVER hog, which runs 30 ms, and the FIFO lock
+    // goes to a waiter that is not running. The VM gets about 1 % of the CPU and does not
+    // finish 2,000 iterations (about 0.25 s of work) in 2 s.
+    for lock_kind in ["ticket", "mcs"] {
+        let starved = two_vms("credit", "", lock_kind);
+        println!("credit, {lock_kind}: {starved:?}");
+        assert!(starved.completion_s.is_none(), "{lock_kind}: finished at {:?}", starved.completion_s);
+        assert!(starved.cpu_share < 0.05, "{lock_kind}: CPU share {}", starved.cpu_share);
+        assert!(starved.ple_exits > 1000, "{lock_kind}: {} PLE exits", starved.ple_exits);
+    }
+    // Ending any link of the cycle ends the starvation: a lock whoever runs may take, waiters
+    // that halt instead of spinning, or a host scheduler that gives no 30 ms slice away on an
+    // exit (CFS, KVM with PLE handling off).
+    for (scheduler, vm_extra, lock_kind) in
+        [("credit", "", "tas"), ("credit", "pv_spinlocks = true", "ticket"), ("cfs", "", "ticket")]
+    {
+        let m = two_vms(scheduler, vm_extra, lock_kind);
+        assert!(
+            m.completion_s.is_some_and(|s| s < 0.5),
+            "{scheduler}, {lock_kind}, {vm_extra:?}: {:?}",
+            m.completion_s
+        );
+        assert!(m.cpu_share > 0.3, "{scheduler}, {lock_kind}, {vm_extra:?}: CPU share {}", m.cpu_share);
+    }
 }
