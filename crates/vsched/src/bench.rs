@@ -129,6 +129,42 @@ pub fn bench_file_json(toml_text: &str, runs: u32) -> Result<String, Error> {
     .to_string())
 }
 
+/// The most draws [`bench_draws_json`] times in one round.
+pub const MAX_BENCH_DRAWS: u64 = 1_000_000_000;
+
+/// Times `draws` draws of a jittered compute time (`Dur::Jitter`: Box-Muller with libm's `log`
+/// and `cos`), the guests' commonest random draw, with the SimPy peer's spinlock parameters
+/// (50 µs, coefficient of variation 0.2) from a stream seeded as the simulator seeds them,
+/// over 5 rounds; reports nanoseconds per draw, median and minimum. A floor under any
+/// scenario whose events each need such a draw, since its random sequence must stay the same.
+pub fn bench_draws_json(draws: u64) -> Result<String, Error> {
+    const ROUNDS: usize = 5;
+    if !(1..=MAX_BENCH_DRAWS).contains(&draws) {
+        return Err(Error::Scenario(format!("--draws: expected an integer in 1..={MAX_BENCH_DRAWS}, got {draws}")));
+    }
+    let jitter = vsched_model::guest::Dur::Jitter { mean: 50_000, cv: 0.2 };
+    let mut rng = vsched_engine::RngStreams::new(1).stream(0);
+    let mut per_draw_ns: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            let mut sum: u64 = 0;
+            for _ in 0..draws {
+                sum = sum.wrapping_add(jitter.sample(&mut rng));
+            }
+            std::hint::black_box(sum);
+            started.elapsed().as_secs_f64() * 1e9 / draws as f64
+        })
+        .collect();
+    let median = median_of(&mut per_draw_ns);
+    Ok(json!({
+        "draws": draws,
+        "rounds": ROUNDS,
+        "ns_per_draw_median": median,
+        "ns_per_draw_min": per_draw_ns[0],
+    })
+    .to_string())
+}
+
 /// Sorts `walls` and returns their median (the upper one of an even count).
 fn median_of(walls: &mut [f64]) -> f64 {
     walls.sort_by(f64::total_cmp);
@@ -168,6 +204,19 @@ mod tests {
         for runs in [0, MAX_BENCH_RUNS + 1] {
             let e = bench_file_json(&text, runs).unwrap_err().to_string();
             assert!(e.starts_with("--runs: expected an integer in 1..=100000"), "{e}");
+        }
+    }
+
+    #[test]
+    fn draws_are_timed_and_counts_out_of_range_name_the_option() {
+        let report: serde_json::Value = serde_json::from_str(&bench_draws_json(1000).unwrap()).unwrap();
+        assert_eq!(report["draws"], 1000);
+        let (min, median) =
+            (report["ns_per_draw_min"].as_f64().unwrap(), report["ns_per_draw_median"].as_f64().unwrap());
+        assert!(0.0 < min && min <= median, "{report}");
+        for draws in [0, MAX_BENCH_DRAWS + 1] {
+            let e = bench_draws_json(draws).unwrap_err().to_string();
+            assert!(e.starts_with("--draws: expected an integer in 1..=1000000000"), "{e}");
         }
     }
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-pub use bench::{bench_file_json, bench_json, MAX_BENCH_COPIES, MAX_BENCH_RUNS};
+pub use bench::{bench_draws_json, bench_file_json, bench_json, MAX_BENCH_COPIES, MAX_BENCH_DRAWS, MAX_BENCH_RUNS};
 pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;
 
