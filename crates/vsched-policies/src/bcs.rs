@@ -70,7 +70,7 @@ impl CreditVariant for Bcs {
                         let q = base.vcpus[u].processor;
                         base.runq_remove(u);
                         base.vcpus[u].pri = PRI_COS;
-                        base.runq_insert(q, u);
+                        base.runq_insert(cx, q, u);
                         cx.count("bcs.boosted_waiting");
                     } else {
                         base.vcpus[u].pri = PRI_COS;

@@ -27,9 +27,8 @@
 //! - Initial placement spreads vCPUs round robin over pCPUs in creation order (Xen's
 //!   `_csched_cpu_pick` at insert spreads them over idle pCPUs, the same result when VMs
 //!   boot one after the other on a quiet host).
-//! - The tick-time migration check of `csched_unit_acct` (an SMT/NUMA-aware
-//!   `_csched_cpu_pick`) is not modelled: our topology is flat, and idle-pCPU work stealing
-//!   already moves waiting vCPUs to idle pCPUs.
+//! - The tick-time migration check of `csched_unit_acct` follows each release's
+//!   `_csched_cpu_pick` (`credit_pick.rs`), sockets and hardware threads included.
 //! - No soft affinity, pinning or cpupools; every vCPU may run on every pCPU.
 //! - The ticks of all pCPUs fire at the same instants (Xen starts them per pCPU at boot).
 //! - A VM created mid-run is queued as at the start and then woken, as Xen creates a domain
@@ -71,8 +70,8 @@ const CREDITS_PER_MSEC: i64 = 10;
 /// A vCPU runs at least this long before a reschedule may replace it
 /// (`sched_ratelimit_us`, default 1000 since Xen 4.2; the default is the `xen_version`'s).
 const RATELIMIT_US: i64 = 1_000;
-/// A busy pCPU looks for work to steal at most this often (`load_balance_ratelimit`, 1 ms
-/// since Xen 4.18; the default is the `xen_version`'s).
+/// A pCPU, busy or idle, looks for work to steal at most this often (`load_balance_ratelimit`,
+/// 1 ms since Xen 4.18; the default is the `xen_version`'s).
 const LOAD_BALANCE_RATELIMIT_US: i64 = 1_000;
 /// Never program a slice timer shorter than this (`CSCHED_MIN_TIMER`, 100 µs).
 const MIN_TIMER_US: i64 = 100;
@@ -112,7 +111,7 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "load_balance_ratelimit_us",
         default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
-        range: ParamRange::Int { min: 0, max: 1_000_000 }, doc: "minimum interval between work-stealing passes of a busy pCPU, µs (default: 1000 in current Xen, 0 before 4.18)",
+        range: ParamRange::Int { min: 0, max: 1_000_000 }, doc: "minimum interval between work-stealing passes of a pCPU, busy or idle, µs (0 = off; default: 1000 in current Xen, 0 before 4.18)",
     },
     ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), range: ParamRange::Int { min: 1, max: 1_000_000 }, doc: "shortest slice timer, µs" },
     ParamSpec { name: "boost", default: ParamDefault::Bool(true), range: ParamRange::Any, doc: "raise waking UNDER vCPUs to BOOST" },
@@ -144,7 +143,9 @@ pub(crate) struct PcpuState {
     pub(crate) idle: bool,
     /// Where `_csched_cpu_pick` starts among this pCPU's group's idlers (`idle_bias`).
     pub(crate) idle_bias: PcpuId,
-    last_load_balance: Time,
+    /// When it last looked for work to steal; `None` before the first time (the host has
+    /// been up long before the run starts).
+    last_load_balance: Option<Time>,
     /// The accounting epoch this run queue was last sorted in.
     sort_epoch: u64,
 }
@@ -162,7 +163,11 @@ pub(crate) struct VcpuState {
     /// The pCPU whose run queue it belongs to (Xen's `v->processor`).
     pub(crate) processor: PcpuId,
     pub(crate) queued: bool,
-    yielding: bool,
+    pub(crate) yielding: bool,
+    /// Xen ≥ 4.18 (`yield_kept_queued`): yielded, and has not left a run queue since, so
+    /// YIELD is still set after the yield's reschedule (a peer does not steal it, and it
+    /// wakes as a yielder if it blocked).
+    yield_kept: bool,
     /// `Head` placement: yielded in its pCPU's current round, so passed over until a vCPU
     /// that did not yield has had its turn there (see `pick_next_yield_to_head`).
     head_wait: bool,
@@ -173,6 +178,11 @@ pub(crate) struct VcpuState {
 }
 
 impl VcpuState {
+    /// A yielder left queued on purpose: no peer steals it (see `load_balance`).
+    fn waits_for_its_pcpu(&self) -> bool {
+        self.head_wait || self.yield_kept
+    }
+
     /// A vCPU as Xen allocates it (`csched_alloc_udata`): UNDER, no credit, on no list.
     fn new() -> Self {
         VcpuState {
@@ -184,6 +194,7 @@ impl VcpuState {
             processor: 0,
             queued: false,
             yielding: false,
+            yield_kept: false,
             head_wait: false,
             parked: false,
             active: false,
@@ -300,14 +311,22 @@ impl Credit {
     /// accounting changes priorities between sorts. Readers cope as Xen's do: a pCPU runs its
     /// head, an insert stops at the first lower-priority entry, and stealing stops at the first
     /// entry that does not outrank the thief (`csched_runq_steal`'s `break`).
-    pub(crate) fn runq_insert(&mut self, p: PcpuId, v: VcpuId) {
+    ///
+    /// From Xen 4.18 a vCPU that yielded and then left its pCPU without being queued (it
+    /// blocked, or migrates) keeps YIELD, so it may be inserted as a yielder at its wake-up,
+    /// into the queue of a pCPU that runs idle. There Xen's idle vCPU is not queued behind
+    /// the others, and the yielder steps over a lower-priority vCPU only if another entry
+    /// follows it (RELEASE-4.19.0 `__runq_insert`, L302). Where every entry outranks it, Xen
+    /// reads the list head as a vCPU; we take no step.
+    pub(crate) fn runq_insert(&mut self, cx: &Cx, p: PcpuId, v: VcpuId) {
         let pri = self.vcpus[v].pri;
         let runq = &self.pcpus[p].runq;
         let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
-        if self.vcpus[v].yielding {
+        if self.vcpus[v].yielding || self.vcpus[v].yield_kept {
             i = match self.yield_placement {
                 // Before Xen 4.1 a yield is a plain reschedule: behind its peers only.
                 YieldPlacement::Xen if !self.profile.yield_flag => i,
+                YieldPlacement::Xen if cx.curr(p).is_none() && i + 1 >= runq.len() => i,
                 YieldPlacement::Xen => (i + 1).min(runq.len()),
                 YieldPlacement::Tail => runq.len(),
                 YieldPlacement::Head => 0,
@@ -319,10 +338,12 @@ impl Credit {
         s.processor = p;
     }
 
+    /// `__runq_remove`, which since Xen 4.18 also clears a kept YIELD flag.
     pub(crate) fn runq_remove(&mut self, v: VcpuId) {
         let s = &mut self.vcpus[v];
         if s.queued {
             s.queued = false;
+            s.yield_kept = false;
             let runq = &mut self.pcpus[s.processor].runq;
             // A vCPU is queued once: the scan stops where it is (Xen's `list_del` is O(1)).
             if let Some(i) = runq.iter().position(|&u| u == v) {
@@ -417,10 +438,12 @@ impl Credit {
             // behind lower-priority ones (a yielder, see `runq_insert`) waits for the next sort.
             // A `Head` yielder waiting for its pCPU's next round is not taken either: running
             // it elsewhere at once would undo its yield (and waiters stolen back and forth
-            // between pCPUs would keep the lock holders out).
+            // between pCPUs would keep the lock holders out). From Xen 4.18 no yielder still
+            // queued is taken ("it's waiting for a reason", RELEASE-4.19.0 `csched_runq_steal`
+            // L1643).
             let found = self.pcpus[peer].runq.iter().copied().take_while(|&u| self.vcpus[u].pri > pri).find(|&u| {
                 cx.running_on(u).is_none()
-                    && !self.vcpus[u].head_wait
+                    && !self.vcpus[u].waits_for_its_pcpu()
                     && !(self.spreads(cx, u) && self.sibling_on(cx, u, p))
             });
             if let Some(u) = found {
@@ -466,7 +489,7 @@ impl Credit {
             return Some(Decision::run(cur, (self.ratelimit_ns - runtime).max(self.min_timer_ns)));
         }
         if still_running && !s.parked {
-            self.runq_insert(p, cur);
+            self.runq_insert(cx, p, cur);
         }
         None
     }
@@ -476,10 +499,12 @@ impl Credit {
     pub(crate) fn choose(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
         let now = cx.now();
         let head_pri = self.pcpus[p].runq.first().map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
-        let may_balance = head_pri == PRI_IDLE
-            || now.saturating_sub(self.pcpus[p].last_load_balance) > self.load_balance_ratelimit_ns;
+        // Xen 4.18's rate limit holds for an idle pCPU too (see `xen_version.rs`); 0 turns it
+        // off, as before 4.18.
+        let may_balance = self.load_balance_ratelimit_ns == 0
+            || self.pcpus[p].last_load_balance.is_none_or(|t| now - t > self.load_balance_ratelimit_ns);
         if head_pri <= PRI_OVER && may_balance {
-            self.pcpus[p].last_load_balance = now;
+            self.pcpus[p].last_load_balance = Some(now);
             if let Some(u) = self.load_balance(cx, p, head_pri) {
                 return Some(u);
             }
@@ -492,13 +517,20 @@ impl Credit {
     pub(crate) fn commit(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>, next: Option<VcpuId>) -> Decision {
         let now = cx.now();
         if let Some(cur) = prev {
-            self.vcpus[cur].yielding = false;
+            // Up to Xen 4.17 the yield ends here; from 4.18 YIELD stays set until the vCPU
+            // leaves a run queue (`runq_remove`), so that it is not stolen meanwhile.
+            let s = &mut self.vcpus[cur];
+            s.yield_kept |= s.yielding && self.profile.yield_kept_queued;
+            s.yielding = false;
         }
         match next {
             Some(v) => {
                 self.runq_remove(v);
                 self.pcpus[p].idle = false;
                 let s = &mut self.vcpus[v];
+                // It runs, so it has left its run queue, even if `Head` placement took it
+                // out before this pick: its YIELD is over.
+                s.yield_kept = false;
                 s.processor = p;
                 s.start_time = now;
                 s.head_wait = false;
@@ -682,7 +714,7 @@ impl Credit {
                         s.parked = false;
                         if cx.is_runnable(v) && cx.running_on(v).is_none() {
                             let p = self.vcpus[v].processor;
-                            self.runq_insert(p, v);
+                            self.runq_insert(cx, p, v);
                             self.tickle(cx, v);
                         }
                     }
@@ -711,7 +743,7 @@ impl Policy for Credit {
                 idle: true,
                 // Xen starts every bias at NR_CPUS - 1: the first pick takes the lowest idler.
                 idle_bias: cx.n_pcpus() - 1,
-                last_load_balance: 0,
+                last_load_balance: None,
                 sort_epoch: 0,
             })
             .collect();
@@ -745,7 +777,7 @@ impl Policy for Credit {
             self.vcpus[v].pri = PRI_BOOST;
             cx.count("credit.boosts");
         }
-        self.runq_insert(p, v);
+        self.runq_insert(cx, p, v);
         if cx.mid_run() {
             self.tickle(cx, v);
         }
@@ -777,7 +809,7 @@ impl Policy for Credit {
             p = q;
             cx.count("credit.spread_wakes");
         }
-        self.runq_insert(p, v);
+        self.runq_insert(cx, p, v);
         self.tickle(cx, v);
         self.publish(cx);
     }
@@ -921,6 +953,7 @@ impl Credit {
         }
         for v in 0..cx.n_vcpus() {
             self.vcpus[v].yielding = false;
+            self.vcpus[v].yield_kept = false;
             self.vcpus[v].head_wait = false;
             if let Some(p) = cx.running_on(v) {
                 let s = &mut self.vcpus[v];
@@ -929,7 +962,7 @@ impl Credit {
                 s.run_start = now;
             } else if cx.is_runnable(v) && !self.vcpus[v].queued {
                 let p = cx.last_pcpu(v).unwrap_or(v % cx.n_pcpus());
-                self.runq_insert(p, v);
+                self.runq_insert(cx, p, v);
             }
         }
         for p in 0..cx.n_pcpus() {

@@ -129,7 +129,12 @@ impl Credit {
             self.vcpus[v].pri = PRI_BOOST;
             cx.count("credit.boosts");
         }
-        self.runq_insert(q, v);
+        if !self.profile.yield_kept_queued {
+            // Up to Xen 4.17 `csched_schedule` cleared YIELD before the context switch that
+            // completes the migration (RELEASE-4.17.0 L1945): the vCPU wakes as any waker.
+            self.vcpus[v].yielding = false;
+        }
+        self.runq_insert(cx, q, v);
         self.tickle(cx, v);
     }
 }

@@ -89,7 +89,7 @@ impl Credit {
             if self.vcpus[v].queued && self.sibling_on(cx, v, self.vcpus[v].processor) {
                 let target = self.spread_target(cx, v);
                 self.runq_remove(v);
-                self.runq_insert(target, v);
+                self.runq_insert(cx, target, v);
                 cx.count("credit.scatter_moves");
             }
         }

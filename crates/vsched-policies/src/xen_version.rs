@@ -16,6 +16,7 @@
 //! | `sched_ratelimit_us`        | none           | none          | none          | 1000 µs            |
 //! | load-balance rate limit     | none           | none          | none          | 1000 µs (4.18)     |
 //! | YIELD flag                  | none           | none          | one lower vCPU| one lower vCPU     |
+//! | queued yielder              | —              | —             | stealable     | kept, not stolen (4.18) |
 //! | idle pCPU's slice           | 30 ms          | none          | none          | none               |
 //! | `_csched_cpu_pick`          | to candidate   | `idle_bias`   | ×2 across sockets | runq-aware (4.8, 4.12) |
 //! | BOOST on a migration wake   | yes            | yes           | yes           | no (4.7)           |
@@ -42,6 +43,15 @@
 //! - Yield: `csched_vcpu_yield` and the YIELD flag of `__runq_insert` first ship in 4.1.0
 //!   (4.1.2 L212, L783); before, a yield is a plain reschedule and the yielder goes back
 //!   behind the vCPUs of its own priority only.
+//! - Queued yielder: up to 4.17 `csched_schedule` clears YIELD once the yielder is back in
+//!   its run queue (RELEASE-4.17.0 `xen/common/sched/credit.c` L1945), so a peer may steal it
+//!   at once. 4.18.0 (George Dunlap, "credit: Don't steal vcpus which have yielded") clears it
+//!   in `__runq_remove` instead (RELEASE-4.19.0 L324), makes `csched_runq_steal` skip a
+//!   flagged vCPU (L1643), and lets `__runq_insert` step over one lower-priority vCPU only if
+//!   that is not the last entry (L302), since a vCPU that yielded and then blocked keeps the
+//!   flag and may wake into a queue that the idle vCPU is not in.
+//! - Load-balance rate limit: 4.18's check (RELEASE-4.19.0 `csched_schedule` L1981) applies
+//!   to every pCPU whose next vCPU is OVER or idle, an idle pCPU included.
 //! - Idle slice: 3.x `csched_schedule` returns a 30 ms slice for the idle vCPU too (3.0.4
 //!   L1204), so an idle pCPU schedules, and may steal work, every 30 ms; 4.0 returns no
 //!   timer for idle (4.0.1 L1202).
@@ -52,8 +62,8 @@
 //! for "no BOOST in 3.0.x" was wrong on this point), stealing only strictly higher priority.
 //! The tick-time migration of a running vCPU by `_csched_cpu_pick` is in `credit_pick.rs`.
 //! Not modelled in any profile: 4.0/4.1's round-to-nearest debit (we keep the exact remainder),
-//! the per-pCPU `last_tickle_cpu` of 4.1 (one round-robin cursor here), 4.3's push of the
-//! current vCPU to an idler, and 4.18's rule that a queued yielder is not stolen.
+//! the per-pCPU `last_tickle_cpu` of 4.1 (one round-robin cursor here), and 4.3's push of the
+//! current vCPU to an idler.
 
 use vsched_model::{ConfigError, Params, Time};
 
@@ -110,6 +120,9 @@ pub(crate) struct XenProfile {
     pub(crate) load_balance_ratelimit_us: i64,
     /// A yielder goes behind one lower-priority vCPU (the YIELD flag); else behind its peers.
     pub(crate) yield_flag: bool,
+    /// YIELD stays set until the vCPU leaves a run queue, and work stealing skips a vCPU that
+    /// has it (Xen 4.18).
+    pub(crate) yield_kept_queued: bool,
     /// An idle pCPU schedules again after one slice.
     pub(crate) idle_slice: bool,
     pub(crate) pick: Pick,
@@ -132,6 +145,7 @@ const XEN_3: XenProfile = XenProfile {
     ratelimit_us: 0,
     load_balance_ratelimit_us: 0,
     yield_flag: false,
+    yield_kept_queued: false,
     idle_slice: true,
     pick: Pick::Xen3,
     boost_migrating: true,
@@ -151,6 +165,7 @@ const XEN_4_1: XenProfile = XenProfile {
 /// Xen 4.19 (4.18's rules are the same).
 const XEN_CURRENT: XenProfile = XenProfile {
     tickle: Tickle::IdlersFirst,
+    yield_kept_queued: true,
     ratelimit_us: 1_000,
     load_balance_ratelimit_us: 1_000,
     pick: Pick::Current,

@@ -79,13 +79,14 @@ fn a_fifo_lock_vm_beside_a_hog_gives_its_slices_away_under_credit() {
     // docs/policies.md, "A ticket-lock VM beside a hog gets almost nothing": under Credit
     // each pause-loop exit yields behind the OVER hog, which runs 30 ms, and the FIFO lock
     // goes to a waiter that is not running. The VM gets about 1 % of the CPU and does not
-    // finish 2,000 iterations (about 0.25 s of work) in 2 s.
+    // finish 2,000 iterations (about 0.25 s of work) in 2 s. Each of its turns ends in an
+    // exit: at least one per vCPU every 30 ms, 133 in 2 s (147 with the default seed).
     for lock_kind in ["ticket", "mcs"] {
         let starved = two_vms("credit", "", lock_kind);
         println!("credit, {lock_kind}: {starved:?}");
         assert!(starved.completion_s.is_none(), "{lock_kind}: finished at {:?}", starved.completion_s);
         assert!(starved.cpu_share < 0.05, "{lock_kind}: CPU share {}", starved.cpu_share);
-        assert!(starved.ple_exits > 1000, "{lock_kind}: {} PLE exits", starved.ple_exits);
+        assert!(starved.ple_exits > 100, "{lock_kind}: {} PLE exits", starved.ple_exits);
     }
     // Ending any link of the cycle ends the starvation: a lock whoever runs may take, waiters
     // that halt instead of spinning, or a host scheduler that gives no 30 ms slice away on an

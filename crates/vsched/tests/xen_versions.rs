@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use vsched_model::hand_world::{start, Bench};
-use vsched_model::{Policy, Simulation, Until, Value, VcpuState, VmType, NS_PER_MS};
+use vsched_model::{Policy, Simulation, Until, Value, VcpuState, VmType, YieldReason, NS_PER_MS};
 
 const MS: u64 = NS_PER_MS;
 
@@ -111,6 +111,81 @@ fn the_rate_limit_is_current_xen_s_unless_a_scenario_sets_it() {
     assert!(ratelimited(&[]) > 0);
     assert_eq!(ratelimited(std::slice::from_ref(&v41)), 0);
     assert!(ratelimited(&[v41, ("ratelimit_us", Value::Int(1000))]) > 0);
+}
+
+/// 4.18: a yielder keeps YIELD while it waits in its run queue, and no peer steals it.
+#[test]
+fn a_queued_yielder_is_stolen_before_4_18_and_left_alone_after() {
+    // 2 pCPUs, 3 vCPUs of one domain, inserted round robin: v0 on p0, v1 on p1, v2 queued on
+    // p0, all UNDER. At 1 ms v0 takes a pause-loop exit: it goes behind v2 (nothing of lower
+    // priority is queued) and v2 runs. At 2 ms v1 blocks, and idle p1 looks for work: the only
+    // queued vCPU outranking idle is v0, the yielder. Nothing else in this sequence differs
+    // between 4.1 and current (no wake-up, so no tickle; a yielder is not rate limited; p1
+    // has never balanced, so 4.18's balancing rate limit lets it).
+    let stolen_at_2ms = |version: &str| {
+        let mut world = Bench::new(2, 3);
+        let mut p = credit(version);
+        start(&mut world, p.as_mut());
+        assert_eq!(world.curr, vec![Some(0), Some(1)]);
+        world.now = MS;
+        world.yield_(p.as_mut(), 0, YieldReason::PauseLoopExit);
+        assert_eq!(world.schedule(p.as_mut(), 0), Some(2), "{version}: v2 runs after the yield");
+        world.now = 2 * MS;
+        world.block(p.as_mut(), 1)
+    };
+    assert_eq!(stolen_at_2ms("4.1"), Some(0), "4.1 clears YIELD once the yielder is queued");
+    assert_eq!(stolen_at_2ms("current"), None, "4.18 keeps it, and p1 stays idle");
+}
+
+/// 4.18: YIELD is cleared only when a vCPU leaves a run queue, so one that yielded and then
+/// blocked before it was queued wakes as a yielder, one vCPU further back.
+#[test]
+fn a_vcpu_that_yields_then_blocks_wakes_as_a_yielder_from_4_18() {
+    // 1 pCPU, 4 vCPUs: v0 runs, [v1 v2 v3] queued, all UNDER. At 1 ms v0 yields and blocks
+    // in the same instant: it is not queued, and v1 runs. At 2 ms v0 wakes BOOSTed, outranks
+    // the whole queue [v2 v3] and preempts v1 (its 1 ms rate limit is over).
+    let next_after_wake = |version: &str| {
+        let mut world = Bench::new(1, 4);
+        let mut p = credit(version);
+        start(&mut world, p.as_mut());
+        world.now = MS;
+        world.yield_(p.as_mut(), 0, YieldReason::PauseLoopExit);
+        assert_eq!(world.block(p.as_mut(), 0), Some(1));
+        world.now = 2 * MS;
+        world.resched.clear();
+        world.wake(p.as_mut(), 0);
+        assert_eq!(world.resched, vec![0], "{version}: the waker outranks v1");
+        world.schedule(p.as_mut(), 0)
+    };
+    assert_eq!(next_after_wake("4.1"), Some(0), "4.1: queued first, as any BOOSTed waker");
+    assert_eq!(next_after_wake("current"), Some(2), "current: behind v2, the first lower-priority vCPU");
+}
+
+/// 4.18's balancing rate limit holds for an idle pCPU too: tickled within 1 ms of its last
+/// look, it does not steal the waker it was tickled for.
+#[test]
+fn an_idle_pcpu_tickled_within_the_balancing_rate_limit_does_not_steal() {
+    // 2 pCPUs, 3 vCPUs: v0 on p0, v1 on p1, v2 queued on p0. v0 blocks at 0.1 ms (v2 runs on
+    // p0); v1 blocks at 0.5 ms, and p1, idle, looks for work and finds none. v0 wakes at
+    // `wake_at` BOOSTed on its busy processor p0: an idler is tickled first (4.3 on), p1,
+    // which steals v0 only if its last look is more than the rate limit ago.
+    let p1_runs = |wake_at: u64, params: &[(&str, Value)]| {
+        let mut world = Bench::new(2, 3);
+        let mut p = policy("credit", params);
+        start(&mut world, p.as_mut());
+        world.now = MS / 10;
+        assert_eq!(world.block(p.as_mut(), 0), Some(2));
+        world.now = MS / 2;
+        assert_eq!(world.block(p.as_mut(), 1), None);
+        world.now = wake_at;
+        world.wake(p.as_mut(), 0);
+        assert_eq!(world.resched, vec![1], "the idler is tickled");
+        world.schedule(p.as_mut(), 1)
+    };
+    assert_eq!(p1_runs(MS, &[]), None, "0.5 ms after its last look: rate limited");
+    assert_eq!(p1_runs(MS * 16 / 10, &[]), Some(0), "1.1 ms after: it steals the waker");
+    let off = [("load_balance_ratelimit_us", Value::Int(0))];
+    assert_eq!(p1_runs(MS, &off), Some(0), "0 turns the rate limit off");
 }
 
 /// 100 µs of work every 300 µs: each wake-up BOOSTs it over the hog, inside the hog's first ms.
