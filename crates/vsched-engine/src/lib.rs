@@ -9,6 +9,9 @@
 //!   first. Nothing depends on hash order or floating point, so a run is reproducible.
 //! * Cancellation is O(1): [`EventQueue::cancel`] marks a ticket dead and [`EventQueue::pop`]
 //!   skips it when it surfaces.
+//! * An event re-armed far more often than it fires goes in a slot instead
+//!   ([`EventQueue::schedule_in_slot`]): one pending event per slot, replaced where it sits,
+//!   in the same order as the rest (`slots`).
 //! * [`RngStreams`] gives each component its own seeded random stream, so adding draws in
 //!   one component never shifts the numbers another one sees.
 
@@ -16,6 +19,9 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
 pub mod bare_loop;
+mod slots;
+
+use slots::Slots;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -97,6 +103,8 @@ pub struct EventQueue<E> {
     /// If set, an entry that sorts before every entry of `heap`.
     front: Option<Entry<E>>,
     heap: BinaryHeap<Entry<E>>,
+    /// Slotted events, at most one per slot, outside `heap` (see [`EventQueue::schedule_in_slot`]).
+    slots: Slots<E>,
     now: Time,
     next_seq: u64,
     /// Sequence numbers of cancelled events still in the heap.
@@ -117,6 +125,7 @@ impl<E> EventQueue<E> {
         EventQueue {
             front: None,
             heap: BinaryHeap::new(),
+            slots: Slots::new(),
             now: 0,
             next_seq: 0,
             cancelled: HashSet::new(),
@@ -147,11 +156,11 @@ impl<E> EventQueue<E> {
 
     /// Number of events waiting, cancelled ones included.
     pub fn len(&self) -> usize {
-        self.heap.len() + usize::from(self.front.is_some())
+        self.heap.len() + usize::from(self.front.is_some()) + self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.front.is_none() && self.heap.is_empty()
+        self.front.is_none() && self.heap.is_empty() && self.slots.len() == 0
     }
 
     /// Schedules `payload` at absolute time `at` (never before now) with a tie-break priority.
@@ -195,6 +204,19 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// Makes `payload` at `at` the one pending event of `slot` (a small integer, such as a vCPU
+    /// id), replacing the event the slot had. It takes its place in the insertion order now,
+    /// as [`EventQueue::schedule`] would: only where it is kept differs. For an event that is
+    /// re-armed or cancelled many times for each time it fires.
+    #[inline]
+    pub fn schedule_in_slot(&mut self, slot: usize, at: Time, priority: u8, payload: E) {
+        debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
+        let ticket = self.reserve();
+        let time = at.max(self.now) as u128;
+        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128;
+        self.slots.set(slot, key, payload);
+    }
+
     /// Cancels a pending event. Do not cancel an event already delivered: its ticket would
     /// stay in the cancelled set for the rest of the run.
     pub fn cancel(&mut self, ticket: Ticket) {
@@ -206,16 +228,25 @@ impl<E> EventQueue<E> {
     /// Removes and returns the next live event, advancing the clock to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        while let Some(entry) = self.front.take().or_else(|| self.heap.pop()) {
-            if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq()) {
-                continue;
-            }
-            self.now = (entry.key >> 64) as Time;
+        loop {
+            let queued = self.front.as_ref().or_else(|| self.heap.peek()).map(|e| e.key);
+            let (key, payload) = match (queued, self.slots.min_key()) {
+                (None, None) => return None,
+                (Some(q), Some(s)) if s < q => self.slots.pop()?,
+                (None, Some(_)) => self.slots.pop()?,
+                _ => {
+                    let entry = self.front.take().or_else(|| self.heap.pop())?;
+                    if !self.cancelled.is_empty() && self.cancelled.remove(&entry.seq()) {
+                        continue;
+                    }
+                    (entry.key, entry.payload)
+                }
+            };
+            self.now = (key >> 64) as Time;
             self.popped += 1;
-            self.len_sum += self.heap.len() as u64 + 1;
-            return Some((self.now, entry.payload));
+            self.len_sum += (self.heap.len() + self.slots.len()) as u64 + 1;
+            return Some((self.now, payload));
         }
-        None
     }
 
     /// Moves the clock forward to `t` without delivering anything (closing a run at its
@@ -227,7 +258,12 @@ impl<E> EventQueue<E> {
 
     /// Time of the next event (cancelled ones included), without popping it.
     pub fn peek_time(&self) -> Option<Time> {
-        self.front.as_ref().or_else(|| self.heap.peek()).map(|e| (e.key >> 64) as Time)
+        let queued = self.front.as_ref().or_else(|| self.heap.peek()).map(|e| e.key);
+        let key = match (queued, self.slots.min_key()) {
+            (Some(q), Some(s)) => q.min(s),
+            (q, s) => q.or(s)?,
+        };
+        Some((key >> 64) as Time)
     }
 }
 
@@ -323,6 +359,44 @@ mod tests {
                 tickets.retain(|(_, k)| k.2 != seq);
             }
         }
+    }
+
+    /// Slotted events interleave with queued ones exactly as one queue would order them: a
+    /// reference keeps every pending event, a slot's newer event replacing its older one.
+    #[test]
+    fn slotted_events_come_out_in_the_order_of_one_queue() {
+        let mut rng = RngStreams::new(11).stream(0);
+        let mut q = EventQueue::new();
+        // (time, priority, payload); a payload >= 1_000_000 is slot (payload - 1_000_000) / 10_000.
+        let mut reference: Vec<(Time, u8, u64)> = Vec::new();
+        let slot_of = |payload: u64| (payload >= 1_000_000).then(|| (payload - 1_000_000) / 10_000);
+        for seq in 0..5000u64 {
+            let t = q.now() + rng.gen_range(0..50);
+            let p = rng.gen_range(0..4u8);
+            if rng.gen_bool(0.5) {
+                q.schedule(t, p, seq);
+                reference.push((t, p, seq));
+            } else {
+                let slot = rng.gen_range(0..8u64);
+                let payload = 1_000_000 + slot * 10_000 + seq % 10_000;
+                q.schedule_in_slot(slot as usize, t, p, payload);
+                reference.retain(|k| slot_of(k.2) != Some(slot));
+                reference.push((t, p, payload));
+            }
+            assert_eq!(q.len(), reference.len());
+            if rng.gen_bool(0.4) && !reference.is_empty() {
+                // Stable sort: among equal (time, priority), the order of scheduling.
+                reference.sort_by_key(|k| (k.0, k.1));
+                let expected = reference.remove(0);
+                assert_eq!(q.peek_time(), Some(expected.0));
+                assert_eq!(q.pop(), Some((expected.0, expected.2)), "event {seq}");
+            }
+        }
+        reference.sort_by_key(|k| (k.0, k.1));
+        for expected in reference {
+            assert_eq!(q.pop(), Some((expected.0, expected.2)));
+        }
+        assert!(q.is_empty() && q.pop().is_none());
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub(super) enum Ev {
         t: ThreadId,
     },
     /// vCPU `v`'s guest-kernel timer: a tick if it runs, a wake-up if it is halted
-    /// (`guest_kernel`; stale if `gen` is not its `tick_gen`).
+    /// (`guest_kernel`; stale if `gen` is not its `tick_gen`). Kept in the queue's slot `v`
+    /// (`Core::post_guest_timer`), where arming it again replaces it.
     GuestTimer {
         v: VcpuId,
         gen: u32,
@@ -99,6 +100,15 @@ impl Core {
     pub(super) fn post(&mut self, at: Time, ev: Ev) -> Ticket {
         let priority = ev.priority();
         self.queue.schedule(at, priority, ev.into())
+    }
+
+    /// Makes `ev` at `at` vCPU `v`'s one pending guest timer, replacing the one it had. A
+    /// vCPU re-arms its timer at every switch-in and drops it at every switch-out, so in
+    /// the queue's slots (`vsched_engine::EventQueue::schedule_in_slot`) a dropped timer
+    /// leaves nothing to pop and skip.
+    pub(super) fn post_guest_timer(&mut self, v: VcpuId, at: Time, ev: Ev) {
+        let priority = ev.priority();
+        self.queue.schedule_in_slot(v, at, priority, ev.into());
     }
 
     /// Queues the guest events armed during the instant that just ended whose vCPU was not

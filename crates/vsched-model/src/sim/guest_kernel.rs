@@ -183,6 +183,9 @@ impl Core {
     }
 
     /// Cancels `v`'s pending guest timer (a preempted vCPU's tick waits for its next entry).
+    /// The event stays in its slot until the timer is armed again (which replaces it in
+    /// place, usually by one due within the timer slop of it) or until it comes due, and is
+    /// then skipped: at most one skipped pop per vCPU and tick period.
     pub(super) fn cancel_guest_timer(&mut self, v: VcpuId) {
         let vc = &mut self.vcpus[v];
         vc.tick_gen = vc.tick_gen.wrapping_add(1);
@@ -192,7 +195,7 @@ impl Core {
         self.cancel_guest_timer(v);
         let late = self.timer_late(self.vcpus[v].host);
         let gen = self.vcpus[v].tick_gen;
-        self.post(at + late, Ev::GuestTimer { v, gen });
+        self.post_guest_timer(v, at + late, Ev::GuestTimer { v, gen });
     }
 
     /// `v`'s guest timer fired. A running vCPU takes its tick (`Some(false)`); a halted one
