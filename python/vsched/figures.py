@@ -7,6 +7,7 @@ standard deviation error bars.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +22,8 @@ from vsched.catalog.model import FigureResult  # noqa: E402
 # Grey-scale friendly hatches, as the papers print in black and white.
 HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+# Characters per title line: what the default 6.4-inch axes hold at 9 points.
+TITLE_CHARS = 85
 
 
 def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
@@ -73,7 +76,8 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
         if all(not math.isnan(result.value(x, s)) for x in result.xs for s in result.series):
             ax.set_ylim(bottom=0)
     ax.set_xlabel(figure.xlabel)
-    ax.set_title(f"{paper_label} {figure.label}: {figure.title}", fontsize=9)
+    # Wrapped: a one-line title wider than the axes is cut off at both edges of the image.
+    ax.set_title(textwrap.fill(f"{paper_label} {figure.label}: {figure.title}", TITLE_CHARS), fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
