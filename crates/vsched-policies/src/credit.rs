@@ -30,7 +30,8 @@
 //! - The tick-time migration check of `csched_unit_acct` follows each release's
 //!   `_csched_cpu_pick` (`credit_pick.rs`), sockets and hardware threads included.
 //! - No soft affinity, pinning or cpupools; every vCPU may run on every pCPU.
-//! - The ticks of all pCPUs fire at the same instants (Xen starts them per pCPU at boot).
+//! - Each pCPU ticks at its own phase, and every timer fires up to Xen's 50 µs slop late
+//!   (`sim/clocks.rs`), as Xen's per-pCPU tickers drift apart after boot.
 //! - A VM created mid-run is queued as at the start and then woken, as Xen creates a domain
 //!   paused and unpauses it (`csched_unit_insert`, then `csched_unit_wake`: BOOST and tickle).
 //!   A destroyed VM's vCPUs leave their run queue and their domain's active list
