@@ -87,12 +87,17 @@ const PRI_IDLE: i8 = -64;
 /// The accounting timer's id.
 const TIMER_ACCT: u64 = 0;
 
+/// `xen_version`, which every policy built on Credit declares so that a scenario's `[host]
+/// xen_version` reaches it (`xen_version.rs`).
+pub(crate) const XEN_VERSION_PARAM: ParamSpec = ParamSpec {
+    name: "xen_version",
+    default: ParamDefault::Str("current"),
+    range: ParamRange::Any,
+    doc: "Credit's rules as in Xen \"3.0\", \"3.2\", \"4.0\", \"4.1\" or \"current\" (4.19)",
+};
+
 pub(crate) const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "xen_version",
-        default: ParamDefault::Str("current"),
-        range: ParamRange::Any, doc: "Credit's rules as in Xen \"3.0\", \"3.2\", \"4.0\", \"4.1\" or \"current\" (4.19)",
-    },
+    XEN_VERSION_PARAM,
     ParamSpec { name: "tslice_ms", default: ParamDefault::Int(TSLICE_MS), range: ParamRange::Int { min: 1, max: 1_000 }, doc: "time slice and accounting period, ms" },
     ParamSpec {
         name: "ticks_per_tslice",

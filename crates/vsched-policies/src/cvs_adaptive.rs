@@ -36,7 +36,7 @@
 
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
-    VcpuId, VmType, YieldReason,
+    Value, VcpuId, VmType, YieldReason,
 };
 
 use crate::cosched::Cosched;
@@ -60,6 +60,7 @@ const COSCHED_TIMER_BASE: u64 = 1 << 48;
 const TIMER_VOR: u64 = COSCHED_TIMER_BASE - 1;
 
 const PARAMS: &[ParamSpec] = &[
+    credit::XEN_VERSION_PARAM,
     ParamSpec {
         name: "co_max_vor",
         default: ParamDefault::Float(CO_MAX_VOR),
@@ -256,12 +257,14 @@ impl Policy for CvsAdaptive {
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     let co_max_vor = params.float("co_max_vor");
     let yth_max_vor = params.float_in("yth_max_vor", co_max_vor, 1e6)?;
-    let defaults = Params::check("scheduler", credit::PARAMS, &Default::default())?;
+    // Credit at its defaults, but for the release: the scenario's, as for `ytt` and `yth`.
+    let release = [("xen_version".to_string(), Value::Str(params.str("xen_version").to_string()))];
+    let credit_params = Params::check("scheduler", credit::PARAMS, &release.into_iter().collect())?;
     Ok(Box::new(CvsAdaptive {
         co_max_vor,
         yth_max_vor,
         mode: Mode::YieldToTail,
-        credit: Credit::from_params(&defaults, Spread::Off)?,
+        credit: Credit::from_params(&credit_params, Spread::Off)?,
         cosched: Cosched::embedded(COSCHED_TIMER_BASE),
         vor_pending: false,
     }))
