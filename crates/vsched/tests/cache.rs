@@ -41,6 +41,18 @@ fn a_vcpu_alone_on_its_core_refills_once() {
 }
 
 #[test]
+fn a_refill_cut_short_counts_only_the_time_it_ran() {
+    // 2 MiB from cold: 32,768 lines from memory at 10 ns, 327.68 µs. With 100 µs slices, a
+    // refills during [0, 100 µs) and is preempted, b during [100 µs, the end of the run):
+    // the host counts the time they sat refilling, not the refills they started.
+    let doms = vec![hog("a", 2048), hog("b", 2048)];
+    let m = Simulation::new(host(1, 1), doms, policy("rr", &[("slice_us", Value::Int(100))]), 1)
+        .run(200 * 1000 - 1, Until::Horizon, &mut |_| true)
+        .unwrap();
+    assert_eq!((m.host.cache_refill_s * 1e9).round() as Time, 200 * 1000 - 1);
+}
+
+#[test]
 fn what_ran_meanwhile_decides_how_much_is_refilled() {
     // Two 1 MiB VMs alternate on one core (L2 256 KiB, L3 2 MiB). Cold: 16,384 lines from
     // memory each. Back on the core, the other VM's 256 KiB evicted the whole L2 share

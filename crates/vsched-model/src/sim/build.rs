@@ -174,6 +174,7 @@ impl Simulation {
                     spin_ns: 0,
                     last_pcpu: None,
                     warmth: None,
+                    refill_span: (0, 0),
                     run_from: 0,
                     synced_to: 0,
                     ple_from: 0,

@@ -173,9 +173,16 @@ impl Core {
         let from_l3 = miss2.saturating_sub(miss3).div_ceil(LINE_BYTES);
         // Its footprint here is added when it leaves (`leave_caches`), by how long it ran.
         self.vcpus[v].warmth = Some(Warmth { core, socket, l2_mark: fills.l2[core], l3_mark: fills.l3[socket] });
-        let ns = fills.refill_ns(from_l3, from_memory);
-        self.hosts[self.pcpus[p].host].cache_refill_ns += ns;
-        ns
+        fills.refill_ns(from_l3, from_memory)
+    }
+
+    /// `v`'s refill stall ran `[start, end)` (`dispatch`); at `now`, as it leaves or the run
+    /// ends, its host counts the part it sat through: a vCPU preempted before its refill
+    /// ended spent only that long refilling (its next switch-in refills again).
+    pub(super) fn count_refill(&mut self, v: VcpuId, now: Time) {
+        let (start, end) = std::mem::take(&mut self.vcpus[v].refill_span);
+        let h = self.vcpus[v].host;
+        self.hosts[h].cache_refill_ns += now.clamp(start, end) - start;
     }
 
     /// `v` leaves its pCPU at `now`: what it touched while it ran (its share of each cache,

@@ -46,6 +46,7 @@ impl Core {
         self.queue.advance_to(now);
         for v in 0..self.vcpus.len() {
             self.sync(v);
+            self.count_refill(v, now);
             let s = self.vcpus[v].state;
             self.set_state(v, s);
         }

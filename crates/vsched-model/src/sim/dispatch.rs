@@ -126,7 +126,9 @@ impl Core {
                     self.hosts[h].migrations += 1;
                 }
                 let woke_at = vc.woke_at;
-                overhead += self.refill(v, p);
+                let refill = self.refill(v, p);
+                self.vcpus[v].refill_span = (now + overhead, now + overhead + refill);
+                overhead += refill;
                 overhead += self.guest_ticks_at_entry(v);
                 if let Some(w) = woke_at {
                     let dom = &mut self.doms[self.vcpus[v].dom];
@@ -188,6 +190,7 @@ impl Core {
     pub(super) fn deschedule(&mut self, v: VcpuId) {
         self.sync(v);
         self.leave_caches(v, self.queue.now());
+        self.count_refill(v, self.queue.now());
         let preempted = matches!(self.vcpus[v].state, VcpuState::Running(_));
         if preempted {
             self.cancel_guest_timer(v); // a halted vCPU keeps its idle timer

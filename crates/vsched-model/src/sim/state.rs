@@ -164,6 +164,9 @@ pub(super) struct Vcpu {
     pub(super) last_pcpu: Option<PcpuId>,
     /// Where its working set is warm (`cache`).
     pub(super) warmth: Option<Warmth>,
+    /// The refill stall of its last switch-in, `[start, end)`: counted in the host's
+    /// `cache_refill_ns` for the part it sat through, when it leaves (`cache`).
+    pub(super) refill_span: (Time, Time),
     /// Guest code runs from here on (after the dispatch overheads).
     pub(super) run_from: Time,
     /// Progress has been accounted up to here.
