@@ -48,6 +48,7 @@
 //! synchronization, so it preempts lock holders and runs spinning waiters (the LHP problem).
 //!
 //! # Beside this file
+//! `credit_acct.rs`: the accounting (`burn_credits`, the active lists, `csched_acct`).
 //! `credit_pick.rs`: `_csched_cpu_pick` and the tick-time migration. `credit_trace.rs`: what
 //! Credit publishes to a trace. `credit_spread.rs`: the papers' sibling-spread rule (Xen has
 //! none). `credit_variant.rs`: the co-scheduling policies built on Credit (`OnCredit`).
@@ -158,12 +159,12 @@ pub(crate) struct PcpuState {
 
 #[derive(Clone)]
 pub(crate) struct VcpuState {
-    credit: i64,
+    pub(crate) credit: i64,
     /// Sub-credit remainder of burnt time, in (ns × credits per ms).
-    residual: u64,
+    pub(crate) residual: u64,
     pub(crate) pri: i8,
     /// Credits are burnt from here.
-    start_time: Time,
+    pub(crate) start_time: Time,
     /// When it was last scheduled in (for the rate limit).
     run_start: Time,
     /// The pCPU whose run queue it belongs to (Xen's `v->processor`).
@@ -178,7 +179,7 @@ pub(crate) struct VcpuState {
     /// that did not yield has had its turn there (see `pick_next_yield_to_head`).
     head_wait: bool,
     pub(crate) parked: bool,
-    active: bool,
+    pub(crate) active: bool,
     /// Flagged at a tick to move where `_csched_cpu_pick` prefers (`_VPF_migrating`).
     pub(crate) migrating: bool,
 }
@@ -209,19 +210,19 @@ impl VcpuState {
     }
 }
 
-struct DomState {
-    weight: u32,
-    cap: u32,
+pub(crate) struct DomState {
+    pub(crate) weight: u32,
+    pub(crate) cap: u32,
     /// Active vCPUs, in activation order.
-    active_vcpus: Vec<VcpuId>,
+    pub(crate) active_vcpus: Vec<VcpuId>,
 }
 
 pub(crate) struct Credit {
     // Configuration.
     tslice_ns: Time,
-    tick_ns: Time,
-    credits_per_msec: i64,
-    credits_per_tslice: i64,
+    pub(crate) tick_ns: Time,
+    pub(crate) credits_per_msec: i64,
+    pub(crate) credits_per_tslice: i64,
     ratelimit_ns: Time,
     load_balance_ratelimit_ns: Time,
     min_timer_ns: Time,
@@ -234,13 +235,13 @@ pub(crate) struct Credit {
     // State.
     pub(crate) pcpus: Vec<PcpuState>,
     pub(crate) vcpus: Vec<VcpuState>,
-    doms: Vec<DomState>,
+    pub(crate) doms: Vec<DomState>,
     /// Active domains, in list order (`csched_acct` reorders it).
-    active_doms: Vec<DomId>,
+    pub(crate) active_doms: Vec<DomId>,
     /// Sum over active domains of their accounting weight (`prv->weight`; see `share_weight`).
-    weight_total: i64,
-    credit_balance: i64,
-    sort_epoch: u64,
+    pub(crate) weight_total: i64,
+    pub(crate) credit_balance: i64,
+    pub(crate) sort_epoch: u64,
     last_tickle: PcpuId,
     /// The pCPUs a tickle sends to, kept between tickles to spare an allocation per wake-up.
     tickle_targets: Vec<PcpuId>,
@@ -250,63 +251,6 @@ pub(crate) struct Credit {
 }
 
 impl Credit {
-    /// `burn_credits`: charge a running vCPU for the time since `start_time`.
-    fn burn_credits(&mut self, v: VcpuId, now: Time) {
-        let s = &mut self.vcpus[v];
-        if now <= s.start_time {
-            return;
-        }
-        let val = (now - s.start_time) * self.credits_per_msec as u64 + s.residual;
-        s.credit -= (val / NS_PER_MS) as i64;
-        s.residual = val % NS_PER_MS;
-        s.start_time = now;
-    }
-
-    /// `__csched_unit_acct_start`: `v` joins its domain's active list.
-    fn acct_start(&mut self, cx: &Cx, v: VcpuId) {
-        if self.vcpus[v].active {
-            return;
-        }
-        let d = cx.dom_of(v);
-        self.vcpus[v].active = true;
-        let dom = &mut self.doms[d];
-        dom.active_vcpus.push(v);
-        let first = dom.active_vcpus.len() == 1;
-        if first {
-            self.active_doms.push(d);
-        }
-        if first || self.profile.weight_per_vcpu {
-            self.weight_total += dom.weight as i64;
-        }
-    }
-
-    /// `__csched_unit_acct_stop_locked`: `v` leaves the active list.
-    fn acct_stop(&mut self, cx: &Cx, v: VcpuId) {
-        let d = cx.dom_of(v);
-        self.vcpus[v].active = false;
-        let dom = &mut self.doms[d];
-        dom.active_vcpus.retain(|&u| u != v);
-        let last = dom.active_vcpus.is_empty();
-        if last || self.profile.weight_per_vcpu {
-            self.weight_total -= dom.weight as i64;
-        }
-        if last {
-            self.active_doms.retain(|&e| e != d);
-        }
-    }
-
-    /// A domain's weight in `csched_acct`: weight × active vCPUs from Xen 4.1 (4.1.2
-    /// `csched_acct` L1024), the weight alone before (4.0.1 L885). 0 when inactive.
-    fn share_weight(&self, d: DomId) -> i64 {
-        let dom = &self.doms[d];
-        let n_active = dom.active_vcpus.len() as i64;
-        if self.profile.weight_per_vcpu {
-            dom.weight as i64 * n_active
-        } else {
-            dom.weight as i64 * n_active.min(1)
-        }
-    }
-
     /// `__runq_insert`: after every vCPU of equal or higher priority. A yielding vCPU goes
     /// where `yield_placement` says: also behind the first lower-priority vCPU, if there is one
     /// (Xen); behind everyone (`Tail`); or first (`Head`: `pick_next` holds it out of its choice).
@@ -557,11 +501,6 @@ impl Credit {
         }
     }
 
-    /// Credits one tick is worth (`CSCHED_CREDITS_PER_TICK`, 100 with the defaults).
-    fn credits_per_tick(&self) -> i64 {
-        self.credits_per_msec * (self.tick_ns / NS_PER_MS) as i64
-    }
-
     /// Credit's tick period: how long a pCPU left idle by a co-scheduling rule waits before
     /// it looks again.
     pub(crate) fn tick_ns(&self) -> Time {
@@ -646,97 +585,6 @@ impl Credit {
             ));
         }
         Ok(())
-    }
-
-    /// `csched_acct`: share out a period's credits among active domains.
-    fn account(&mut self, cx: &mut Cx) {
-        let weight_total = self.weight_total;
-        let mut credit_total = self.credits_per_tslice * self.pcpus.len() as i64;
-        if self.credit_balance < 0 {
-            credit_total -= self.credit_balance;
-        }
-        if weight_total == 0 {
-            self.credit_balance = 0;
-            return;
-        }
-        let mut weight_left = weight_total;
-        let mut credit_balance = 0i64;
-        let mut credit_xtra = false;
-        let doms = self.active_doms.clone();
-        for &d in &doms {
-            let weight = self.share_weight(d);
-            let (cap, n_active) = (self.doms[d].cap as i64, self.doms[d].active_vcpus.len() as i64);
-            weight_left -= weight;
-            // At most enough credit to run every active vCPU for a whole period, more only
-            // when the system as a whole is in debt.
-            let mut credit_peak = n_active * self.credits_per_tslice;
-            if self.credit_balance < 0 {
-                credit_peak += (-self.credit_balance * weight + (weight_total - 1)) / weight_total;
-            }
-            let mut credit_cap = 0;
-            if cap != 0 {
-                credit_cap = (cap * self.credits_per_tslice + 99) / 100;
-                credit_peak = credit_peak.min(credit_cap);
-                credit_cap = (credit_cap + (n_active - 1)) / n_active;
-            }
-            let mut credit_fair = (credit_total * weight + (weight_total - 1)) / weight_total;
-            if credit_fair < credit_peak {
-                credit_xtra = true;
-            } else {
-                if weight_left != 0 {
-                    // Give other domains a chance at the credits this one cannot use.
-                    credit_total += ((credit_fair - credit_peak) * weight_total + (weight_left - 1)) / weight_left;
-                }
-                if credit_xtra {
-                    // Lazily keep domains with spare credit at the head of the list.
-                    if let Some(i) = self.active_doms.iter().position(|&e| e == d) {
-                        self.active_doms.remove(i);
-                        self.active_doms.insert(0, d);
-                    }
-                }
-                credit_fair = credit_peak;
-            }
-            let credit_fair_per_vcpu = (credit_fair + (n_active - 1)) / n_active;
-            for v in self.doms[d].active_vcpus.clone() {
-                let s = &mut self.vcpus[v];
-                s.credit += credit_fair_per_vcpu;
-                if s.credit < 0 {
-                    s.pri = PRI_OVER;
-                    if cap != 0 && s.credit < -credit_cap && !s.parked {
-                        // Over its cap: pause it until its credit is positive again.
-                        s.parked = true;
-                        cx.count("credit.parks");
-                        if s.queued {
-                            self.runq_remove(v);
-                        } else if let Some(q) = cx.running_on(v) {
-                            cx.resched(q);
-                        }
-                    }
-                    let s = &mut self.vcpus[v];
-                    s.credit = s.credit.max(-self.credits_per_tslice);
-                } else {
-                    s.pri = PRI_UNDER;
-                    if s.parked {
-                        s.parked = false;
-                        if cx.is_runnable(v) && cx.running_on(v).is_none() {
-                            let p = self.vcpus[v].processor;
-                            self.runq_insert(cx, p, v);
-                            self.tickle(cx, v);
-                        }
-                    }
-                    if self.vcpus[v].credit > self.credits_per_tslice {
-                        // Not using its share: stop earning, and keep half as a head start
-                        // (Xen >= 4.1) or nothing (before).
-                        self.acct_stop(cx, v);
-                        let s = &mut self.vcpus[v];
-                        s.credit = if self.profile.halve_surplus { s.credit / 2 } else { 0 };
-                    }
-                }
-                credit_balance += self.vcpus[v].credit;
-            }
-        }
-        self.credit_balance = credit_balance;
-        self.sort_epoch += 1;
     }
 }
 

@@ -8,6 +8,7 @@ pub mod cds;
 pub mod cfs;
 pub mod cosched;
 pub mod credit;
+mod credit_acct;
 mod credit_pick;
 mod credit_spread;
 mod credit_trace;

@@ -1,0 +1,163 @@
+//! Credit's accounting (`xen/common/sched/credit.c`): what a vCPU pays for the CPU it uses
+//! (`burn_credits`, or whoever runs at a tick in Xen 3.x), which vCPUs earn credit (the
+//! domains' active lists, `__csched_unit_acct_start` / `_stop`), and `csched_acct`, which
+//! every 30 ms shares a period's credits among the active domains by weight, bounded by
+//! their caps, and sets each vCPU's priority. The scheduling half is in `credit.rs`.
+
+use crate::credit::{Credit, PRI_OVER, PRI_UNDER};
+use vsched_model::{Cx, DomId, Time, VcpuId, NS_PER_MS};
+
+impl Credit {
+    /// `burn_credits`: charge a running vCPU for the time since `start_time`.
+    pub(crate) fn burn_credits(&mut self, v: VcpuId, now: Time) {
+        let s = &mut self.vcpus[v];
+        if now <= s.start_time {
+            return;
+        }
+        let val = (now - s.start_time) * self.credits_per_msec as u64 + s.residual;
+        s.credit -= (val / NS_PER_MS) as i64;
+        s.residual = val % NS_PER_MS;
+        s.start_time = now;
+    }
+
+    /// `__csched_unit_acct_start`: `v` joins its domain's active list.
+    pub(crate) fn acct_start(&mut self, cx: &Cx, v: VcpuId) {
+        if self.vcpus[v].active {
+            return;
+        }
+        let d = cx.dom_of(v);
+        self.vcpus[v].active = true;
+        let dom = &mut self.doms[d];
+        dom.active_vcpus.push(v);
+        let first = dom.active_vcpus.len() == 1;
+        if first {
+            self.active_doms.push(d);
+        }
+        if first || self.profile.weight_per_vcpu {
+            self.weight_total += dom.weight as i64;
+        }
+    }
+
+    /// `__csched_unit_acct_stop_locked`: `v` leaves the active list.
+    pub(crate) fn acct_stop(&mut self, cx: &Cx, v: VcpuId) {
+        let d = cx.dom_of(v);
+        self.vcpus[v].active = false;
+        let dom = &mut self.doms[d];
+        dom.active_vcpus.retain(|&u| u != v);
+        let last = dom.active_vcpus.is_empty();
+        if last || self.profile.weight_per_vcpu {
+            self.weight_total -= dom.weight as i64;
+        }
+        if last {
+            self.active_doms.retain(|&e| e != d);
+        }
+    }
+
+    /// A domain's weight in `csched_acct`: weight × active vCPUs from Xen 4.1 (4.1.2
+    /// `csched_acct` L1024), the weight alone before (4.0.1 L885). 0 when inactive.
+    pub(crate) fn share_weight(&self, d: DomId) -> i64 {
+        let dom = &self.doms[d];
+        let n_active = dom.active_vcpus.len() as i64;
+        if self.profile.weight_per_vcpu {
+            dom.weight as i64 * n_active
+        } else {
+            dom.weight as i64 * n_active.min(1)
+        }
+    }
+
+    /// Credits one tick is worth (`CSCHED_CREDITS_PER_TICK`, 100 with the defaults).
+    pub(crate) fn credits_per_tick(&self) -> i64 {
+        self.credits_per_msec * (self.tick_ns / NS_PER_MS) as i64
+    }
+
+    /// `csched_acct`: share out a period's credits among active domains.
+    pub(crate) fn account(&mut self, cx: &mut Cx) {
+        let weight_total = self.weight_total;
+        let mut credit_total = self.credits_per_tslice * self.pcpus.len() as i64;
+        if self.credit_balance < 0 {
+            credit_total -= self.credit_balance;
+        }
+        if weight_total == 0 {
+            self.credit_balance = 0;
+            return;
+        }
+        let mut weight_left = weight_total;
+        let mut credit_balance = 0i64;
+        let mut credit_xtra = false;
+        let doms = self.active_doms.clone();
+        for &d in &doms {
+            let weight = self.share_weight(d);
+            let (cap, n_active) = (self.doms[d].cap as i64, self.doms[d].active_vcpus.len() as i64);
+            weight_left -= weight;
+            // At most enough credit to run every active vCPU for a whole period, more only
+            // when the system as a whole is in debt.
+            let mut credit_peak = n_active * self.credits_per_tslice;
+            if self.credit_balance < 0 {
+                credit_peak += (-self.credit_balance * weight + (weight_total - 1)) / weight_total;
+            }
+            let mut credit_cap = 0;
+            if cap != 0 {
+                credit_cap = (cap * self.credits_per_tslice + 99) / 100;
+                credit_peak = credit_peak.min(credit_cap);
+                credit_cap = (credit_cap + (n_active - 1)) / n_active;
+            }
+            let mut credit_fair = (credit_total * weight + (weight_total - 1)) / weight_total;
+            if credit_fair < credit_peak {
+                credit_xtra = true;
+            } else {
+                if weight_left != 0 {
+                    // Give other domains a chance at the credits this one cannot use.
+                    credit_total += ((credit_fair - credit_peak) * weight_total + (weight_left - 1)) / weight_left;
+                }
+                if credit_xtra {
+                    // Lazily keep domains with spare credit at the head of the list.
+                    if let Some(i) = self.active_doms.iter().position(|&e| e == d) {
+                        self.active_doms.remove(i);
+                        self.active_doms.insert(0, d);
+                    }
+                }
+                credit_fair = credit_peak;
+            }
+            let credit_fair_per_vcpu = (credit_fair + (n_active - 1)) / n_active;
+            for v in self.doms[d].active_vcpus.clone() {
+                let s = &mut self.vcpus[v];
+                s.credit += credit_fair_per_vcpu;
+                if s.credit < 0 {
+                    s.pri = PRI_OVER;
+                    if cap != 0 && s.credit < -credit_cap && !s.parked {
+                        // Over its cap: pause it until its credit is positive again.
+                        s.parked = true;
+                        cx.count("credit.parks");
+                        if s.queued {
+                            self.runq_remove(v);
+                        } else if let Some(q) = cx.running_on(v) {
+                            cx.resched(q);
+                        }
+                    }
+                    let s = &mut self.vcpus[v];
+                    s.credit = s.credit.max(-self.credits_per_tslice);
+                } else {
+                    s.pri = PRI_UNDER;
+                    if s.parked {
+                        s.parked = false;
+                        if cx.is_runnable(v) && cx.running_on(v).is_none() {
+                            let p = self.vcpus[v].processor;
+                            self.runq_insert(cx, p, v);
+                            self.tickle(cx, v);
+                        }
+                    }
+                    if self.vcpus[v].credit > self.credits_per_tslice {
+                        // Not using its share: stop earning, and keep half as a head start
+                        // (Xen >= 4.1) or nothing (before).
+                        self.acct_stop(cx, v);
+                        let s = &mut self.vcpus[v];
+                        s.credit = if self.profile.halve_surplus { s.credit / 2 } else { 0 };
+                    }
+                }
+                credit_balance += self.vcpus[v].credit;
+            }
+        }
+        self.credit_balance = credit_balance;
+        self.sort_epoch += 1;
+    }
+}
