@@ -170,6 +170,19 @@ impl<E> EventQueue<E> {
         ticket
     }
 
+    /// The packed order of an event at `at` (never before now) with `priority` and `ticket`.
+    #[inline]
+    fn key(&self, ticket: Ticket, at: Time, priority: u8) -> u128 {
+        let time = at.max(self.now) as u128;
+        (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128
+    }
+
+    /// The key of the earliest event outside the slots (cancelled ones included).
+    #[inline]
+    fn queued_key(&self) -> Option<u128> {
+        self.front.as_ref().or_else(|| self.heap.peek()).map(|e| e.key)
+    }
+
     /// Takes the next place in the insertion order without queueing anything yet: an event
     /// later given this ticket by [`EventQueue::schedule_reserved`] sorts exactly as if it
     /// had been scheduled when the ticket was taken. A caller that may learn, before the
@@ -190,8 +203,7 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn schedule_reserved(&mut self, ticket: Ticket, at: Time, priority: u8, payload: E) {
         debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
-        let time = at.max(self.now) as u128;
-        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128;
+        let key = self.key(ticket, at, priority);
         let entry = Entry { key, payload };
         match &self.front {
             Some(front) if key < front.key => {
@@ -212,8 +224,7 @@ impl<E> EventQueue<E> {
     pub fn schedule_in_slot(&mut self, slot: usize, at: Time, priority: u8, payload: E) {
         debug_assert!(at >= self.now, "event scheduled in the past: {at} < {}", self.now);
         let ticket = self.reserve();
-        let time = at.max(self.now) as u128;
-        let key = (time << 64) | ((priority as u128) << SEQ_BITS) | ticket.0 as u128;
+        let key = self.key(ticket, at, priority);
         self.slots.set(slot, key, payload);
     }
 
@@ -229,7 +240,7 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
         loop {
-            let queued = self.front.as_ref().or_else(|| self.heap.peek()).map(|e| e.key);
+            let queued = self.queued_key();
             let (key, payload) = match (queued, self.slots.min_key()) {
                 (None, None) => return None,
                 (Some(q), Some(s)) if s < q => self.slots.pop()?,
@@ -258,7 +269,7 @@ impl<E> EventQueue<E> {
 
     /// Time of the next event (cancelled ones included), without popping it.
     pub fn peek_time(&self) -> Option<Time> {
-        let queued = self.front.as_ref().or_else(|| self.heap.peek()).map(|e| e.key);
+        let queued = self.queued_key();
         let key = match (queued, self.slots.min_key()) {
             (Some(q), Some(s)) => q.min(s),
             (q, s) => q.or(s)?,
