@@ -3,9 +3,10 @@
 //! same measurement as `vsched bench --sim-s SIM_S --copies COPIES`; record results in
 //! docs/performance.md.
 //!
-//! `cargo bench -p vsched -- --file SCENARIO [--runs N]`: the wall-clock time of one run of
-//! any scenario file, run N times (10 by default) with its own seed: median, minimum and
-//! maximum. For scenarios that run in milliseconds, such as the SimPy peer's kernel-mode one.
+//! `cargo bench -p vsched -- --file SCENARIO [--runs N] [--copies C]`: the wall-clock time of
+//! one run of any scenario file, its VMs repeated C times, run N times (10 by default) with
+//! its own seed: median, minimum and maximum. For scenarios that run in milliseconds, such as
+//! the SimPy peer's kernel-mode one.
 //!
 //! `cargo bench -p vsched -- --draws N`: nanoseconds per jittered compute draw, the guests'
 //! commonest random draw, over 5 rounds of N draws (`vsched::bench_draws_json`).
@@ -31,18 +32,24 @@ fn main() {
     }
 }
 
-/// `--file PATH [--runs N]`, the path at `args[at + 1]`.
+/// `--file PATH [--runs N] [--copies C]`, the path at `args[at + 1]`.
 fn bench_file(args: &[String], at: usize) -> Result<String, String> {
     let path = args.get(at + 1).ok_or("--file: expected the path of a scenario file")?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("--file: {path}: {e}"))?;
-    let runs = match args.iter().position(|a| a == "--runs") {
+    let runs = option(args, "--runs", 10)?;
+    let copies = option(args, "--copies", 1)?;
+    vsched::bench_file_json(&text, runs, copies).map_err(|e| e.to_string())
+}
+
+/// The integer after `name` in `args`, or `default` when `name` is absent.
+fn option(args: &[String], name: &str, default: u32) -> Result<u32, String> {
+    match args.iter().position(|a| a == name) {
         Some(r) => {
             let value = args.get(r + 1).map_or("", String::as_str);
-            value.parse::<u32>().map_err(|_| format!("--runs: expected an integer, got {value:?}"))?
+            value.parse::<u32>().map_err(|_| format!("{name}: expected an integer, got {value:?}"))
         }
-        None => 10,
-    };
-    vsched::bench_file_json(&text, runs).map_err(|e| e.to_string())
+        None => Ok(default),
+    }
 }
 
 /// `--draws N`, the count at `args[at + 1]`.

@@ -324,8 +324,9 @@ def bench(sim_s: float | None = None, copies: int = 1) -> dict[str, Any]:
     return figures
 
 
-def bench_scenario(scenario: ScenarioLike, runs: int = 10) -> dict[str, Any]:
-    """Run `scenario` `runs` times (1 to `MAX_BENCH_RUNS`) with its own seed, one core, and
+def bench_scenario(scenario: ScenarioLike, runs: int = 10, copies: int = 1) -> dict[str, Any]:
+    """Run `scenario`, its VMs repeated `copies` times (1 to 64, as `bench` does the standard
+    scenario's), `runs` times (1 to `MAX_BENCH_RUNS`) with its own seed, one core, and
     return the wall-clock time of one run: `wall_s_median`, `wall_s_min`, `wall_s_max`, with
     `events`, `ns_per_event` and `sim_s_per_wall_s` at the median. Every run is the same
     simulation, so only its time varies: the way to time a scenario that runs in milliseconds.
@@ -336,7 +337,9 @@ def bench_scenario(scenario: ScenarioLike, runs: int = 10) -> dict[str, Any]:
     most = _core.MAX_BENCH_RUNS
     if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= most:
         raise ScenarioError(f"--runs: expected an integer in 1..={most}, got {runs!r}")
-    figures: dict[str, Any] = json.loads(_core.bench_scenario(read_scenario(scenario), runs))
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= 64:
+        raise ScenarioError(f"--copies: expected an integer in 1..=64, got {copies!r}")
+    figures: dict[str, Any] = json.loads(_core.bench_scenario(read_scenario(scenario), runs, copies))
     return figures
 
 

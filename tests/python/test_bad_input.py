@@ -404,7 +404,9 @@ def test_bad_scenario_bench(cli: Cli, tiny_scenario: Path) -> None:
         cli("bench", tiny_scenario, "--runs", "0")
     )
     assert error_message(cli("bench", "--runs", "3")).startswith("--runs: applies to a SCENARIO file")
-    assert error_message(cli("bench", tiny_scenario, "--copies", "2")).startswith("--copies: applies to")
+    assert "--copies: expected an integer in 1..=64, got 65" in error_message(
+        cli("bench", tiny_scenario, "--copies", "65")
+    )
     assert error_message(cli("bench", tiny_scenario, "--sim-s", "1")).startswith("--sim-s: applies to")
     assert "SCENARIO" in error_message(cli("bench", tiny_scenario.with_name("missing.toml")))
     with pytest.raises(vsched.ScenarioError, match="--runs: expected an integer"):

@@ -106,6 +106,10 @@ def test_bench_times_a_scenario_file_over_its_runs(cli: Cli, tiny_scenario: Path
     assert vsched.bench_scenario(TINY_SCENARIO, runs=1)["runs"] == 1
     readable = cli("bench", tiny_scenario, "--runs", "2")
     assert "2 runs" in readable.stdout
+    # --copies repeats the file's VMs, as it does the standard scenario's.
+    doubled = json.loads(cli("bench", tiny_scenario, "--runs", "1", "--copies", "2", "--json").stdout)
+    assert (figures["copies"], doubled["copies"]) == (1, 2)
+    assert (figures["vcpus"], doubled["vcpus"]) == (4, 8)  # two 2-vCPU VMs, no Domain-0
     for figure in ("wall_s_median", "queue_len_mean", "bare_loop_ns_per_event", "vs_bare_loop"):
         assert figure in readable.stdout
 

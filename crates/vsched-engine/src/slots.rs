@@ -115,3 +115,45 @@ impl<E> Slots<E> {
         self.position[self.heap[at].1 as usize] = at as u32;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    /// Every entry is no smaller than its parent, and `position` points at each slot's entry.
+    fn assert_consistent(slots: &Slots<u64>) {
+        for (at, entry) in slots.heap.iter().enumerate() {
+            if at > 0 {
+                assert!(slots.heap[(at - 1) / 2].0 <= entry.0, "entry {at} is above its parent");
+            }
+            assert_eq!(slots.position[entry.1 as usize] as usize, at, "slot {} is not where it says", entry.1);
+        }
+        let pending = slots.position.iter().filter(|&&p| p != EMPTY).count();
+        assert_eq!(pending, slots.heap.len());
+    }
+
+    /// Random sets (new slots and replacements, earlier or later) and pops over many slots keep
+    /// the heap and its index consistent, and pops come out in key order of what is pending.
+    #[test]
+    fn sets_and_pops_keep_the_heap_and_its_index_in_order() {
+        let mut rng = crate::RngStreams::new(5).stream(0);
+        let mut slots: Slots<u64> = Slots::new();
+        let mut pending: Vec<Option<u128>> = vec![None; 300];
+        for step in 0..20_000u64 {
+            let slot = rng.gen_range(0..300usize);
+            if rng.gen_bool(0.7) {
+                let key = (rng.gen_range(0..1_000u128) << 64) | step as u128;
+                slots.set(slot, key, step);
+                pending[slot] = Some(key);
+            } else {
+                let smallest = pending.iter().flatten().min().copied();
+                assert_eq!(slots.pop().map(|(key, _)| key), smallest, "step {step}");
+                if let Some(key) = smallest {
+                    *pending.iter_mut().find(|k| **k == Some(key)).unwrap() = None;
+                }
+            }
+            assert_consistent(&slots);
+        }
+    }
+}

@@ -28,9 +28,9 @@ use vsched_engine::Time;
 /// Splits `capacity` pCPUs among claimants of the given `weights` asking for `demands`
 /// pCPUs each, by weighted max-min fairness (water-filling), into `rates`. A claimant gets
 /// its demand if that is at most its weight's share of what the smaller claimants left;
-/// the rest share the remainder in proportion to their weights. `order` is scratch space;
-/// the order of the previous call, kept there, makes the sort nearly free when few demands
-/// changed (the simulator calls this at every change of one VM's demand).
+/// the rest share the remainder in proportion to their weights. `scratch` keeps the order of
+/// the previous call, which makes the sort nearly free when few demands changed (the
+/// simulator calls this at every change of one VM's demand).
 ///
 /// Returns where the water stopped rising when some claimants got less than they asked for
 /// (`None` when every demand was met, or only weightless claimants were left short).
@@ -39,7 +39,7 @@ pub fn max_min_fair_split(
     weights: &[f64],
     demands: &[f64],
     rates: &mut [f64],
-    order: &mut Vec<usize>,
+    scratch: &mut SplitScratch,
 ) -> Option<WaterLevel> {
     let total_demand: f64 = demands.iter().sum();
     if total_demand <= capacity {
@@ -48,12 +48,15 @@ pub fn max_min_fair_split(
     }
     // Smallest demand per unit of weight first: those are satisfied before the level rises
     // past them. Ties break by index, so the result depends on no previous order.
+    let SplitScratch { order, per_weight } = scratch;
     if order.len() != demands.len() {
         order.clear();
         order.extend(0..demands.len());
     }
-    let per_weight = |i: usize| if weights[i] > 0.0 { demands[i] / weights[i] } else { f64::INFINITY };
-    let before = |a: usize, b: usize| per_weight(a).total_cmp(&per_weight(b)).then(a.cmp(&b)).is_lt();
+    // Each claimant's key is worked out once, not at each of its comparisons.
+    per_weight.clear();
+    per_weight.extend(weights.iter().zip(demands).map(|(&w, &d)| if w > 0.0 { d / w } else { f64::INFINITY }));
+    let before = |a: usize, b: usize| per_weight[a].total_cmp(&per_weight[b]).then(a.cmp(&b)).is_lt();
     // Insertion sort: linear on the nearly sorted order of the previous call.
     for i in 1..order.len() {
         let mut j = i;
@@ -74,11 +77,11 @@ pub fn max_min_fair_split(
             return None;
         }
         let level = left / weight_left;
-        if per_weight(i) <= level {
+        if per_weight[i] <= level {
             rates[i] = demands[i];
             left -= demands[i];
             weight_left -= weights[i];
-            highest_met = per_weight(i);
+            highest_met = per_weight[i];
         } else {
             // Every claimant from here on asks for more than the level: they split the rest.
             for &j in &order[position..] {
@@ -88,6 +91,14 @@ pub fn max_min_fair_split(
         }
     }
     None
+}
+
+/// Scratch space of [`max_min_fair_split`], kept between calls: the claimants in the order of
+/// the last split, and each one's demand per unit of weight.
+#[derive(Debug, Clone, Default)]
+pub struct SplitScratch {
+    order: Vec<usize>,
+    per_weight: Vec<f64>,
 }
 
 /// Where a split's water stopped: claimants whose demand per unit of weight is above `level`
@@ -135,8 +146,8 @@ pub struct EntitlementMeter {
     /// change instead of summed again.
     whole_demands: bool,
     demand_sum: f64,
-    // Scratch space of the split, kept to spare an allocation per change.
-    order: Vec<usize>,
+    // Scratch space of the split, kept to spare allocations per change.
+    scratch: SplitScratch,
 }
 
 impl EntitlementMeter {
@@ -163,7 +174,7 @@ impl EntitlementMeter {
             demands: vec![0.0; n],
             whole_demands,
             demand_sum: 0.0,
-            order: Vec::with_capacity(n),
+            scratch: SplitScratch::default(),
         }
     }
 
@@ -248,7 +259,7 @@ impl EntitlementMeter {
             });
             if !same_split {
                 self.water =
-                    max_min_fair_split(self.pcpus, &self.weights, &self.demands, &mut self.rates, &mut self.order);
+                    max_min_fair_split(self.pcpus, &self.weights, &self.demands, &mut self.rates, &mut self.scratch);
             }
             self.stale = false;
             self.changed = Changed::None;
@@ -280,7 +291,7 @@ mod tests {
 
     fn split(capacity: f64, weights: &[f64], demands: &[f64]) -> Vec<f64> {
         let mut rates = vec![f64::NAN; demands.len()];
-        max_min_fair_split(capacity, weights, demands, &mut rates, &mut Vec::new());
+        max_min_fair_split(capacity, weights, demands, &mut rates, &mut SplitScratch::default());
         rates
     }
 
@@ -309,11 +320,11 @@ mod tests {
 
     #[test]
     fn the_order_left_by_a_previous_split_does_not_change_the_next() {
-        let mut order = Vec::new();
+        let mut scratch = SplitScratch::default();
         let mut rates = vec![0.0; 3];
-        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[0.5, 3.0, 3.0], &mut rates, &mut order);
+        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[0.5, 3.0, 3.0], &mut rates, &mut scratch);
         assert_eq!(rates, vec![0.5, 0.75, 0.75]);
-        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2], &mut rates, &mut order);
+        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2], &mut rates, &mut scratch);
         assert_eq!(rates, split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2]));
         assert_eq!(rates, vec![0.9, 0.9, 0.2]);
     }
@@ -382,7 +393,7 @@ mod tests {
         let weights: Vec<f64> = vms.iter().map(|&(w, _)| w as f64).collect();
         let caps: Vec<f64> = vms.iter().map(|&(_, c)| if c == 0 { f64::INFINITY } else { c as f64 / 100.0 }).collect();
         let mut asking = vec![0u32; vms.len()];
-        let (mut rates, mut order) = (vec![0.0; vms.len()], Vec::new());
+        let (mut rates, mut scratch) = (vec![0.0; vms.len()], SplitScratch::default());
         let mut reference = vec![0.0f64; vms.len()];
         let (mut now, mut since, mut x) = (0 as Time, 0 as Time, 0x9e37_79b9_7f4a_7c15u64);
         let mut skipped = 0;
@@ -398,7 +409,7 @@ mod tests {
             let wake = (x >> 8) & 1 == 1 && asking[vm] < vcpus[vm] || asking[vm] == 0;
             if now > since {
                 let demands: Vec<f64> = asking.iter().zip(&caps).map(|(&a, &c)| (a as f64).min(c)).collect();
-                max_min_fair_split(6.0, &weights, &demands, &mut rates, &mut order);
+                max_min_fair_split(6.0, &weights, &demands, &mut rates, &mut scratch);
                 for (e, r) in reference.iter_mut().zip(&rates) {
                     *e += r * (now - since) as f64;
                 }
@@ -418,7 +429,7 @@ mod tests {
         }
         meter.advance(now + 1);
         let demands: Vec<f64> = asking.iter().zip(&caps).map(|(&a, &c)| (a as f64).min(c)).collect();
-        max_min_fair_split(6.0, &weights, &demands, &mut rates, &mut order);
+        max_min_fair_split(6.0, &weights, &demands, &mut rates, &mut scratch);
         for (e, r) in reference.iter_mut().zip(&rates) {
             *e += r * (now + 1 - since) as f64;
         }

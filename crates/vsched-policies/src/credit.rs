@@ -27,6 +27,9 @@
 //! - Initial placement spreads vCPUs round robin over pCPUs in creation order (Xen's
 //!   `_csched_cpu_pick` at insert spreads them over idle pCPUs, the same result when VMs
 //!   boot one after the other on a quiet host).
+//! - After each accounting a pCPU's next tick re-sorts its run queue as `csched_runq_sort`
+//!   does: UNDER-or-better ahead of OVER, nothing else reordered (a BOOSTed vCPU queued
+//!   behind an UNDER one stays there).
 //! - The tick-time migration check of `csched_unit_acct` follows each release's
 //!   `_csched_cpu_pick` (`credit_pick.rs`), sockets and hardware threads included.
 //! - No soft affinity, pinning or cpupools; every vCPU may run on every pCPU.
@@ -53,6 +56,7 @@
 //! Credit publishes to a trace. `credit_spread.rs`: the papers' sibling-spread rule (Xen has
 //! none). `credit_variant.rs`: the co-scheduling policies built on Credit (`OnCredit`).
 
+use crate::credit_pick::PickMasks;
 use crate::credit_spread::Spread;
 use crate::credit_trace::Published;
 use crate::xen_version::{self, Debit, Tickle, XenProfile, XEN_TIMER_SLOP_NS};
@@ -242,9 +246,16 @@ pub(crate) struct Credit {
     pub(crate) weight_total: i64,
     pub(crate) credit_balance: i64,
     pub(crate) sort_epoch: u64,
+    /// Scratch copies of the active lists `csched_acct` walks (`credit_acct.rs`).
+    pub(crate) acct_doms: Vec<DomId>,
+    pub(crate) acct_vcpus: Vec<VcpuId>,
+    /// Scratch masks of `cpu_pick` (`credit_pick.rs`).
+    pub(crate) pick_masks: PickMasks,
     last_tickle: PcpuId,
     /// The pCPUs a tickle sends to, kept between tickles to spare an allocation per wake-up.
     tickle_targets: Vec<PcpuId>,
+    /// The OVER vCPUs `runq_sort` moves behind the others, kept to spare an allocation.
+    runq_sort_over: Vec<VcpuId>,
     balance_bias: PcpuId,
     /// The run queues' lengths and credits last published to the trace.
     published: Published,
@@ -302,8 +313,10 @@ impl Credit {
         }
     }
 
-    /// `csched_runq_sort`: re-sort a run queue after accounting changed priorities (stable,
-    /// so FIFO order within a priority is kept).
+    /// `csched_runq_sort` (4.19 `credit.c`, the same since 4.1): after an accounting, move every
+    /// vCPU of priority UNDER or above ahead of the OVER ones, each group keeping its order. It
+    /// is a stable partition, not a sort: BOOST is not moved ahead of UNDER (nor BCS's COS ahead
+    /// of either), as Xen's walk moves an element only up to the last UNDER-or-above one.
     fn runq_sort(&mut self, p: PcpuId) {
         if self.pcpus[p].sort_epoch == self.sort_epoch {
             return;
@@ -311,10 +324,23 @@ impl Credit {
         self.pcpus[p].sort_epoch = self.sort_epoch;
         let vcpus = &self.vcpus;
         let runq = &mut self.pcpus[p].runq;
-        // Most accountings leave a queue in order: a stable sort of it would change nothing.
-        if !runq.is_sorted_by_key(|&u| -(vcpus[u].pri as i16)) {
-            runq.sort_by_key(|&u| -(vcpus[u].pri as i16));
+        // Everything before the first OVER vCPU stays; from there, UNDER-or-above vCPUs close
+        // up behind it and the OVER ones follow, in order.
+        let Some(first_over) = runq.iter().position(|&u| vcpus[u].pri < PRI_UNDER) else { return };
+        let over = &mut self.runq_sort_over;
+        over.clear();
+        let mut kept = first_over;
+        for i in first_over..runq.len() {
+            let u = runq[i];
+            if vcpus[u].pri >= PRI_UNDER {
+                runq[kept] = u;
+                kept += 1;
+            } else {
+                over.push(u);
+            }
         }
+        runq.truncate(kept);
+        runq.extend_from_slice(over);
     }
 
     fn cur_pri(&self, cx: &Cx, p: PcpuId) -> i8 {
@@ -872,8 +898,12 @@ impl Credit {
             weight_total: 0,
             credit_balance: 0,
             sort_epoch: 0,
+            acct_doms: Vec::new(),
+            acct_vcpus: Vec::new(),
+            pick_masks: PickMasks::default(),
             last_tickle: 0,
             tickle_targets: Vec::new(),
+            runq_sort_over: Vec::new(),
             balance_bias: 0,
             published: Published::default(),
         })

@@ -84,7 +84,12 @@ impl Credit {
         let mut weight_left = weight_total;
         let mut credit_balance = 0i64;
         let mut credit_xtra = false;
-        let doms = self.active_doms.clone();
+        // The walk is over the list as it was (Xen's `list_for_each_safe`): a domain moved to
+        // the head or leaving is not met again. Scratch lists spare two allocations per walk.
+        let mut doms = std::mem::take(&mut self.acct_doms);
+        doms.clear();
+        doms.extend_from_slice(&self.active_doms);
+        let mut vcpus = std::mem::take(&mut self.acct_vcpus);
         for &d in &doms {
             let weight = self.share_weight(d);
             let (cap, n_active) = (self.doms[d].cap as i64, self.doms[d].active_vcpus.len() as i64);
@@ -119,7 +124,9 @@ impl Credit {
                 credit_fair = credit_peak;
             }
             let credit_fair_per_vcpu = (credit_fair + (n_active - 1)) / n_active;
-            for v in self.doms[d].active_vcpus.clone() {
+            vcpus.clear();
+            vcpus.extend_from_slice(&self.doms[d].active_vcpus);
+            for &v in &vcpus {
                 let s = &mut self.vcpus[v];
                 s.credit += credit_fair_per_vcpu;
                 if s.credit < 0 {
@@ -157,6 +164,8 @@ impl Credit {
                 credit_balance += self.vcpus[v].credit;
             }
         }
+        self.acct_doms = doms;
+        self.acct_vcpus = vcpus;
         self.credit_balance = credit_balance;
         self.sort_epoch += 1;
     }

@@ -34,6 +34,16 @@ use vsched_model::{Cx, PcpuId, VcpuId};
 use crate::credit::{Credit, PRI_BOOST, PRI_UNDER};
 use crate::xen_version::Pick;
 
+/// The pCPU masks `_csched_cpu_pick` works on (Xen's cpumasks), kept between picks to spare
+/// four allocations per pick.
+#[derive(Default)]
+pub(crate) struct PickMasks {
+    idlers: Vec<bool>,
+    cpus: Vec<bool>,
+    nxt_idlers: Vec<bool>,
+    candidates: Vec<bool>,
+}
+
 /// `cycle_cpu(n, mask)`: the first pCPU after `n` in `mask`, wrapping around.
 fn cycle(n: PcpuId, mask: &[bool]) -> Option<PcpuId> {
     let len = mask.len();
@@ -44,16 +54,26 @@ impl Credit {
     /// `_csched_cpu_pick` for a vCPU that runs on (or belongs to) `cpu`; `commit` updates the
     /// chosen group's `idle_bias`.
     pub(crate) fn cpu_pick(&mut self, cx: &Cx, cpu: PcpuId, commit: bool) -> PcpuId {
+        let mut masks = std::mem::take(&mut self.pick_masks);
+        let picked = self.cpu_pick_in(cx, cpu, commit, &mut masks);
+        self.pick_masks = masks;
+        picked
+    }
+
+    fn cpu_pick_in(&mut self, cx: &Cx, cpu: PcpuId, commit: bool, masks: &mut PickMasks) -> PcpuId {
+        let PickMasks { idlers, cpus, nxt_idlers, candidates } = masks;
         let rule = self.profile.pick;
         let n = self.pcpus.len();
-        let mut idlers: Vec<bool> = self.pcpus.iter().map(|s| s.idle).collect();
+        idlers.clear();
+        idlers.extend(self.pcpus.iter().map(|s| s.idle));
         if rule != Pick::Current || self.pcpus[cpu].runq.is_empty() {
             idlers[cpu] = true;
         }
-        let mut cpus = idlers.clone();
+        cpus.clear();
+        cpus.extend_from_slice(idlers);
         let mut cpu = cpu;
         if rule == Pick::Current && !cpus[cpu] {
-            if let Some(q) = cycle(cpu, &cpus) {
+            if let Some(q) = cycle(cpu, cpus) {
                 cpu = q;
             }
         }
@@ -69,20 +89,25 @@ impl Credit {
         let mut moved_in: Option<PcpuId> = None;
         // Each pass takes at least one pCPU out of `cpus`; the bound is a guard, not a rule.
         for _ in 0..=n {
-            let Some(nxt) = cycle(cpu, &cpus) else { break };
+            let Some(nxt) = cycle(cpu, cpus) else { break };
             let count_idlers = |of: PcpuId| (0..n).filter(|&q| idlers[q] && group(cpu, nxt, of, q)).count();
             let (weight_cpu, weight_nxt) = (count_idlers(cpu), count_idlers(nxt));
             let factor = if rule >= Pick::Xen41 && cx.socket_of(cpu) != cx.socket_of(nxt) { 2 } else { 1 };
-            let nxt_idlers: Vec<bool> = (0..n).map(|q| idlers[q] && group(cpu, nxt, nxt, q)).collect();
+            nxt_idlers.clear();
+            nxt_idlers.extend((0..n).map(|q| idlers[q] && group(cpu, nxt, nxt, q)));
             if weight_cpu * factor < weight_nxt {
                 if rule == Pick::Xen3 {
                     cpu = nxt;
                     cpus[cpu] = false;
                     continue;
                 }
-                let candidates: Vec<bool> =
-                    if rule >= Pick::Xen41 { (0..n).map(|q| nxt_idlers[q] && cpus[q]).collect() } else { nxt_idlers };
-                let chosen = cycle(self.pcpus[nxt].idle_bias, &candidates).unwrap_or(nxt);
+                candidates.clear();
+                if rule >= Pick::Xen41 {
+                    candidates.extend((0..n).map(|q| nxt_idlers[q] && cpus[q]));
+                } else {
+                    candidates.extend_from_slice(nxt_idlers);
+                }
+                let chosen = cycle(self.pcpus[nxt].idle_bias, candidates).unwrap_or(nxt);
                 if commit && rule < Pick::Current {
                     self.pcpus[nxt].idle_bias = chosen;
                 }
@@ -95,8 +120,8 @@ impl Credit {
                     }
                 }
             } else {
-                for (q, c) in cpus.iter_mut().enumerate() {
-                    if nxt_idlers[q] {
+                for (c, &taken) in cpus.iter_mut().zip(nxt_idlers.iter()) {
+                    if taken {
                         *c = false;
                     }
                 }

@@ -286,8 +286,8 @@ fn run_bench(sim_s: Option<f64>, copies: u32) -> PyResult<String> {
 /// time of a run (median, minimum, maximum) as JSON text.
 #[pyfunction]
 #[pyo3(name = "bench_scenario")]
-fn run_bench_scenario(toml_text: &str, runs: u32) -> PyResult<String> {
-    guarded(|| vsched::bench_file_json(toml_text, runs).map_err(to_py_err))
+fn run_bench_scenario(toml_text: &str, runs: u32, copies: u32) -> PyResult<String> {
+    guarded(|| vsched::bench_file_json(toml_text, runs, copies).map_err(to_py_err))
 }
 
 // The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).

@@ -12,13 +12,15 @@ use crate::{parse, run_error, scenario, Error, BENCH_SCENARIO};
 /// The most copies of the benchmark's VMs `vsched bench --copies` builds: 64 × 32 vCPUs.
 pub const MAX_BENCH_COPIES: u32 = 64;
 
-/// The benchmark scenario's text with its `[[vm]]` tables repeated `copies` times, the
-/// copies' names suffixed `-2`, `-3`, ...
-fn replicated(copies: u32) -> Result<String, Error> {
-    let mut table: toml::Table = BENCH_SCENARIO.parse().expect("the embedded benchmark scenario is TOML");
-    let Some(toml::Value::Array(vms)) = table.get("vm").cloned() else {
-        unreachable!("the benchmark scenario has [[vm]] tables")
-    };
+/// A scenario's text with its `[[vm]]` tables repeated `copies` times, the copies' names
+/// suffixed `-2`, `-3`, ... A text that is not TOML, or has no `[[vm]]` tables, comes back
+/// as it is for `parse` to name what is wrong with it.
+fn replicated(text: &str, copies: u32) -> Result<String, Error> {
+    if copies == 1 {
+        return Ok(text.to_owned());
+    }
+    let Ok(mut table) = text.parse::<toml::Table>() else { return Ok(text.to_owned()) };
+    let Some(toml::Value::Array(vms)) = table.get("vm").cloned() else { return Ok(text.to_owned()) };
     let mut all = vms.clone();
     for copy in 2..=copies {
         for vm in &vms {
@@ -33,14 +35,21 @@ fn replicated(copies: u32) -> Result<String, Error> {
     toml::to_string(&table).map_err(|e| Error::Scenario(format!("--copies: {e}")))
 }
 
+/// `copies` in range, or the error naming the option.
+fn check_copies(copies: u32) -> Result<(), Error> {
+    if (1..=MAX_BENCH_COPIES).contains(&copies) {
+        Ok(())
+    } else {
+        Err(Error::Scenario(format!("--copies: expected an integer in 1..={MAX_BENCH_COPIES}, got {copies}")))
+    }
+}
+
 /// Runs the standard benchmark scenario (optionally with another simulated length, and its
 /// VMs repeated `copies` times) once, then the bare event loop for as many events at the
 /// simulator's mean queue length, and reports both speeds.
 pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
-    if !(1..=MAX_BENCH_COPIES).contains(&copies) {
-        return Err(Error::Scenario(format!("--copies: expected an integer in 1..={MAX_BENCH_COPIES}, got {copies}")));
-    }
-    let mut scenario = if copies == 1 { parse(BENCH_SCENARIO)? } else { parse(&replicated(copies)?)? };
+    check_copies(copies)?;
+    let mut scenario = parse(&replicated(BENCH_SCENARIO, copies)?)?;
     if let Some(s) = sim_s {
         let max = scenario::MAX_HORIZON_S;
         if !(s.is_finite() && s > 0.0 && s <= max) {
@@ -85,15 +94,17 @@ pub const MAX_BENCH_RUNS: u32 = 100_000;
 /// time is the only thing that varies) and reports the wall-clock time of a run: its median,
 /// minimum and maximum, and the median's events per second. For scenarios too short to time
 /// in one run (a few milliseconds), where a single `vsched run` measures mostly noise.
+/// `copies` repeats the scenario's VMs as `bench_json` does the standard scenario's.
 ///
 /// Each run is followed by the bare event loop for as many events at the run's mean queue
 /// length (as [`bench_json`] does), so that a file's figure has the same yardstick as the
 /// standard scenario's: `vs_bare_loop` is the ratio of the two medians.
-pub fn bench_file_json(toml_text: &str, runs: u32) -> Result<String, Error> {
+pub fn bench_file_json(toml_text: &str, runs: u32, copies: u32) -> Result<String, Error> {
     if !(1..=MAX_BENCH_RUNS).contains(&runs) {
         return Err(Error::Scenario(format!("--runs: expected an integer in 1..={MAX_BENCH_RUNS}, got {runs}")));
     }
-    let scenario = parse(toml_text)?;
+    check_copies(copies)?;
+    let scenario = parse(&replicated(toml_text, copies)?)?;
     let mut walls = Vec::with_capacity(runs as usize);
     let mut bare_walls = Vec::with_capacity(runs as usize);
     let mut first = None;
@@ -115,6 +126,8 @@ pub fn bench_file_json(toml_text: &str, runs: u32) -> Result<String, Error> {
     Ok(json!({
         "scenario": scenario.name,
         "runs": runs,
+        "copies": copies,
+        "vcpus": scenario.vms.iter().map(|v| v.vcpus).sum::<usize>(),
         "events": events,
         "wall_s_median": median,
         "wall_s_min": walls[0],
@@ -177,7 +190,7 @@ mod tests {
 
     #[test]
     fn copies_repeat_the_guest_vms_under_new_names() {
-        let text = replicated(3).unwrap();
+        let text = replicated(BENCH_SCENARIO, 3).unwrap();
         let scenario = parse(&text).unwrap();
         let guests: Vec<&str> = scenario.vms.iter().map(|v| v.name.as_str()).filter(|&n| n != "dom0").collect();
         assert_eq!(guests.len(), 12, "{guests:?}");
@@ -185,10 +198,19 @@ mod tests {
     }
 
     #[test]
+    fn a_file_s_vms_are_repeated_and_a_file_without_vms_is_left_to_the_parser() {
+        let text = BENCH_SCENARIO.replace("horizon_s = 60", "horizon_s = 0.01");
+        let report: serde_json::Value = serde_json::from_str(&bench_file_json(&text, 1, 2).unwrap()).unwrap();
+        assert_eq!((report["copies"].as_u64(), report["vcpus"].as_u64()), (Some(2), Some(72)), "{report}");
+        assert_eq!(replicated("not = [toml", 2).unwrap(), "not = [toml");
+        assert!(bench_file_json("not = [toml", 1, 2).is_err());
+    }
+
+    #[test]
     fn a_file_runs_as_often_as_asked_and_runs_out_of_range_name_the_option() {
         let text = BENCH_SCENARIO.replace("horizon_s = 60", "horizon_s = 0.01");
         assert_ne!(text, BENCH_SCENARIO, "the benchmark's horizon line moved");
-        let report: serde_json::Value = serde_json::from_str(&bench_file_json(&text, 3).unwrap()).unwrap();
+        let report: serde_json::Value = serde_json::from_str(&bench_file_json(&text, 3, 1).unwrap()).unwrap();
         assert_eq!(report["runs"], 3);
         assert!(report["events"].as_u64().unwrap() > 0, "{report}");
         let (min, median, max) = (
@@ -202,7 +224,7 @@ mod tests {
         let ratio = report["bare_loop_ns_per_event"].as_f64().unwrap() / report["ns_per_event"].as_f64().unwrap();
         assert!((report["vs_bare_loop"].as_f64().unwrap() - ratio).abs() < 1e-9 * ratio, "{report}");
         for runs in [0, MAX_BENCH_RUNS + 1] {
-            let e = bench_file_json(&text, runs).unwrap_err().to_string();
+            let e = bench_file_json(&text, runs, 1).unwrap_err().to_string();
             assert!(e.starts_with("--runs: expected an integer in 1..=100000"), "{e}");
         }
     }
@@ -224,6 +246,8 @@ mod tests {
     fn copies_out_of_range_name_the_option() {
         for copies in [0, MAX_BENCH_COPIES + 1] {
             let e = bench_json(Some(0.001), copies).unwrap_err().to_string();
+            assert!(e.starts_with("--copies: expected an integer in 1..=64"), "{e}");
+            let e = bench_file_json(BENCH_SCENARIO, 1, copies).unwrap_err().to_string();
             assert!(e.starts_with("--copies: expected an integer in 1..=64"), "{e}");
         }
     }

@@ -69,3 +69,35 @@ fn parked_vcpus_leave_pcpus_idle_which_counts_as_fragmentation() {
     let start_ns = (4 * (h.sched_cost_ns + h.context_switch_ns) + 2 * (h.ipi_latency_ns + h.idle_wake_ns)) as f64;
     assert!(full.host.frag_idle_s <= start_ns * 1e-9, "frag {}", full.host.frag_idle_s);
 }
+
+/// `csched_runq_sort` after an accounting moves UNDER-or-better vCPUs ahead of OVER ones and
+/// reorders nothing else: a BOOST vCPU queued behind one the accounting turned to UNDER stays
+/// behind it (a stable sort by priority would put it first).
+#[test]
+fn the_sort_after_accounting_does_not_move_boost_ahead_of_under() {
+    use vsched_model::hand_world::{start, Bench};
+    const MS: u64 = vsched_model::NS_PER_MS;
+    // 1 pCPU, 4 vCPUs of one domain: v0 runs, [v1 v2 v3] queued. v0 blocks at 1 ms and v1
+    // runs; the tick at 10 ms finds it running and enters it in the accounting. v1 blocks at
+    // 11 ms, v2 at 12 ms: v3 runs. v1 and v2 wake at 13 and 14 ms, BOOSTed, queued [v1 v2].
+    // The accounting at 30 ms gives v1 (active, 100 credits burnt of 150) UNDER; v2, never
+    // found running by a tick, is outside it and keeps BOOST. The tick at 30 ms sorts the
+    // queue (Xen sorts at a tick, not at the accounting), then v3's pCPU reschedules.
+    let mut world = Bench::new(1, 4);
+    let mut p = policy("credit", &[]);
+    start(&mut world, p.as_mut());
+    world.now = MS;
+    assert_eq!(world.block(p.as_mut(), 0), Some(1));
+    world.tick(p.as_mut(), 0, 10 * MS);
+    world.now = 11 * MS;
+    assert_eq!(world.block(p.as_mut(), 0), Some(2));
+    world.now = 12 * MS;
+    assert_eq!(world.block(p.as_mut(), 0), Some(3));
+    world.now = 13 * MS;
+    world.wake(p.as_mut(), 1);
+    world.now = 14 * MS;
+    world.wake(p.as_mut(), 2);
+    world.timer(p.as_mut(), 0, 30 * MS);
+    world.tick(p.as_mut(), 0, 30 * MS);
+    assert_eq!(world.schedule(p.as_mut(), 0), Some(1), "v1, UNDER, stays at the head ahead of v2, BOOST");
+}

@@ -113,12 +113,14 @@ def bench(
         )
         rows = BENCH_FIGURES
     else:
-        if sim_s is not None or copies != 1:
-            option = "--sim-s" if sim_s is not None else "--copies"
-            raise CliError(f"{option}: applies to the standard benchmark, not to a SCENARIO file")
+        if sim_s is not None:
+            raise CliError("--sim-s: applies to the standard benchmark, not to a SCENARIO file")
         check_input_file("SCENARIO", scenario)
-        figures = vsched.bench_scenario(scenario, 10 if runs is None else runs)
-        title = f"scenario {figures['scenario']}: {figures['runs']} runs with its seed, on one core"
+        figures = vsched.bench_scenario(scenario, 10 if runs is None else runs, copies)
+        title = (
+            f"scenario {figures['scenario']}: {figures['vcpus']} vCPUs, {figures['runs']} runs"
+            " with its seed, on one core"
+        )
         rows = SCENARIO_BENCH_FIGURES
     if json_output:
         print_json(figures)
