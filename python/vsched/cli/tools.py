@@ -118,8 +118,8 @@ def bench(
         check_input_file("SCENARIO", scenario)
         figures = vsched.bench_scenario(scenario, 10 if runs is None else runs, copies)
         title = (
-            f"scenario {figures['scenario']}: {figures['vcpus']} vCPUs, {figures['runs']} runs"
-            " with its seed, on one core"
+            f"scenario {figures['scenario']}: {figures['vcpus']} vCPUs,"
+            f" {figures['runs']} run{'s' if figures['runs'] != 1 else ''} with its seed, on one core"
         )
         rows = SCENARIO_BENCH_FIGURES
     if json_output:
