@@ -313,13 +313,19 @@ def workloads() -> list[dict[str, Any]]:
     return entries
 
 
+def _check_count(option: str, value: object, most: int) -> None:
+    """`value` is an integer in 1..=`most` (a bool is not), or a `ScenarioError` naming
+    `option`: the core's own check, made before a value the binding cannot convert."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ScenarioError(f"{option}: expected an integer in 1..={most}, got {value!r}")
+
+
 def bench(sim_s: float | None = None, copies: int = 1) -> dict[str, Any]:
     """Run the standard benchmark scenario for `sim_s` simulated seconds (default: the
     core's), its VMs repeated `copies` times (1 to 64), then the bare event loop for as many
     events, and return the figures: among them `events_per_s`, `sim_s_per_wall_s`,
     `ns_per_event` and `vs_bare_loop` (the simulator's events per second over the loop's)."""
-    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= 64:
-        raise ScenarioError(f"--copies: expected an integer in 1..=64, got {copies!r}")
+    _check_count("--copies", copies, _core.MAX_BENCH_COPIES)
     figures: dict[str, Any] = json.loads(_core.bench(sim_s, copies))
     return figures
 
@@ -334,11 +340,8 @@ def bench_scenario(scenario: ScenarioLike, runs: int = 10, copies: int = 1) -> d
     (`queue_len_mean`): `bare_loop_ns_per_event` is its median, `vs_bare_loop` the simulator's
     speed over it, as `vsched bench` reports for the standard scenario.
     Registered policies only (a Python policy's speed is its interpreter's)."""
-    most = _core.MAX_BENCH_RUNS
-    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= most:
-        raise ScenarioError(f"--runs: expected an integer in 1..={most}, got {runs!r}")
-    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= 64:
-        raise ScenarioError(f"--copies: expected an integer in 1..=64, got {copies!r}")
+    _check_count("--runs", runs, _core.MAX_BENCH_RUNS)
+    _check_count("--copies", copies, _core.MAX_BENCH_COPIES)
     figures: dict[str, Any] = json.loads(_core.bench_scenario(read_scenario(scenario), runs, copies))
     return figures
 

@@ -330,6 +330,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench_scenario, m)?)?;
     m.add("MAX_BENCH_RUNS", vsched::MAX_BENCH_RUNS)?;
+    m.add("MAX_BENCH_COPIES", vsched::MAX_BENCH_COPIES)?;
     m.add_function(wrap_pyfunction!(paper_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(py_real::run_real, m)?)?;
     m.add_function(wrap_pyfunction!(py_real::real_unavailable, m)?)?;
