@@ -6,8 +6,8 @@
 //! waiting in a run queue wants a pCPU as much as one holding it), and no more than its cap
 //! allows (`cap` percent of one pCPU; 0 = none). The host's pCPUs are split among the VMs
 //! by weighted max-min fairness, "water-filling" (Bertsekas & Gallager, *Data Networks*,
-//! 2nd ed., §6.5.2): a VM asking for less than its weight's share of what is left gets all
-//! it asks for, and the others split the rest by weight. The split changes only when some
+//! 2nd ed., §6.5.2; `water_filling.rs`): a VM asking for less than its weight's share of
+//! what is left gets all it asks for, and the others split the rest by weight. The split changes only when some
 //! VM starts or stops asking for a pCPU, so between such changes each VM's entitlement grows
 //! at a constant rate; summed over the run, that is its entitlement in pCPU-seconds.
 //!
@@ -25,98 +25,7 @@
 
 use vsched_engine::Time;
 
-/// Splits `capacity` pCPUs among claimants of the given `weights` asking for `demands`
-/// pCPUs each, by weighted max-min fairness (water-filling), into `rates`. A claimant gets
-/// its demand if that is at most its weight's share of what the smaller claimants left;
-/// the rest share the remainder in proportion to their weights. `scratch` keeps the order of
-/// the previous call, which makes the sort nearly free when few demands changed (the
-/// simulator calls this at every change of one VM's demand).
-///
-/// Returns where the water stopped rising when some claimants got less than they asked for
-/// (`None` when every demand was met, or only weightless claimants were left short).
-pub fn max_min_fair_split(
-    capacity: f64,
-    weights: &[f64],
-    demands: &[f64],
-    rates: &mut [f64],
-    scratch: &mut SplitScratch,
-) -> Option<WaterLevel> {
-    let total_demand: f64 = demands.iter().sum();
-    if total_demand <= capacity {
-        rates.copy_from_slice(demands);
-        return None;
-    }
-    // Smallest demand per unit of weight first: those are satisfied before the level rises
-    // past them. Ties break by index, so the result depends on no previous order.
-    let SplitScratch { order, per_weight } = scratch;
-    if order.len() != demands.len() {
-        order.clear();
-        order.extend(0..demands.len());
-    }
-    // Each claimant's key is worked out once, not at each of its comparisons.
-    per_weight.clear();
-    per_weight.extend(weights.iter().zip(demands).map(|(&w, &d)| if w > 0.0 { d / w } else { f64::INFINITY }));
-    let before = |a: usize, b: usize| per_weight[a].total_cmp(&per_weight[b]).then(a.cmp(&b)).is_lt();
-    // Insertion sort: linear on the nearly sorted order of the previous call.
-    for i in 1..order.len() {
-        let mut j = i;
-        while j > 0 && before(order[j], order[j - 1]) {
-            order.swap(j, j - 1);
-            j -= 1;
-        }
-    }
-    let mut left = capacity;
-    let mut weight_left: f64 = order.iter().map(|&i| weights[i]).sum();
-    let mut highest_met = f64::NEG_INFINITY;
-    for (position, &i) in order.iter().enumerate() {
-        if weight_left <= 0.0 {
-            // Only weightless claimants remain: a share by weight gives them nothing.
-            for &j in &order[position..] {
-                rates[j] = 0.0;
-            }
-            return None;
-        }
-        let level = left / weight_left;
-        if per_weight[i] <= level {
-            rates[i] = demands[i];
-            left -= demands[i];
-            weight_left -= weights[i];
-            highest_met = per_weight[i];
-        } else {
-            // Every claimant from here on asks for more than the level: they split the rest.
-            for &j in &order[position..] {
-                rates[j] = level * weights[j];
-            }
-            return Some(WaterLevel { level, highest_met });
-        }
-    }
-    None
-}
-
-/// Scratch space of [`max_min_fair_split`], kept between calls: the claimants in the order of
-/// the last split, and each one's demand per unit of weight.
-#[derive(Debug, Clone, Default)]
-pub struct SplitScratch {
-    order: Vec<usize>,
-    per_weight: Vec<f64>,
-}
-
-/// Where a split's water stopped: claimants whose demand per unit of weight is above `level`
-/// got `level` times their weight; those met in full asked for at most `highest_met` each
-/// per unit of weight (`-inf` if none was).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WaterLevel {
-    pub level: f64,
-    pub highest_met: f64,
-}
-
-impl WaterLevel {
-    /// Whether a claimant asking `per_weight` (demand over weight) is above the water, and
-    /// strictly after every claimant met in full in the split's order.
-    fn keeps_above(&self, per_weight: f64) -> bool {
-        per_weight > self.level && per_weight > self.highest_met
-    }
-}
+use crate::water_filling::{key, max_min_fair_resplit, max_min_fair_split, SplitScratch, WaterLevel};
 
 /// One host's entitlements, integrated as its VMs start and stop asking for pCPUs. The
 /// simulator tells it every change (`sim/accounting.rs`); VMs are indexed from 0 on the host.
@@ -124,6 +33,9 @@ impl WaterLevel {
 pub struct EntitlementMeter {
     pcpus: f64,
     weights: Vec<f64>,
+    /// The weights' sum, when it is exact whatever the order of summing (whole weights, as
+    /// they are, below 2^53): then a change of one VM's demand costs a `resplit`.
+    exact_weight_total: Option<f64>,
     /// The most pCPUs each VM may be given: its cap, or unbounded.
     cap_pcpus: Vec<f64>,
     /// Its vCPUs running or runnable now.
@@ -160,9 +72,12 @@ impl EntitlementMeter {
             .unzip();
         let n = weights.len();
         let whole_demands = cap_pcpus.iter().all(|c| c.fract() == 0.0 || c.is_infinite());
+        let weight_total: f64 = weights.iter().sum();
+        let exact_weight_total = (weight_total < 2f64.powi(53)).then_some(weight_total);
         EntitlementMeter {
             pcpus: pcpus as f64,
             weights,
+            exact_weight_total,
             cap_pcpus,
             asking: vec![0; n],
             rates: vec![0.0; n],
@@ -204,11 +119,7 @@ impl EntitlementMeter {
 
     /// Demand per unit of weight, as the split computes it.
     fn per_weight(&self, vm: usize, demand: f64) -> f64 {
-        if self.weights[vm] > 0.0 {
-            demand / self.weights[vm]
-        } else {
-            f64::INFINITY
-        }
+        key(self.weights[vm], demand)
     }
 
     /// The sum of the demands, bit for bit as the split sums them: kept up to date when every
@@ -257,9 +168,27 @@ impl EntitlementMeter {
                     && water.keeps_above(self.per_weight(vm, self.demands[vm]))
                     && self.total_demand() > self.pcpus
             });
-            if !same_split {
-                self.water =
-                    max_min_fair_split(self.pcpus, &self.weights, &self.demands, &mut self.rates, &mut self.scratch);
+            if same_split {
+                // The rates stand; the order the next split starts from follows the change.
+                if let Changed::One(vm) = self.changed {
+                    self.scratch.note_change(vm, self.per_weight(vm, self.demands[vm]));
+                }
+            } else {
+                self.water = match (self.changed, self.exact_weight_total) {
+                    (Changed::One(vm), Some(weight_total)) => max_min_fair_resplit(
+                        self.pcpus,
+                        &self.weights,
+                        weight_total,
+                        &self.demands,
+                        self.total_demand(),
+                        vm,
+                        &mut self.rates,
+                        &mut self.scratch,
+                    ),
+                    _ => {
+                        max_min_fair_split(self.pcpus, &self.weights, &self.demands, &mut self.rates, &mut self.scratch)
+                    }
+                };
             }
             self.stale = false;
             self.changed = Changed::None;
@@ -288,46 +217,6 @@ enum Changed {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn split(capacity: f64, weights: &[f64], demands: &[f64]) -> Vec<f64> {
-        let mut rates = vec![f64::NAN; demands.len()];
-        max_min_fair_split(capacity, weights, demands, &mut rates, &mut SplitScratch::default());
-        rates
-    }
-
-    #[test]
-    fn demands_that_fit_are_met_in_full() {
-        assert_eq!(split(4.0, &[1.0, 1.0, 1.0], &[1.0, 2.0, 0.5]), vec![1.0, 2.0, 0.5]);
-    }
-
-    #[test]
-    fn equal_weights_split_equally_and_a_small_demand_leaves_its_rest_to_the_others() {
-        assert_eq!(split(3.0, &[1.0, 1.0, 1.0], &[4.0, 4.0, 4.0]), vec![1.0, 1.0, 1.0]);
-        assert_eq!(split(4.0, &[1.0, 1.0, 1.0], &[1.0, 4.0, 4.0]), vec![1.0, 1.5, 1.5]);
-    }
-
-    #[test]
-    fn weights_set_the_split_between_vms_that_ask_for_more() {
-        assert_eq!(split(3.0, &[256.0, 512.0], &[4.0, 4.0]), vec![1.0, 2.0]);
-        // The heavy VM cannot use its 2 pCPUs with one vCPU: the light one takes the rest.
-        assert_eq!(split(3.0, &[256.0, 512.0], &[4.0, 1.0]), vec![2.0, 1.0]);
-    }
-
-    #[test]
-    fn weightless_claimants_get_nothing_when_the_host_is_contended() {
-        assert_eq!(split(2.0, &[0.0, 1.0], &[2.0, 4.0]), vec![0.0, 2.0]);
-    }
-
-    #[test]
-    fn the_order_left_by_a_previous_split_does_not_change_the_next() {
-        let mut scratch = SplitScratch::default();
-        let mut rates = vec![0.0; 3];
-        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[0.5, 3.0, 3.0], &mut rates, &mut scratch);
-        assert_eq!(rates, vec![0.5, 0.75, 0.75]);
-        max_min_fair_split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2], &mut rates, &mut scratch);
-        assert_eq!(rates, split(2.0, &[1.0, 1.0, 1.0], &[3.0, 3.0, 0.2]));
-        assert_eq!(rates, vec![0.9, 0.9, 0.2]);
-    }
 
     const S: Time = 1_000_000_000;
 

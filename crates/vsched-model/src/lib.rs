@@ -18,6 +18,7 @@ pub mod params;
 pub mod policy;
 pub mod sim;
 pub mod trace;
+pub mod water_filling;
 
 pub use cx::{Cx, World};
 pub use domain::{DomainInfo, Paravirt, VcpuState, VmType};

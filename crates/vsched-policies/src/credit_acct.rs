@@ -81,6 +81,7 @@ impl Credit {
             self.credit_balance = 0;
             return;
         }
+        let credits_per_tslice = self.credits_per_tslice;
         let mut weight_left = weight_total;
         let mut credit_balance = 0i64;
         let mut credit_xtra = false;
@@ -129,44 +130,58 @@ impl Credit {
             for &v in &vcpus {
                 let s = &mut self.vcpus[v];
                 s.credit += credit_fair_per_vcpu;
-                if s.credit < 0 {
+                let credit = if s.credit < 0 {
                     s.pri = PRI_OVER;
                     if cap != 0 && s.credit < -credit_cap && !s.parked {
-                        // Over its cap: pause it until its credit is positive again.
-                        s.parked = true;
-                        cx.count("credit.parks");
-                        if s.queued {
-                            self.runq_remove(v);
-                        } else if let Some(q) = cx.running_on(v) {
-                            cx.resched(q);
-                        }
+                        self.park(cx, v);
                     }
                     let s = &mut self.vcpus[v];
-                    s.credit = s.credit.max(-self.credits_per_tslice);
+                    s.credit = s.credit.max(-credits_per_tslice);
+                    s.credit
                 } else {
                     s.pri = PRI_UNDER;
-                    if s.parked {
-                        s.parked = false;
-                        if cx.is_runnable(v) && cx.running_on(v).is_none() {
-                            let p = self.vcpus[v].processor;
-                            self.runq_insert(cx, p, v);
-                            self.tickle(cx, v);
-                        }
+                    // Unparking changes no credit: the surplus test may read it first.
+                    let (parked, surplus) = (s.parked, s.credit > credits_per_tslice);
+                    if parked {
+                        self.unpark(cx, v);
                     }
-                    if self.vcpus[v].credit > self.credits_per_tslice {
+                    if surplus {
                         // Not using its share: stop earning, and keep half as a head start
                         // (Xen >= 4.1) or nothing (before).
                         self.acct_stop(cx, v);
                         let s = &mut self.vcpus[v];
                         s.credit = if self.profile.halve_surplus { s.credit / 2 } else { 0 };
                     }
-                }
-                credit_balance += self.vcpus[v].credit;
+                    self.vcpus[v].credit
+                };
+                credit_balance += credit;
             }
         }
         self.acct_doms = doms;
         self.acct_vcpus = vcpus;
         self.credit_balance = credit_balance;
         self.sort_epoch += 1;
+    }
+
+    /// Over its cap: `v` is paused until its credit is positive again (`csched_acct`'s
+    /// `CSCHED_FLAG_UNIT_PARKED`), so it leaves its run queue or its pCPU.
+    fn park(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.vcpus[v].parked = true;
+        cx.count("credit.parks");
+        if self.vcpus[v].queued {
+            self.runq_remove(v);
+        } else if let Some(q) = cx.running_on(v) {
+            cx.resched(q);
+        }
+    }
+
+    /// Back under its cap: a parked `v` that is runnable is queued again and tickled.
+    fn unpark(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.vcpus[v].parked = false;
+        if cx.is_runnable(v) && cx.running_on(v).is_none() {
+            let p = self.vcpus[v].processor;
+            self.runq_insert(cx, p, v);
+            self.tickle(cx, v);
+        }
     }
 }
