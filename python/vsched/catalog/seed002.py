@@ -33,8 +33,8 @@ HS_SETUP = Why(
     "per pCPU at a time in turn, so a rank waiting for its peer on another host waits a few "
     "slots, while CVS inherits Credit's 30 ms slices and co-schedules only when Credit's order "
     "reaches a parallel VM. HS is then the fastest by far. The slice is part of it: for lu on 8 "
-    "hosts (2 seeds) CVS with 10 ms slices drops from 25 s to 11 s, and HS with 30 ms slots "
-    "rises from 3.6 s to 4.9 s.",
+    "hosts (10 seeds) CVS with 10 ms slices drops from 25.1 s to 11.0 s, and HS with 30 ms "
+    "slots rises from 5.1 s to 9.1 s.",
 )
 # CVS's growth with the host count.
 CVS_PROMOTION = Why(
