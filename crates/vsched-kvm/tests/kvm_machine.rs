@@ -169,10 +169,12 @@ fn a_spinning_barrier_counts_its_episodes_and_idle_vcpus_take_no_part() {
 
 /// A vCPU's share of the 20 ms its guest computes, measured as its thread's host CPU time.
 /// That time also holds each `KVM_RUN` entry and exit and the thread's wake-ups (~0.1 ms a
-/// start here), and the short host interruptions the guest counts as running; 2 ms (10 %)
-/// covers those with room, while a guest that miscounted a stop of 30 ms would be off by
-/// far more.
-const COMPUTE_SLACK_NS: u64 = 2 * NS_PER_MS;
+/// start here), the short host interruptions the guest counts as running, and on these
+/// machines the software hypervisor's own work done in the thread (`kvm_pvm` runs inside a
+/// VM; see docs/real-vcpus.md). 2 ms was the slack until a quiet CI run on 2026-11-25
+/// measured 24.4 ms; 8 ms covers that with room, and still catches what the test is for: a
+/// guest that counted its 30 ms stop as compute would finish about 5 ms into its run.
+const COMPUTE_SLACK_NS: u64 = 8 * NS_PER_MS;
 
 #[test]
 fn a_compute_lasts_its_running_time_across_a_stop() {
