@@ -322,7 +322,8 @@ impl Credit {
             return;
         }
         self.pcpus[p].sort_epoch = self.sort_epoch;
-        let vcpus = &self.vcpus;
+        // (Slices, not the vectors: their length and address then stay in registers.)
+        let vcpus: &[VcpuState] = &self.vcpus;
         let runq = &mut self.pcpus[p].runq;
         // Everything before the first OVER vCPU stays; from there, UNDER-or-above vCPUs close
         // up behind it and the OVER ones follow, in order.
@@ -330,10 +331,11 @@ impl Credit {
         let over = &mut self.runq_sort_over;
         over.clear();
         let mut kept = first_over;
-        for i in first_over..runq.len() {
-            let u = runq[i];
+        let entries: &mut [VcpuId] = runq;
+        for i in first_over..entries.len() {
+            let u = entries[i];
             if vcpus[u].pri >= PRI_UNDER {
-                runq[kept] = u;
+                entries[kept] = u;
                 kept += 1;
             } else {
                 over.push(u);

@@ -4,7 +4,7 @@
 //! every 30 ms shares a period's credits among the active domains by weight, bounded by
 //! their caps, and sets each vCPU's priority. The scheduling half is in `credit.rs`.
 
-use crate::credit::{Credit, PRI_OVER, PRI_UNDER};
+use crate::credit::{Credit, VcpuState, PRI_OVER, PRI_UNDER};
 use vsched_model::{Cx, DomId, Time, VcpuId, NS_PER_MS};
 
 impl Credit {
@@ -125,8 +125,18 @@ impl Credit {
                 credit_fair = credit_peak;
             }
             let credit_fair_per_vcpu = (credit_fair + (n_active - 1)) / n_active;
+            // Most vCPUs only earn their share and take their priority (see `earn_in_place`);
+            // from the first that needs more on, the walk goes over a copy of what is left of
+            // the domain's list, as Xen walks it.
+            let list = &self.doms[d].active_vcpus;
+            let (in_place, earned) =
+                earn_in_place(&mut self.vcpus, list, credit_fair_per_vcpu, (cap, credit_cap), credits_per_tslice);
+            credit_balance += earned;
+            if in_place == list.len() {
+                continue;
+            }
             vcpus.clear();
-            vcpus.extend_from_slice(&self.doms[d].active_vcpus);
+            vcpus.extend_from_slice(&list[in_place..]);
             for &v in &vcpus {
                 let s = &mut self.vcpus[v];
                 s.credit += credit_fair_per_vcpu;
@@ -184,4 +194,43 @@ impl Credit {
             self.tickle(cx, v);
         }
     }
+}
+
+/// The common case of `csched_acct`'s walk over one domain's active vCPUs, in list order: a
+/// vCPU earns `credit_fair_per_vcpu` and takes its priority (OVER in debt, its debt bounded by
+/// one slice's credits; UNDER otherwise). It stops at the first vCPU that needs more (to be
+/// parked or unparked, or to leave the active list with a surplus) and leaves it untouched.
+/// `(cap, credit_cap)`: the domain's cap (0 for none) and, if capped, the debt per vCPU
+/// below which a vCPU is parked.
+/// Returns how many vCPUs it did and the sum of their new credits.
+///
+/// Nothing it does changes the list or anything another vCPU's turn reads, so doing these in
+/// place is the walk over a copy of the list, only cheaper.
+fn earn_in_place(
+    states: &mut [VcpuState],
+    list: &[VcpuId],
+    credit_fair_per_vcpu: i64,
+    (cap, credit_cap): (i64, i64),
+    credits_per_tslice: i64,
+) -> (usize, i64) {
+    let mut earned = 0;
+    for (i, &v) in list.iter().enumerate() {
+        let s = &mut states[v];
+        let credit = s.credit + credit_fair_per_vcpu;
+        let (pri, kept) = if credit < 0 {
+            if cap != 0 && credit < -credit_cap && !s.parked {
+                return (i, earned);
+            }
+            (PRI_OVER, credit.max(-credits_per_tslice))
+        } else {
+            if s.parked || credit > credits_per_tslice {
+                return (i, earned);
+            }
+            (PRI_UNDER, credit)
+        };
+        s.pri = pri;
+        s.credit = kept;
+        earned += kept;
+    }
+    (list.len(), earned)
 }
