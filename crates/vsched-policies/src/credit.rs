@@ -52,6 +52,7 @@
 //!
 //! # Beside this file
 //! `credit_acct.rs`: the accounting (`burn_credits`, the active lists, `csched_acct`).
+//! `credit_runq.rs`: the run queues (insert, remove, the sort after accounting, tickle, steal).
 //! `credit_pick.rs`: `_csched_cpu_pick` and the tick-time migration. `credit_trace.rs`: what
 //! Credit publishes to a trace. `credit_spread.rs`: the papers' sibling-spread rule (Xen has
 //! none). `credit_variant.rs`: the co-scheduling policies built on Credit (`OnCredit`).
@@ -59,7 +60,7 @@
 use crate::credit_pick::PickMasks;
 use crate::credit_spread::Spread;
 use crate::credit_trace::Published;
-use crate::xen_version::{self, Debit, Tickle, XenProfile, XEN_TIMER_SLOP_NS};
+use crate::xen_version::{self, Debit, XenProfile, XEN_TIMER_SLOP_NS};
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
     VcpuId, VmType, YieldReason, NS_PER_MS, NS_PER_US,
@@ -87,7 +88,7 @@ pub(crate) const PRI_BOOST: i8 = 0;
 pub(crate) const PRI_UNDER: i8 = -1;
 pub(crate) const PRI_OVER: i8 = -2;
 /// What an idle pCPU competes with when it looks for work to steal.
-const PRI_IDLE: i8 = -64;
+pub(crate) const PRI_IDLE: i8 = -64;
 
 /// The accounting timer's id.
 const TIMER_ACCT: u64 = 0;
@@ -158,7 +159,7 @@ pub(crate) struct PcpuState {
     /// been up long before the run starts).
     last_load_balance: Option<Time>,
     /// The accounting epoch this run queue was last sorted in.
-    sort_epoch: u64,
+    pub(crate) sort_epoch: u64,
 }
 
 #[derive(Clone)]
@@ -178,10 +179,10 @@ pub(crate) struct VcpuState {
     /// Xen ≥ 4.18 (`yield_kept_queued`): yielded, and has not left a run queue since, so
     /// YIELD is still set after the yield's reschedule (a peer does not steal it, and it
     /// wakes as a yielder if it blocked).
-    yield_kept: bool,
+    pub(crate) yield_kept: bool,
     /// `Head` placement: yielded in its pCPU's current round, so passed over until a vCPU
     /// that did not yield has had its turn there (see `pick_next_yield_to_head`).
-    head_wait: bool,
+    pub(crate) head_wait: bool,
     pub(crate) parked: bool,
     pub(crate) active: bool,
     /// Flagged at a tick to move where `_csched_cpu_pick` prefers (`_VPF_migrating`).
@@ -190,7 +191,7 @@ pub(crate) struct VcpuState {
 
 impl VcpuState {
     /// A yielder left queued on purpose: no peer steals it (see `load_balance`).
-    fn waits_for_its_pcpu(&self) -> bool {
+    pub(crate) fn waits_for_its_pcpu(&self) -> bool {
         self.head_wait || self.yield_kept
     }
 
@@ -231,11 +232,11 @@ pub(crate) struct Credit {
     load_balance_ratelimit_ns: Time,
     min_timer_ns: Time,
     pub(crate) boost: bool,
-    tickle_one_idle: bool,
+    pub(crate) tickle_one_idle: bool,
     /// The version-dependent rules (`xen_version`).
     pub(crate) profile: XenProfile,
     pub(crate) spread: Spread,
-    yield_placement: YieldPlacement,
+    pub(crate) yield_placement: YieldPlacement,
     // State.
     pub(crate) pcpus: Vec<PcpuState>,
     pub(crate) vcpus: Vec<VcpuState>,
@@ -251,188 +252,17 @@ pub(crate) struct Credit {
     pub(crate) acct_vcpus: Vec<VcpuId>,
     /// Scratch masks of `cpu_pick` (`credit_pick.rs`).
     pub(crate) pick_masks: PickMasks,
-    last_tickle: PcpuId,
+    pub(crate) last_tickle: PcpuId,
     /// The pCPUs a tickle sends to, kept between tickles to spare an allocation per wake-up.
-    tickle_targets: Vec<PcpuId>,
+    pub(crate) tickle_targets: Vec<PcpuId>,
     /// The OVER vCPUs `runq_sort` moves behind the others, kept to spare an allocation.
-    runq_sort_over: Vec<VcpuId>,
-    balance_bias: PcpuId,
+    pub(crate) runq_sort_over: Vec<VcpuId>,
+    pub(crate) balance_bias: PcpuId,
     /// The run queues' lengths and credits last published to the trace.
     published: Published,
 }
 
 impl Credit {
-    /// `__runq_insert`: after every vCPU of equal or higher priority. A yielding vCPU goes
-    /// where `yield_placement` says: also behind the first lower-priority vCPU, if there is one
-    /// (Xen); behind everyone (`Tail`); or first (`Head`: `pick_next` holds it out of its choice).
-    ///
-    /// So a queue is not always in priority order: `Xen` and `Tail` can leave a yielder behind
-    /// lower-priority vCPUs (Xen's comment on this rule: the next `csched_runq_sort`, after an
-    /// accounting, brings it forward), `Head` can put an OVER yielder before UNDER vCPUs, and
-    /// accounting changes priorities between sorts. Readers cope as Xen's do: a pCPU runs its
-    /// head, an insert stops at the first lower-priority entry, and stealing stops at the first
-    /// entry that does not outrank the thief (`csched_runq_steal`'s `break`).
-    ///
-    /// From Xen 4.18 a vCPU that yielded and then left its pCPU without being queued (it
-    /// blocked, or migrates) keeps YIELD, so it may be inserted as a yielder at its wake-up,
-    /// into the queue of a pCPU that runs idle. There Xen's idle vCPU is not queued behind
-    /// the others, and the yielder steps over a lower-priority vCPU only if another entry
-    /// follows it (RELEASE-4.19.0 `__runq_insert`, L302). Where every entry outranks it, Xen
-    /// reads the list head as a vCPU; we take no step.
-    pub(crate) fn runq_insert(&mut self, cx: &Cx, p: PcpuId, v: VcpuId) {
-        let pri = self.vcpus[v].pri;
-        let runq = &self.pcpus[p].runq;
-        let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
-        if self.vcpus[v].yielding || self.vcpus[v].yield_kept {
-            i = match self.yield_placement {
-                // Before Xen 4.1 a yield is a plain reschedule: behind its peers only.
-                YieldPlacement::Xen if !self.profile.yield_flag => i,
-                YieldPlacement::Xen if cx.curr(p).is_none() && i + 1 >= runq.len() => i,
-                YieldPlacement::Xen => (i + 1).min(runq.len()),
-                YieldPlacement::Tail => runq.len(),
-                YieldPlacement::Head => 0,
-            };
-        }
-        self.pcpus[p].runq.insert(i, v);
-        let s = &mut self.vcpus[v];
-        s.queued = true;
-        s.processor = p;
-    }
-
-    /// `__runq_remove`, which since Xen 4.18 also clears a kept YIELD flag.
-    pub(crate) fn runq_remove(&mut self, v: VcpuId) {
-        let s = &mut self.vcpus[v];
-        if s.queued {
-            s.queued = false;
-            s.yield_kept = false;
-            let runq = &mut self.pcpus[s.processor].runq;
-            // A vCPU is queued once: the scan stops where it is (Xen's `list_del` is O(1)).
-            if let Some(i) = runq.iter().position(|&u| u == v) {
-                runq.remove(i);
-            }
-        }
-    }
-
-    /// `csched_runq_sort` (4.19 `credit.c`, the same since 4.1): after an accounting, move every
-    /// vCPU of priority UNDER or above ahead of the OVER ones, each group keeping its order. It
-    /// is a stable partition, not a sort: BOOST is not moved ahead of UNDER (nor BCS's COS ahead
-    /// of either), as Xen's walk moves an element only up to the last UNDER-or-above one.
-    fn runq_sort(&mut self, p: PcpuId) {
-        if self.pcpus[p].sort_epoch == self.sort_epoch {
-            return;
-        }
-        self.pcpus[p].sort_epoch = self.sort_epoch;
-        // (Slices, not the vectors: their length and address then stay in registers.)
-        let vcpus: &[VcpuState] = &self.vcpus;
-        let runq = &mut self.pcpus[p].runq;
-        // Everything before the first OVER vCPU stays; from there, UNDER-or-above vCPUs close
-        // up behind it and the OVER ones follow, in order.
-        let Some(first_over) = runq.iter().position(|&u| vcpus[u].pri < PRI_UNDER) else { return };
-        let over = &mut self.runq_sort_over;
-        over.clear();
-        let mut kept = first_over;
-        let entries: &mut [VcpuId] = runq;
-        for i in first_over..entries.len() {
-            let u = entries[i];
-            if vcpus[u].pri >= PRI_UNDER {
-                entries[kept] = u;
-                kept += 1;
-            } else {
-                over.push(u);
-            }
-        }
-        runq.truncate(kept);
-        runq.extend_from_slice(over);
-    }
-
-    fn cur_pri(&self, cx: &Cx, p: PcpuId) -> i8 {
-        cx.curr(p).map_or(PRI_IDLE, |u| self.vcpus[u].pri)
-    }
-
-    /// `__runq_tickle`: after `v` was queued on its processor, send a reschedule to the
-    /// pCPU(s) that should look at it, by the rule of the `xen_version` (see `Tickle`).
-    pub(crate) fn tickle(&mut self, cx: &mut Cx, v: VcpuId) {
-        let p = self.vcpus[v].processor;
-        let outranks = self.vcpus[v].pri > self.cur_pri(cx, p);
-        let busy = cx.curr(p).is_some();
-        let any_idle = self.pcpus.iter().any(|s| s.idle);
-        let mut targets = std::mem::take(&mut self.tickle_targets);
-        targets.clear();
-        match self.profile.tickle {
-            Tickle::IdlersFirst => {
-                if !busy || (!any_idle && outranks) {
-                    targets.push(p);
-                } else if any_idle {
-                    self.idlers_to_tickle(&mut targets);
-                }
-            }
-            Tickle::PreemptAndIdlers => {
-                if outranks {
-                    targets.push(p);
-                }
-                if busy && any_idle {
-                    self.idlers_to_tickle(&mut targets);
-                }
-            }
-        }
-        for &q in &targets {
-            // Since Xen 4.3 tickled pCPUs leave the idlers mask at once, so the next wake-up
-            // picks another; before, a pCPU leaves it when it schedules a vCPU.
-            if self.profile.tickle == Tickle::IdlersFirst {
-                self.pcpus[q].idle = false;
-            }
-            cx.count("credit.tickles");
-            cx.resched(q);
-        }
-        self.tickle_targets = targets;
-    }
-
-    /// Appends the idle pCPUs a tickle wakes to `targets`: one, round robin after the last
-    /// one tickled, or all.
-    fn idlers_to_tickle(&mut self, targets: &mut Vec<PcpuId>) {
-        let n = self.pcpus.len();
-        let mut idlers = (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle);
-        if self.tickle_one_idle {
-            if let Some(q) = idlers.next() {
-                self.last_tickle = q;
-                targets.push(q);
-            }
-        } else {
-            targets.extend(idlers);
-        }
-    }
-
-    /// `csched_runq_steal` over peers, round robin from the last pCPU stolen from
-    /// (`balance_bias`): the first queued vCPU of strictly higher priority than `pri` (left
-    /// queued; `commit` moves it). Under a spread rule, never one with a sibling on `p`.
-    fn load_balance(&mut self, cx: &mut Cx, p: PcpuId, pri: i8) -> Option<VcpuId> {
-        let n = self.pcpus.len();
-        for k in 1..=n {
-            let peer = (self.balance_bias + k) % n;
-            if peer == p || self.pcpus[peer].idle {
-                continue;
-            }
-            // Scan while entries outrank `pri`, as `csched_runq_steal` does: a vCPU misplaced
-            // behind lower-priority ones (a yielder, see `runq_insert`) waits for the next sort.
-            // A `Head` yielder waiting for its pCPU's next round is not taken either: running
-            // it elsewhere at once would undo its yield (and waiters stolen back and forth
-            // between pCPUs would keep the lock holders out). From Xen 4.18 no yielder still
-            // queued is taken ("it's waiting for a reason", RELEASE-4.19.0 `csched_runq_steal`
-            // L1643).
-            let found = self.pcpus[peer].runq.iter().copied().take_while(|&u| self.vcpus[u].pri > pri).find(|&u| {
-                cx.running_on(u).is_none()
-                    && !self.vcpus[u].waits_for_its_pcpu()
-                    && !(self.spreads(cx, u) && self.sibling_on(cx, u, p))
-            });
-            if let Some(u) = found {
-                self.balance_bias = peer;
-                cx.count("credit.steals");
-                return Some(u);
-            }
-        }
-        None
-    }
-
     /// First half of `csched_schedule`: charge `prev`, and put it back in `p`'s run queue
     /// if it is still runnable. With `ratelimit`, a vCPU that ran less than the rate limit
     /// keeps the pCPU: the decision to return is `Some`.
@@ -570,11 +400,6 @@ impl Credit {
     /// chooses its replacement, `v` is the yielder).
     pub(crate) fn is_yielding(&self, v: VcpuId) -> bool {
         self.vcpus[v].yielding
-    }
-
-    /// The first vCPU in `p`'s run queue that satisfies `pred` (any priority).
-    pub(crate) fn first_queued(&self, p: PcpuId, mut pred: impl FnMut(VcpuId) -> bool) -> Option<VcpuId> {
-        self.pcpus[p].runq.iter().copied().find(|&u| pred(u))
     }
 
     /// Bookkeeping: each queued vCPU is in its processor's queue, once, runnable, not running

@@ -10,6 +10,7 @@ pub mod cosched;
 pub mod credit;
 mod credit_acct;
 mod credit_pick;
+mod credit_runq;
 mod credit_spread;
 mod credit_trace;
 mod credit_variant;
