@@ -15,7 +15,7 @@ const ACTIVE_WINDOW_NS: Time = 30 * NS_PER_MS;
 
 /// Per-domain virtual time: CPU time received divided by weight × active vCPUs. Charged
 /// from the policy's own view of who runs where: whenever a pCPU reschedules and at every
-/// plan.
+/// plan (and, for `cosched`, an idle pCPU held for a gang to that gang: `charge_held`).
 ///
 /// The share follows Xen's `csched_acct` (xen/common/sched_credit.c, Xen 4.1.2, the version
 /// seed 000's co-schedulers were built into), which hands each domain credits in
@@ -56,10 +56,21 @@ impl FairShare {
     /// Charges what `p` ran since the last charge to its domain. Call at the start of
     /// `pick_next(p)` (the engine still shows `prev` as `curr(p)` then).
     pub(crate) fn charge(&mut self, cx: &Cx, p: PcpuId) {
+        self.charge_held(cx, p, None);
+    }
+
+    /// As `charge`, and an idle `p` held for domain `held_for` (a gang slot whose member is
+    /// blocked) is charged to that domain: it was given the pCPU and left it idle.
+    pub(crate) fn charge_held(&mut self, cx: &Cx, p: PcpuId, held_for: Option<DomId>) {
         let now = cx.now();
-        if let Some(u) = cx.curr(p) {
-            self.last_ran[u] = Some(now);
-            let d = cx.dom_of(u);
+        let receiver = match cx.curr(p) {
+            Some(u) => {
+                self.last_ran[u] = Some(now);
+                Some(cx.dom_of(u))
+            }
+            None => held_for,
+        };
+        if let Some(d) = receiver {
             let active = cx.vcpus_of(d).filter(|&v| self.is_active(cx, v, now)).count().max(1) as u128;
             let w = cx.domain(d).weight.max(1) as u128 * active;
             self.vtime[d] += (now - self.since[p]) as u128 * VTIME_SCALE / w;
