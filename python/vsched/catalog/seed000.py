@@ -141,10 +141,10 @@ CO_SCHEDULING_BASELINE = Why(
     'at the same time or none of the VCPU is scheduled" (§1, §5.3), not what runs on the pCPUs a '
     "gang leaves free, how it shares CPU among VMs, or how it treats Domain-0. vsched's `cosched` is "
     "strict: a pCPU no whole gang fits on idles. Beside three 6-vCPU VMs on 8 pCPUs that idles a "
-    "third of the host, so the BSP VM takes 43 % longer than under Credit even with no Domain-0 "
-    "(56.6 s against 39.1 s at 3000 × 3000, 3 seeds); in Fig. 4, Domain-0's timer wake-ups, planned "
-    "ahead of the gangs at each round, cost the wider BSP VMs whole rounds (299 s at 8 vCPUs on "
-    "seed 1, and 27 of 50 runs unfinished after 3,000 s; 17.8 s without Domain-0) and make the "
+    "third of the host, so the BSP VM takes 56 % longer than under Credit even with no Domain-0 "
+    "(60.9 s against 39.1 s at 3000 × 3000, 3 seeds); in Fig. 4, Domain-0's timer wake-ups, planned "
+    "ahead of the gangs at each round, cost the wider BSP VMs whole rounds (295 s at 8 vCPUs on "
+    "seed 1, and 27 of 50 runs unfinished after 3,000 s; 19.3 s without Domain-0) and make the "
     "times vary from run to run. A "
     "Co_scheduling that filled its fragments (the paper credits only VDS with that) could beat "
     "Credit.",
