@@ -55,12 +55,12 @@ impl CreditVariant for Bcs {
         let next = base.choose(cx, p);
         if let Some(v) = next {
             let d = cx.dom_of(v);
-            if base.vcpus[v].pri == PRI_COS {
-                base.vcpus[v].pri = PRI_UNDER;
+            if base.pri[v] == PRI_COS {
+                base.pri[v] = PRI_UNDER;
             } else if cx.domain(d).vm_type == VmType::Con {
                 // Algorithm 2's else branch: every other active vCPU of the domain to COS.
                 let siblings: Vec<VcpuId> =
-                    cx.vcpus_of(d).filter(|&u| u != v && base.is_active(u) && base.vcpus[u].pri != PRI_COS).collect();
+                    cx.vcpus_of(d).filter(|&u| u != v && base.is_active(u) && base.pri[u] != PRI_COS).collect();
                 if !siblings.is_empty() {
                     cx.co_launch(d);
                 }
@@ -69,11 +69,11 @@ impl CreditVariant for Bcs {
                         // Re-queue at its new priority (the head of its run queue, FIFO among COS).
                         let q = base.vcpus[u].processor;
                         base.runq_remove(u);
-                        base.vcpus[u].pri = PRI_COS;
+                        base.pri[u] = PRI_COS;
                         base.runq_insert(cx, q, u);
                         cx.count("bcs.boosted_waiting");
                     } else {
-                        base.vcpus[u].pri = PRI_COS;
+                        base.pri[u] = PRI_COS;
                         if cx.running_on(u).is_some() {
                             cx.count("bcs.boosted_running");
                         }

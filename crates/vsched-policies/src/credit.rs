@@ -167,7 +167,6 @@ pub(crate) struct VcpuState {
     pub(crate) credit: i64,
     /// Sub-credit remainder of burnt time, in (ns × credits per ms).
     pub(crate) residual: u64,
-    pub(crate) pri: i8,
     /// Credits are burnt from here.
     pub(crate) start_time: Time,
     /// When it was last scheduled in (for the rate limit).
@@ -200,7 +199,6 @@ impl VcpuState {
         VcpuState {
             credit: 0,
             residual: 0,
-            pri: PRI_UNDER,
             start_time: 0,
             run_start: 0,
             processor: 0,
@@ -240,6 +238,9 @@ pub(crate) struct Credit {
     // State.
     pub(crate) pcpus: Vec<PcpuState>,
     pub(crate) vcpus: Vec<VcpuState>,
+    /// Each vCPU's priority (Xen's `svc->pri`; UNDER when allocated), kept apart from the rest
+    /// of its state: the run-queue walks (`credit_runq.rs`) read one byte per entry from here.
+    pub(crate) pri: Vec<i8>,
     pub(crate) doms: Vec<DomState>,
     /// Active domains, in list order (`csched_acct` reorders it).
     pub(crate) active_doms: Vec<DomId>,
@@ -306,7 +307,7 @@ impl Credit {
     /// higher-priority vCPU stolen from a peer (`csched_load_balance`). Nothing is dequeued.
     pub(crate) fn choose(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
         let now = cx.now();
-        let head_pri = self.pcpus[p].runq.first().map_or(PRI_IDLE, |&u| self.vcpus[u].pri);
+        let head_pri = self.pcpus[p].runq.first().map_or(PRI_IDLE, |&u| self.pri[u]);
         // Xen 4.18's rate limit holds for an idle pCPU too (see `xen_version.rs`); 0 turns it
         // off, as before 4.18.
         let may_balance = self.load_balance_ratelimit_ns == 0
@@ -456,6 +457,7 @@ impl Policy for Credit {
             .collect();
         self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
         self.vcpus = vec![VcpuState::new(); cx.n_vcpus()];
+        self.pri = vec![PRI_UNDER; cx.n_vcpus()];
         self.published.start(cx, cx.n_pcpus(), cx.n_vcpus());
         let at = cx.now() + self.tslice_ns;
         cx.set_timer(at, TIMER_ACCT);
@@ -481,7 +483,7 @@ impl Policy for Credit {
         self.vcpus[v].processor = v % cx.n_pcpus();
         let p = if self.spreads(cx, v) { self.spread_target(cx, v) } else { v % cx.n_pcpus() };
         if cx.mid_run() && self.boost {
-            self.vcpus[v].pri = PRI_BOOST;
+            self.pri[v] = PRI_BOOST;
             cx.count("credit.boosts");
         }
         self.runq_insert(cx, p, v);
@@ -499,6 +501,7 @@ impl Policy for Credit {
             self.acct_stop(cx, v);
         }
         self.vcpus[v] = VcpuState::new();
+        self.pri[v] = PRI_UNDER;
         self.publish(cx);
     }
 
@@ -507,8 +510,8 @@ impl Policy for Credit {
         if self.vcpus[v].queued || self.vcpus[v].parked || cx.running_on(v).is_some() {
             return;
         }
-        if self.boost && self.vcpus[v].pri == PRI_UNDER {
-            self.vcpus[v].pri = PRI_BOOST;
+        if self.boost && self.pri[v] == PRI_UNDER {
+            self.pri[v] = PRI_BOOST;
             cx.count("credit.boosts");
         }
         let mut p = self.vcpus[v].processor;
@@ -542,8 +545,8 @@ impl Policy for Credit {
     /// is charged and (re)joins the active list; the run queue is re-sorted after accounting.
     fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
         if let Some(v) = cx.curr(p) {
-            if self.vcpus[v].pri == PRI_BOOST {
-                self.vcpus[v].pri = PRI_UNDER;
+            if self.pri[v] == PRI_BOOST {
+                self.pri[v] = PRI_UNDER;
             }
             match self.profile.debit {
                 Debit::TimeBurnt => self.burn_credits(v, cx.now()),
@@ -720,6 +723,7 @@ impl Credit {
             yield_placement: YieldPlacement::Xen,
             pcpus: Vec::new(),
             vcpus: Vec::new(),
+            pri: Vec::new(),
             doms: Vec::new(),
             active_doms: Vec::new(),
             weight_total: 0,

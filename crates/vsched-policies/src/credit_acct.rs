@@ -129,8 +129,14 @@ impl Credit {
             // from the first that needs more on, the walk goes over a copy of what is left of
             // the domain's list, as Xen walks it.
             let list = &self.doms[d].active_vcpus;
-            let (in_place, earned) =
-                earn_in_place(&mut self.vcpus, list, credit_fair_per_vcpu, (cap, credit_cap), credits_per_tslice);
+            let (in_place, earned) = earn_in_place(
+                &mut self.vcpus,
+                &mut self.pri,
+                list,
+                credit_fair_per_vcpu,
+                (cap, credit_cap),
+                credits_per_tslice,
+            );
             credit_balance += earned;
             if in_place == list.len() {
                 continue;
@@ -141,7 +147,7 @@ impl Credit {
                 let s = &mut self.vcpus[v];
                 s.credit += credit_fair_per_vcpu;
                 let credit = if s.credit < 0 {
-                    s.pri = PRI_OVER;
+                    self.pri[v] = PRI_OVER;
                     if cap != 0 && s.credit < -credit_cap && !s.parked {
                         self.park(cx, v);
                     }
@@ -149,7 +155,7 @@ impl Credit {
                     s.credit = s.credit.max(-credits_per_tslice);
                     s.credit
                 } else {
-                    s.pri = PRI_UNDER;
+                    self.pri[v] = PRI_UNDER;
                     // Unparking changes no credit: the surplus test may read it first.
                     let (parked, surplus) = (s.parked, s.credit > credits_per_tslice);
                     if parked {
@@ -206,18 +212,22 @@ impl Credit {
 ///
 /// Nothing it does changes the list or anything another vCPU's turn reads, so doing these in
 /// place is the walk over a copy of the list, only cheaper.
+#[inline]
 fn earn_in_place(
     states: &mut [VcpuState],
+    pri: &mut [i8],
     list: &[VcpuId],
     credit_fair_per_vcpu: i64,
     (cap, credit_cap): (i64, i64),
     credits_per_tslice: i64,
 ) -> (usize, i64) {
+    // (Both of one length, so one bounds check serves both.)
+    let pri = &mut pri[..states.len()];
     let mut earned = 0;
     for (i, &v) in list.iter().enumerate() {
         let s = &mut states[v];
         let credit = s.credit + credit_fair_per_vcpu;
-        let (pri, kept) = if credit < 0 {
+        let (new_pri, kept) = if credit < 0 {
             if cap != 0 && credit < -credit_cap && !s.parked {
                 return (i, earned);
             }
@@ -228,7 +238,7 @@ fn earn_in_place(
             }
             (PRI_UNDER, credit)
         };
-        s.pri = pri;
+        pri[v] = new_pri;
         s.credit = kept;
         earned += kept;
     }

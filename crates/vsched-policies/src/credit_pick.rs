@@ -150,8 +150,8 @@ impl Credit {
         let picked = self.cpu_pick(cx, p, true);
         let q = self.away_from_siblings(cx, v, picked).unwrap_or(picked);
         self.vcpus[v].processor = q;
-        if self.boost && self.profile.boost_migrating && self.vcpus[v].pri == PRI_UNDER && !self.vcpus[v].parked {
-            self.vcpus[v].pri = PRI_BOOST;
+        if self.boost && self.profile.boost_migrating && self.pri[v] == PRI_UNDER && !self.vcpus[v].parked {
+            self.pri[v] = PRI_BOOST;
             cx.count("credit.boosts");
         }
         if !self.profile.yield_kept_queued {

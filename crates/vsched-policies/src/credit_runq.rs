@@ -6,7 +6,7 @@
 //! removal shifts the entries behind it, where Xen relinks two pointers: the same order, at a
 //! cost that grows with the queue's length. The scheduling half is in `credit.rs`.
 
-use crate::credit::{Credit, VcpuState, YieldPlacement, PRI_IDLE, PRI_UNDER};
+use crate::credit::{Credit, YieldPlacement, PRI_IDLE, PRI_UNDER};
 use crate::xen_version::Tickle;
 use vsched_model::{Cx, PcpuId, VcpuId};
 
@@ -29,9 +29,9 @@ impl Credit {
     /// follows it (RELEASE-4.19.0 `__runq_insert`, L302). Where every entry outranks it, Xen
     /// reads the list head as a vCPU; we take no step.
     pub(crate) fn runq_insert(&mut self, cx: &Cx, p: PcpuId, v: VcpuId) {
-        let pri = self.vcpus[v].pri;
+        let pri = self.pri[v];
         let runq = &self.pcpus[p].runq;
-        let mut i = runq.iter().position(|&u| pri > self.vcpus[u].pri).unwrap_or(runq.len());
+        let mut i = runq.iter().position(|&u| pri > self.pri[u]).unwrap_or(runq.len());
         if self.vcpus[v].yielding || self.vcpus[v].yield_kept {
             i = match self.yield_placement {
                 // Before Xen 4.1 a yield is a plain reschedule: behind its peers only.
@@ -72,18 +72,18 @@ impl Credit {
         }
         self.pcpus[p].sort_epoch = self.sort_epoch;
         // (Slices, not the vectors: their length and address then stay in registers.)
-        let vcpus: &[VcpuState] = &self.vcpus;
+        let pri: &[i8] = &self.pri;
         let runq = &mut self.pcpus[p].runq;
         // Everything before the first OVER vCPU stays; from there, UNDER-or-above vCPUs close
         // up behind it and the OVER ones follow, in order.
-        let Some(first_over) = runq.iter().position(|&u| vcpus[u].pri < PRI_UNDER) else { return };
+        let Some(first_over) = runq.iter().position(|&u| pri[u] < PRI_UNDER) else { return };
         let over = &mut self.runq_sort_over;
         over.clear();
         let mut kept = first_over;
         let entries: &mut [VcpuId] = runq;
         for i in first_over..entries.len() {
             let u = entries[i];
-            if vcpus[u].pri >= PRI_UNDER {
+            if pri[u] >= PRI_UNDER {
                 entries[kept] = u;
                 kept += 1;
             } else {
@@ -95,14 +95,14 @@ impl Credit {
     }
 
     fn cur_pri(&self, cx: &Cx, p: PcpuId) -> i8 {
-        cx.curr(p).map_or(PRI_IDLE, |u| self.vcpus[u].pri)
+        cx.curr(p).map_or(PRI_IDLE, |u| self.pri[u])
     }
 
     /// `__runq_tickle`: after `v` was queued on its processor, send a reschedule to the
     /// pCPU(s) that should look at it, by the rule of the `xen_version` (see `Tickle`).
     pub(crate) fn tickle(&mut self, cx: &mut Cx, v: VcpuId) {
         let p = self.vcpus[v].processor;
-        let outranks = self.vcpus[v].pri > self.cur_pri(cx, p);
+        let outranks = self.pri[v] > self.cur_pri(cx, p);
         let busy = cx.curr(p).is_some();
         let any_idle = self.pcpus.iter().any(|s| s.idle);
         let mut targets = std::mem::take(&mut self.tickle_targets);
@@ -168,7 +168,7 @@ impl Credit {
             // between pCPUs would keep the lock holders out). From Xen 4.18 no yielder still
             // queued is taken ("it's waiting for a reason", RELEASE-4.19.0 `csched_runq_steal`
             // L1643).
-            let found = self.pcpus[peer].runq.iter().copied().take_while(|&u| self.vcpus[u].pri > pri).find(|&u| {
+            let found = self.pcpus[peer].runq.iter().copied().take_while(|&u| self.pri[u] > pri).find(|&u| {
                 cx.running_on(u).is_none()
                     && !self.vcpus[u].waits_for_its_pcpu()
                     && !(self.spreads(cx, u) && self.sibling_on(cx, u, p))

@@ -388,7 +388,7 @@ impl CvsComm {
                     vcpu: v,
                     dom: d,
                     parallel: is_parallel(cx, d),
-                    class: Class::of(base.vcpus[v].pri),
+                    class: Class::of(base.pri[v]),
                     packets_since: self.packets_since(cx, d),
                     credit: base.credit_of(v),
                     yielded: base.is_yielding(v),
@@ -405,7 +405,7 @@ impl CvsComm {
             Pick::Credit => return base.choose(cx, p),
             Pick::Run { vcpu, by } => (vcpu, by),
         };
-        if self.precedence != Precedence::All && Class::of(base.vcpus[v].pri) == Class::Over {
+        if self.precedence != Precedence::All && Class::of(base.pri[v]) == Class::Over {
             if let Some(u) = base.choose(cx, p) {
                 if !(base.vcpus[u].queued && base.vcpus[u].processor == p) {
                     cx.count("cvs_comm.steals_first");
@@ -436,7 +436,7 @@ impl CvsComm {
     /// own queued here (Credit preempts a running vCPU only for a better class).
     fn mid_turn(&self, base: &Credit, cx: &Cx, p: PcpuId, prev: Option<VcpuId>) -> Option<VcpuId> {
         let u = prev?;
-        let class = |w: VcpuId| Class::of(base.vcpus[w].pri);
+        let class = |w: VcpuId| Class::of(base.pri[w]);
         let mid = self.precedence == Precedence::Queue
             && cx.now() < self.slice_end[p]
             && !is_parallel(cx, cx.dom_of(u))
@@ -467,7 +467,7 @@ impl CvsComm {
             cx.count("cvs_comm.signals_stale");
             return keep.map_or(Answer::Usual, Answer::KeepPrev);
         }
-        let class = |u: VcpuId| Class::of(base.vcpus[u].pri);
+        let class = |u: VcpuId| Class::of(base.pri[u]);
         let sibling = class(s);
         if let Some(u) = keep.filter(|&u| class(u) >= sibling) {
             cx.count("cvs_comm.signals_deferred");
@@ -522,7 +522,7 @@ impl CvsComm {
         if !is_parallel(cx, d) {
             return;
         }
-        let class = Class::of(base.vcpus[v].pri);
+        let class = Class::of(base.pri[v]);
         let mut launched = false;
         for u in cx.vcpus_of(d) {
             let q = base.vcpus[u].processor;
