@@ -287,8 +287,8 @@ fn a_waiting_gang_starts_as_soon_as_enough_pcpus_free_up() {
 #[test]
 fn an_idle_gang_planned_for_a_timer_wake_up_pays_for_the_pcpus_it_holds() {
     // Seed 001 at VOR 2.5 (four 5-vCPU kernbench VMs on 8 pCPUs; one gang fits at a time),
-    // seed 7: vm2 ends its build's parallel part about 0.6 slices of virtual time ahead of the
-    // others. Once they finish, they are idle but for their guests' timer wake-ups, and a
+    // seed 7: when the others near their end, vm2 is ahead of them in virtual time (at 1.95 s
+    // by about 0.6 of a round of its 5 vCPUs, in a debug print of each plan). Once they finish, they are idle but for their guests' timer wake-ups, and a
     // woken one is still a gang unit of 5 vCPUs. When only what its vCPUs ran was charged,
     // such a gang stayed below vm2 in virtual time round after round, took the host's only
     // gang place for a few µs of work and left vm2 waiting: vm2 finished at 38.3 s against
