@@ -19,7 +19,11 @@
 //!    unit of one pCPU.
 //! 2. First fit: units are packed in that order onto the P pCPUs; a unit that does not fit
 //!    is skipped and later, smaller units may still fit. The lowest unit always fits (admit
-//!    refuses CON VMs wider than the host), so nobody starves.
+//!    refuses CON VMs wider than the host), so the lowest virtual time is never passed over;
+//!    but a wide gang can wait round after round behind HIT units of lower virtual time that
+//!    keep arriving (seed 000 Fig. 4: Domain-0's vCPUs, woken in rounds whose gangs fill
+//!    every pCPU, wait for the next plan and outrank the 8-vCPU BSP gang there; 27 of 50
+//!    runs do not finish within 3,000 s).
 //! 3. Placement: a planned vCPU that is running keeps its pCPU (a gang that continues is not
 //!    relaunched); one that held a slot last round keeps it if free; the others take free
 //!    pCPUs (see `placement`). There is no stable vCPU→pCPU mapping, which seed 000 §5.3
