@@ -125,6 +125,16 @@ enum Slot {
     Hit(VcpuId),
 }
 
+impl Slot {
+    /// The domain an idle pCPU in this slot is held for: a gang's, charged for it.
+    fn gang_dom(self, cx: &Cx) -> Option<DomId> {
+        match self {
+            Slot::Gang(v) => Some(cx.dom_of(v)),
+            _ => None,
+        }
+    }
+}
+
 /// One schedulable unit at a plan: a whole CON VM, or one runnable HIT vCPU.
 struct Unit {
     dom: DomId,
@@ -257,7 +267,8 @@ impl Cosched {
     fn plan(&mut self, cx: &mut Cx) {
         let now = cx.now();
         let n = cx.n_pcpus();
-        self.charge_all(cx);
+        let slot = &self.slot;
+        self.fair.charge_all(cx, |p| slot[p].gang_dom(cx));
 
         // 1. Units in fair-share order.
         let mut units = Vec::new();
@@ -354,17 +365,7 @@ impl Cosched {
     /// Charges what `p` ran since its last charge, or, idle in a gang slot, the time it was
     /// held for that gang (`FairShare::charge_held`).
     fn charge(&mut self, cx: &Cx, p: PcpuId) {
-        let held_for = match self.slot[p] {
-            Slot::Gang(v) => Some(cx.dom_of(v)),
-            _ => None,
-        };
-        self.fair.charge_held(cx, p, held_for);
-    }
-
-    fn charge_all(&mut self, cx: &Cx) {
-        for p in 0..cx.n_pcpus() {
-            self.charge(cx, p);
-        }
+        self.fair.charge_held(cx, p, self.slot[p].gang_dom(cx));
     }
 
     /// The waiting HIT vCPU of lowest virtual time that is not planned anywhere (`prev`

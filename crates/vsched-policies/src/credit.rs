@@ -194,7 +194,8 @@ impl VcpuState {
         self.head_wait || self.yield_kept
     }
 
-    /// A vCPU as Xen allocates it (`csched_alloc_udata`): UNDER, no credit, on no list.
+    /// A vCPU as Xen allocates it (`csched_alloc_udata`): no credit, on no list (and UNDER,
+    /// in `Credit::pri`).
     fn new() -> Self {
         VcpuState {
             credit: 0,

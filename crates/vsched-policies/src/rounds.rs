@@ -83,9 +83,10 @@ impl FairShare {
         cx.is_runnable(v) || self.last_ran[v].is_some_and(|t| now - t < ACTIVE_WINDOW_NS)
     }
 
-    pub(crate) fn charge_all(&mut self, cx: &Cx) {
+    /// `charge_held` on every pCPU, `held_for(p)` saying whom an idle `p` is held for.
+    pub(crate) fn charge_all(&mut self, cx: &Cx, held_for: impl Fn(PcpuId) -> Option<DomId>) {
         for p in 0..cx.n_pcpus() {
-            self.charge(cx, p);
+            self.charge_held(cx, p, held_for(p));
         }
     }
 

@@ -277,7 +277,7 @@ impl Vds {
     fn plan(&mut self, cx: &mut Cx) {
         let now = cx.now();
         let n = cx.n_pcpus();
-        self.fair.charge_all(cx);
+        self.fair.charge_all(cx, |_| None);
         let runnable_doms: Vec<DomId> =
             (0..cx.domains().len()).filter(|&d| cx.vcpus_of(d).any(|v| cx.is_runnable(v))).collect();
         self.fair.settle(&runnable_doms);
