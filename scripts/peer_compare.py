@@ -26,9 +26,10 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 SCENARIOS = (("user", "rr-peer-user.toml"), ("kernel", "rr-peer.toml"))
 # What the peer leaves out, turned off in vsched (see the module notes).
@@ -55,11 +56,30 @@ def like_peer(scenario: Path, directory: Path) -> Path:
     return path
 
 
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr and exit: 2 for bad options, 1 for a run that failed."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
 def run_json(command: list[str], cwd: Path) -> Any:
-    done = subprocess.run(
-        ["taskset", "-c", "1", *command], cwd=cwd, capture_output=True, text=True, check=True
-    )
+    """Runs `command` on CPU 1 and parses its JSON output; exits 1 naming the command if it fails."""
+    done = subprocess.run(["taskset", "-c", "1", *command], cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        fail(f"{' '.join(command)} failed: {lines[-1]}", code=1)
     return json.loads(done.stdout)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Exits 2 with one line naming the first bad option."""
+    if args.pairs < 1:
+        fail(f"--pairs: expected a whole number of at least 1, got {args.pairs}")
+    for _, name in SCENARIOS:
+        if not (args.peer_dir / name).is_file():
+            fail(f"--peer-dir: expected a directory holding {name}, not found in {args.peer_dir}")
+    if not (args.peer_dir / "rr_simpy.py").is_file():
+        fail(f"--peer-dir: expected a directory holding rr_simpy.py, not found in {args.peer_dir}")
 
 
 def main() -> None:
@@ -73,6 +93,7 @@ def main() -> None:
         "--like-peer", action="store_true", help="turn off in vsched what the peer does not model"
     )
     args = parser.parse_args()
+    check_args(args)
     results: dict[str, dict[str, float]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="peer-compare-"))
     for mode, name in SCENARIOS:
@@ -86,7 +107,9 @@ def main() -> None:
             speed = {}
             for who in order:
                 if who == "vsched":
-                    run = run_json(["vsched", "run", str(scenario), "--json"], args.peer_dir)["runs"][0]
+                    run = run_json(
+                        [sys.executable, "-m", "vsched", "run", str(scenario), "--json"], args.peer_dir
+                    )["runs"][0]
                     speed[who] = run["sim_s"] / run["wall_s"]
                     events["vsched_events"] = run["events"]
                     events["vsched_decisions"] = run["host"]["sched_invocations"]

@@ -164,7 +164,6 @@ pub(crate) struct PcpuState {
 
 #[derive(Clone)]
 pub(crate) struct VcpuState {
-    pub(crate) credit: i64,
     /// Sub-credit remainder of burnt time, in (ns × credits per ms).
     pub(crate) residual: u64,
     /// Credits are burnt from here.
@@ -182,7 +181,6 @@ pub(crate) struct VcpuState {
     /// `Head` placement: yielded in its pCPU's current round, so passed over until a vCPU
     /// that did not yield has had its turn there (see `pick_next_yield_to_head`).
     pub(crate) head_wait: bool,
-    pub(crate) parked: bool,
     pub(crate) active: bool,
     /// Flagged at a tick to move where `_csched_cpu_pick` prefers (`_VPF_migrating`).
     pub(crate) migrating: bool,
@@ -194,11 +192,10 @@ impl VcpuState {
         self.head_wait || self.yield_kept
     }
 
-    /// A vCPU as Xen allocates it (`csched_alloc_udata`): no credit, on no list (and UNDER,
-    /// in `Credit::pri`).
+    /// A vCPU as Xen allocates it (`csched_alloc_udata`): on no list (and, in `Credit`'s
+    /// dense arrays, no credit, UNDER, not parked).
     fn new() -> Self {
         VcpuState {
-            credit: 0,
             residual: 0,
             start_time: 0,
             run_start: 0,
@@ -207,7 +204,6 @@ impl VcpuState {
             yielding: false,
             yield_kept: false,
             head_wait: false,
-            parked: false,
             active: false,
             migrating: false,
         }
@@ -242,6 +238,11 @@ pub(crate) struct Credit {
     /// Each vCPU's priority (Xen's `svc->pri`; UNDER when allocated), kept apart from the rest
     /// of its state: the run-queue walks (`credit_runq.rs`) read one byte per entry from here.
     pub(crate) pri: Vec<i8>,
+    /// Each vCPU's credit (`svc->credit`) and whether it is parked over its cap
+    /// (`CSCHED_FLAG_UNIT_PARKED`), apart for the same reason: `csched_acct` visits every
+    /// active vCPU every 30 ms and reads only these and `pri` (`credit_acct.rs`).
+    pub(crate) credit: Vec<i64>,
+    pub(crate) parked: Vec<bool>,
     pub(crate) doms: Vec<DomState>,
     /// Active domains, in list order (`csched_acct` reorders it).
     pub(crate) active_doms: Vec<DomId>,
@@ -292,13 +293,13 @@ impl Credit {
             && self.ratelimit_ns > 0
             && still_running
             && !s.yielding
-            && !s.parked
+            && !self.parked[cur]
             && runtime < self.ratelimit_ns
         {
             cx.count("credit.ratelimited");
             return Some(Decision::run(cur, (self.ratelimit_ns - runtime).max(self.min_timer_ns)));
         }
-        if still_running && !s.parked {
+        if still_running && !self.parked[cur] {
             self.runq_insert(cx, p, cur);
         }
         None
@@ -370,7 +371,7 @@ impl Credit {
     /// `v`'s remaining credit as last charged. A waiting vCPU's is current: it burns nothing
     /// while queued, and `put_prev` charges a vCPU as it leaves its pCPU.
     pub(crate) fn credit_of(&self, v: VcpuId) -> i64 {
-        self.vcpus[v].credit
+        self.credit[v]
     }
 
     /// Publishes the run queues' lengths and the credits that changed to a traced run
@@ -378,8 +379,8 @@ impl Credit {
     #[inline]
     pub(crate) fn publish(&mut self, cx: &mut Cx) {
         if self.published.on() {
-            let (pcpus, vcpus) = (&self.pcpus, &self.vcpus);
-            self.published.publish(cx, |p| pcpus[p].runq.len(), |v| vcpus[v].credit);
+            let (pcpus, credit) = (&self.pcpus, &self.credit);
+            self.published.publish(cx, |p| pcpus[p].runq.len(), |v| credit[v]);
         }
     }
 
@@ -414,12 +415,12 @@ impl Credit {
             for &u in &s.runq {
                 let su = &self.vcpus[u];
                 let waiting = cx.is_runnable(u) && cx.running_on(u).is_none();
-                if !su.queued || su.processor != p || su.parked || !waiting {
+                if !su.queued || su.processor != p || self.parked[u] || !waiting {
                     return Err(format!(
                         "vCPU {u} in pCPU {p}'s run queue: queued {}, processor {}, parked {}, {:?}",
                         su.queued,
                         su.processor,
-                        su.parked,
+                        self.parked[u],
                         cx.state(u)
                     ));
                 }
@@ -459,6 +460,8 @@ impl Policy for Credit {
         self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
         self.vcpus = vec![VcpuState::new(); cx.n_vcpus()];
         self.pri = vec![PRI_UNDER; cx.n_vcpus()];
+        self.credit = vec![0; cx.n_vcpus()];
+        self.parked = vec![false; cx.n_vcpus()];
         self.published.start(cx, cx.n_pcpus(), cx.n_vcpus());
         let at = cx.now() + self.tslice_ns;
         cx.set_timer(at, TIMER_ACCT);
@@ -508,7 +511,7 @@ impl Policy for Credit {
 
     /// `csched_unit_wake`: BOOST an UNDER vCPU, queue it on its processor, tickle.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
-        if self.vcpus[v].queued || self.vcpus[v].parked || cx.running_on(v).is_some() {
+        if self.vcpus[v].queued || self.parked[v] || cx.running_on(v).is_some() {
             return;
         }
         if self.boost && self.pri[v] == PRI_UNDER {
@@ -552,7 +555,7 @@ impl Policy for Credit {
             match self.profile.debit {
                 Debit::TimeBurnt => self.burn_credits(v, cx.now()),
                 // Xen 3.x: the vCPU found running pays for the whole tick.
-                Debit::PerTick => self.vcpus[v].credit -= self.credits_per_tick(),
+                Debit::PerTick => self.credit[v] -= self.credits_per_tick(),
             }
             if self.vcpus[v].active {
                 self.check_migrate_running(cx, v, p);
@@ -725,6 +728,8 @@ impl Credit {
             pcpus: Vec::new(),
             vcpus: Vec::new(),
             pri: Vec::new(),
+            credit: Vec::new(),
+            parked: Vec::new(),
             doms: Vec::new(),
             active_doms: Vec::new(),
             weight_total: 0,

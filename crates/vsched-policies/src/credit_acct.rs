@@ -4,7 +4,7 @@
 //! every 30 ms shares a period's credits among the active domains by weight, bounded by
 //! their caps, and sets each vCPU's priority. The scheduling half is in `credit.rs`.
 
-use crate::credit::{Credit, VcpuState, PRI_OVER, PRI_UNDER};
+use crate::credit::{Credit, PRI_OVER, PRI_UNDER};
 use vsched_model::{Cx, DomId, Time, VcpuId, NS_PER_MS};
 
 impl Credit {
@@ -15,7 +15,7 @@ impl Credit {
             return;
         }
         let val = (now - s.start_time) * self.credits_per_msec as u64 + s.residual;
-        s.credit -= (val / NS_PER_MS) as i64;
+        self.credit[v] -= (val / NS_PER_MS) as i64;
         s.residual = val % NS_PER_MS;
         s.start_time = now;
     }
@@ -130,8 +130,7 @@ impl Credit {
             // the domain's list, as Xen walks it.
             let list = &self.doms[d].active_vcpus;
             let (in_place, earned) = earn_in_place(
-                &mut self.vcpus,
-                &mut self.pri,
+                (&mut self.credit, &self.parked, &mut self.pri),
                 list,
                 credit_fair_per_vcpu,
                 (cap, credit_cap),
@@ -144,20 +143,18 @@ impl Credit {
             vcpus.clear();
             vcpus.extend_from_slice(&list[in_place..]);
             for &v in &vcpus {
-                let s = &mut self.vcpus[v];
-                s.credit += credit_fair_per_vcpu;
-                let credit = if s.credit < 0 {
+                self.credit[v] += credit_fair_per_vcpu;
+                let credit = if self.credit[v] < 0 {
                     self.pri[v] = PRI_OVER;
-                    if cap != 0 && s.credit < -credit_cap && !s.parked {
+                    if cap != 0 && self.credit[v] < -credit_cap && !self.parked[v] {
                         self.park(cx, v);
                     }
-                    let s = &mut self.vcpus[v];
-                    s.credit = s.credit.max(-credits_per_tslice);
-                    s.credit
+                    self.credit[v] = self.credit[v].max(-credits_per_tslice);
+                    self.credit[v]
                 } else {
                     self.pri[v] = PRI_UNDER;
                     // Unparking changes no credit: the surplus test may read it first.
-                    let (parked, surplus) = (s.parked, s.credit > credits_per_tslice);
+                    let (parked, surplus) = (self.parked[v], self.credit[v] > credits_per_tslice);
                     if parked {
                         self.unpark(cx, v);
                     }
@@ -165,10 +162,10 @@ impl Credit {
                         // Not using its share: stop earning, and keep half as a head start
                         // (Xen >= 4.1) or nothing (before).
                         self.acct_stop(cx, v);
-                        let s = &mut self.vcpus[v];
-                        s.credit = if self.profile.halve_surplus { s.credit / 2 } else { 0 };
+                        let credit = self.credit[v];
+                        self.credit[v] = if self.profile.halve_surplus { credit / 2 } else { 0 };
                     }
-                    self.vcpus[v].credit
+                    self.credit[v]
                 };
                 credit_balance += credit;
             }
@@ -182,7 +179,7 @@ impl Credit {
     /// Over its cap: `v` is paused until its credit is positive again (`csched_acct`'s
     /// `CSCHED_FLAG_UNIT_PARKED`), so it leaves its run queue or its pCPU.
     fn park(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.vcpus[v].parked = true;
+        self.parked[v] = true;
         cx.count("credit.parks");
         if self.vcpus[v].queued {
             self.runq_remove(v);
@@ -193,7 +190,7 @@ impl Credit {
 
     /// Back under its cap: a parked `v` that is runnable is queued again and tickled.
     fn unpark(&mut self, cx: &mut Cx, v: VcpuId) {
-        self.vcpus[v].parked = false;
+        self.parked[v] = false;
         if cx.is_runnable(v) && cx.running_on(v).is_none() {
             let p = self.vcpus[v].processor;
             self.runq_insert(cx, p, v);
@@ -214,32 +211,30 @@ impl Credit {
 /// place is the walk over a copy of the list, only cheaper.
 #[inline]
 fn earn_in_place(
-    states: &mut [VcpuState],
-    pri: &mut [i8],
+    (credits, parked, pri): (&mut [i64], &[bool], &mut [i8]),
     list: &[VcpuId],
     credit_fair_per_vcpu: i64,
     (cap, credit_cap): (i64, i64),
     credits_per_tslice: i64,
 ) -> (usize, i64) {
-    // (Both of one length, so one bounds check serves both.)
-    let pri = &mut pri[..states.len()];
+    // (All three of one length, so one bounds check serves them all.)
+    let (parked, pri) = (&parked[..credits.len()], &mut pri[..credits.len()]);
     let mut earned = 0;
     for (i, &v) in list.iter().enumerate() {
-        let s = &mut states[v];
-        let credit = s.credit + credit_fair_per_vcpu;
+        let credit = credits[v] + credit_fair_per_vcpu;
         let (new_pri, kept) = if credit < 0 {
-            if cap != 0 && credit < -credit_cap && !s.parked {
+            if cap != 0 && credit < -credit_cap && !parked[v] {
                 return (i, earned);
             }
             (PRI_OVER, credit.max(-credits_per_tslice))
         } else {
-            if s.parked || credit > credits_per_tslice {
+            if parked[v] || credit > credits_per_tslice {
                 return (i, earned);
             }
             (PRI_UNDER, credit)
         };
         pri[v] = new_pri;
-        s.credit = kept;
+        credits[v] = kept;
         earned += kept;
     }
     (list.len(), earned)

@@ -150,7 +150,7 @@ impl Credit {
         let picked = self.cpu_pick(cx, p, true);
         let q = self.away_from_siblings(cx, v, picked).unwrap_or(picked);
         self.vcpus[v].processor = q;
-        if self.boost && self.profile.boost_migrating && self.pri[v] == PRI_UNDER && !self.vcpus[v].parked {
+        if self.boost && self.profile.boost_migrating && self.pri[v] == PRI_UNDER && !self.parked[v] {
             self.pri[v] = PRI_BOOST;
             cx.count("credit.boosts");
         }
