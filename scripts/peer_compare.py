@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,6 +79,12 @@ def check_args(args: argparse.Namespace) -> None:
     for _, name in SCENARIOS:
         if not (args.peer_dir / name).is_file():
             fail(f"--peer-dir: expected a directory holding {name}, not found in {args.peer_dir}")
+    # The peer runs from its own directory: a relative path to its Python is taken from here
+    # (absolute(), not resolve(): a virtual environment's python is a symlink to the base one).
+    if "/" in args.peer_python:
+        args.peer_python = str(Path(args.peer_python).absolute())
+    if shutil.which(args.peer_python) is None:
+        fail(f"--peer-python: expected a Python with simpy installed, found no executable {args.peer_python}")
     if not (args.peer_dir / "rr_simpy.py").is_file():
         fail(f"--peer-dir: expected a directory holding rr_simpy.py, not found in {args.peer_dir}")
 
