@@ -76,17 +76,11 @@ def check_args(args: argparse.Namespace) -> None:
     """Exits 2 with one line naming the first bad option."""
     if args.pairs < 1:
         fail(f"--pairs: expected a whole number of at least 1, got {args.pairs}")
-    for _, name in SCENARIOS:
+    for name in (*(scenario for _, scenario in SCENARIOS), "rr_simpy.py"):
         if not (args.peer_dir / name).is_file():
             fail(f"--peer-dir: expected a directory holding {name}, not found in {args.peer_dir}")
-    # The peer runs from its own directory: a relative path to its Python is taken from here
-    # (absolute(), not resolve(): a virtual environment's python is a symlink to the base one).
-    if "/" in args.peer_python:
-        args.peer_python = str(Path(args.peer_python).absolute())
     if shutil.which(args.peer_python) is None:
         fail(f"--peer-python: expected a Python with simpy installed, found no executable {args.peer_python}")
-    if not (args.peer_dir / "rr_simpy.py").is_file():
-        fail(f"--peer-dir: expected a directory holding rr_simpy.py, not found in {args.peer_dir}")
 
 
 def main() -> None:
@@ -100,6 +94,10 @@ def main() -> None:
         "--like-peer", action="store_true", help="turn off in vsched what the peer does not model"
     )
     args = parser.parse_args()
+    # The peer runs from its own directory: a relative path to its Python is taken from here
+    # (absolute(), not resolve(): a virtual environment's python is a symlink to the base one).
+    if "/" in args.peer_python:
+        args.peer_python = str(Path(args.peer_python).absolute())
     check_args(args)
     results: dict[str, dict[str, float]] = {}
     scratch = Path(tempfile.mkdtemp(prefix="peer-compare-"))
