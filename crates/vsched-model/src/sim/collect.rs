@@ -3,6 +3,7 @@
 
 use vsched_engine::Time;
 
+use super::accounting::{RUNNABLE, RUNNING};
 use super::state::{Core, Dom, HostState};
 use crate::metrics::{fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 
@@ -68,7 +69,7 @@ impl Core {
         }
         for vc in &self.vcpus {
             assert_eq!(
-                vc.running_ns + vc.runnable_ns + vc.blocked_ns + vc.offline_ns,
+                vc.state_ns.iter().sum::<Time>(),
                 now,
                 "vCPU running + waiting + blocked + offline must equal the run's length"
             );
@@ -80,7 +81,7 @@ impl Core {
         let host_capacity = (now as f64) * self.host.pcpus as f64;
         let dom: &Dom = &self.doms[d];
         let vcpus = &self.vcpus[dom.span.clone()];
-        let cpu_ns: Time = vcpus.iter().map(|v| v.running_ns).sum();
+        let cpu_ns: Time = vcpus.iter().map(|v| v.state_ns[RUNNING]).sum();
         let spin_ns: Time = vcpus.iter().map(|v| v.spin_ns).sum();
         let hs = &self.hosts[dom.host];
         let entitled_ns = hs.entitlement.entitled_ns(d - hs.doms.start);
@@ -99,7 +100,7 @@ impl Core {
             destroyed_s: dom.destroyed_at.map(secs),
             cpu_s: secs(cpu_ns),
             spin_s: secs(spin_ns),
-            steal_s: secs(vcpus.iter().map(|v| v.runnable_ns).sum()),
+            steal_s: secs(vcpus.iter().map(|v| v.state_ns[RUNNABLE]).sum()),
             spin_share: (cpu_ns > 0).then(|| spin_ns as f64 / cpu_ns as f64),
             lock_holder_preemptions: dom.lock_holder_preemptions,
             lock_waiter_preemptions: dom.lock_waiter_preemptions,

@@ -155,11 +155,10 @@ pub(super) struct Vcpu {
     pub(super) guest_slice_ns: Time,
     pub(super) state: VcpuState,
     pub(super) state_since: Time,
-    pub(super) running_ns: Time,
-    pub(super) runnable_ns: Time,
-    pub(super) blocked_ns: Time,
-    /// Before its VM was created and after it was destroyed.
-    pub(super) offline_ns: Time,
+    /// Time spent in each state, at [`state_slot`](super::accounting::state_slot): running,
+    /// runnable (steal), blocked, and offline (before its VM was created, after it was
+    /// destroyed).
+    pub(super) state_ns: [Time; 4],
     pub(super) spin_ns: Time,
     pub(super) last_pcpu: Option<PcpuId>,
     /// Where its working set is warm (`cache`).
