@@ -27,8 +27,9 @@ use crate::trace::CounterOf;
 ///
 /// Contracts a world keeps: ids are dense from 0 (`0..n_pcpus()`, `0..n_vcpus()`,
 /// `0..n_domains()`); a domain's vCPUs are `first_vcpu .. first_vcpu + vcpus`; state
-/// reads reflect every change that happened at `now()` before the callback; actions take
-/// effect as documented on each method and never call back into the policy re-entrantly.
+/// reads reflect every change that happened at `now()` before the callback; `now()` does
+/// not change during a callback ([`Cx`] reads it once); actions take effect as documented
+/// on each method and never call back into the policy re-entrantly.
 pub trait World {
     /// Current time in nanoseconds since the start of the run.
     fn now(&self) -> Time;
@@ -98,11 +99,15 @@ pub trait World {
 /// A policy's view of its world during one callback (see the module notes).
 pub struct Cx<'a> {
     world: &'a mut dyn World,
+    /// `world.now()`, read once: the clock does not move during a callback, and a policy
+    /// asks for it several times in each (an indirect call apiece, otherwise).
+    now: Time,
 }
 
 impl<'a> Cx<'a> {
     pub fn new(world: &'a mut dyn World) -> Self {
-        Cx { world }
+        let now = world.now();
+        Cx { world, now }
     }
 
     // ---- Facts ----
@@ -110,7 +115,7 @@ impl<'a> Cx<'a> {
     /// Current time in nanoseconds.
     #[inline]
     pub fn now(&self) -> Time {
-        self.world.now()
+        self.now
     }
     /// Whether the run is under way, so that a `vcpu_insert` belongs to a VM created mid-run.
     /// The initial vCPUs are inserted at time 0 before any pCPU schedules, and only VMs that
