@@ -75,6 +75,20 @@ impl Core {
 
     /// (Re)schedules the single pending guest event of a running vCPU.
     pub(super) fn arm(&mut self, v: VcpuId) {
+        self.arm_with(v, Self::next_guest_event);
+    }
+
+    /// [`Core::arm`] for a spinning lock waiter whose [`Core::wait_action`] was just found
+    /// to be `Spin` (`locks::lock_wait_event`), with nothing changed since but its PLE
+    /// state: only its spinning can end, so the lock is not looked at a second time.
+    pub(super) fn arm_spinner(&mut self, v: VcpuId) {
+        debug_assert!(self.wait_action(v) == WaitAction::Spin);
+        self.arm_with(v, Self::spin_event);
+    }
+
+    /// `arm`, with `next` saying when the thread next needs the interpreter.
+    #[inline(always)]
+    fn arm_with(&mut self, v: VcpuId, next: fn(&Self, VcpuId, Time) -> Option<Time>) {
         let now = self.now();
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
@@ -83,7 +97,7 @@ impl Core {
         }
         let (gen, from) = (vc.gen, now.max(vc.run_from));
         // Up for its guest timer: the handler ends at `from` (`guest_kernel`).
-        let at = if vc.timer_wake { Some(from) } else { self.next_guest_event(v, from) };
+        let at = if vc.timer_wake { Some(from) } else { next(self, v, from) };
         if let Some(at) = at.filter(|&at| at < FOREVER) {
             if at > now {
                 // Queued when this instant's events are all handled, and only if still wanted
@@ -104,11 +118,7 @@ impl Core {
             ThreadState::Computing { left } => Some(from.saturating_add(left)),
             // Something to do about the lock (take it, halt, sleep): as soon as we execute.
             ThreadState::SpinLock { .. } if self.wait_action(v) != WaitAction::Spin => Some(from),
-            ThreadState::SpinLock { budget, .. } => match (self.ple_deadline(v), budget.map(|b| from + b)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
-            ThreadState::SpinIpi { .. } => self.ple_deadline(v),
+            ThreadState::SpinLock { .. } | ThreadState::SpinIpi { .. } => self.spin_event(v, from),
             ThreadState::SpinBarrier { limit } | ThreadState::SpinRecv { limit, .. } => match limit {
                 SpinLimit::Never => None,
                 SpinLimit::Running(l) => Some(from + l),
@@ -123,6 +133,20 @@ impl Core {
             | ThreadState::HaltedLock { .. }
             | ThreadState::SleepMutex { .. }
             | ThreadState::Exited => None,
+        }
+    }
+
+    /// When running vCPU `v`'s thread, spinning on from `from` (a lock it may not take yet,
+    /// IPI acknowledgements), next needs the interpreter: its pause-loop exit, or the end of
+    /// its spin budget.
+    fn spin_event(&self, v: VcpuId, from: Time) -> Option<Time> {
+        match self.threads[self.vcpus[v].curr].state {
+            ThreadState::SpinLock { budget, .. } => match (self.ple_deadline(v), budget.map(|b| from + b)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            ThreadState::SpinIpi { .. } => self.ple_deadline(v),
+            _ => unreachable!("vCPU {v} does not spin"),
         }
     }
 

@@ -190,7 +190,11 @@ impl Core {
                 }
             }
             WaitAction::Halt => self.pv_halt(v, lock),
-            _ => self.maybe_ple_exit(v),
+            WaitAction::Spin => {
+                self.ple_exit_if_due(v);
+                self.arm_spinner(v);
+            }
+            WaitAction::Sleep | WaitAction::Handoff => unreachable!("only a mutex waiter sleeps or asks for a handoff"),
         }
     }
 

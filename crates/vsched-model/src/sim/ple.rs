@@ -34,6 +34,12 @@ impl Core {
 
     /// A spinner's guest event: a pause-loop exit if the window is reached, else re-arm.
     pub(super) fn maybe_ple_exit(&mut self, v: VcpuId) {
+        self.ple_exit_if_due(v);
+        self.arm(v);
+    }
+
+    /// A pause-loop exit if `v`'s spinning has reached its window; the caller re-arms.
+    pub(super) fn ple_exit_if_due(&mut self, v: VcpuId) {
         let now = self.now();
         if self.ple_deadline(v).is_some_and(|at| at <= now) {
             let max = self.ple_window_max_ns;
@@ -50,6 +56,5 @@ impl Core {
             self.trace_instant(Instant::PleExit { vcpu: v });
             self.to_yield.push_back((v, YieldReason::PauseLoopExit));
         }
-        self.arm(v);
     }
 }
