@@ -32,7 +32,7 @@ impl Core {
         (kernel && self.ple_window_ns.is_some()).then(|| vc.ple_from.max(vc.run_from) + vc.ple_window_ns)
     }
 
-    /// A spinner's guest event: a pause-loop exit if the window is reached, else re-arm.
+    /// A spinner's guest event: a pause-loop exit if the window is reached, then re-arm.
     pub(super) fn maybe_ple_exit(&mut self, v: VcpuId) {
         self.ple_exit_if_due(v);
         self.arm(v);
