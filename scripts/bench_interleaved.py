@@ -14,6 +14,9 @@ one per tree: build each tree with its own `CARGO_TARGET_DIR`. Example:
 
 Wall-clock figures on a shared machine drift from second to second; compare only builds
 measured together, and prefer instruction counts (docs/speed-log.md) for small differences.
+The machine's slow spells only ever add time, so beside the medians each build's low quartile
+(the run a quarter of the way up its sorted times) is printed too: the least disturbed
+estimate that still rests on more than one run.
 """
 
 import argparse
@@ -73,21 +76,29 @@ def main() -> None:
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
     med = statistics.median
-    print(f"ns per event, median of {args.rounds} interleaved rounds (min-max)")
-    print("new/old: the median of the per-round ratios")
+    print(f"ns per event over {args.rounds} interleaved rounds: median (low quartile, min-max)")
+    print("new/old: the median of the per-round ratios, then the ratio of the low quartiles")
     for name in MEASUREMENTS:
         old, new = ns[("old", name)], ns[("new", name)]
         ratio = med(n / o for o, n in zip(old, new))
         print(
-            f"{name:9} old {med(old):7.1f} ({min(old):.1f}-{max(old):.1f})"
-            f"  new {med(new):7.1f} ({min(new):.1f}-{max(new):.1f})  new/old {ratio:.3f}"
+            f"{name:9} old {med(old):7.1f} ({low_quartile(old):.1f}, {min(old):.1f}-{max(old):.1f})"
+            f"  new {med(new):7.1f} ({low_quartile(new):.1f}, {min(new):.1f}-{max(new):.1f})"
+            f"  new/old {ratio:.3f}, {low_quartile(new) / low_quartile(old):.3f}"
         )
     for build in ("old", "new"):
-        growth = med(b / a for a, b in zip(ns[(build, "hogs32")], ns[(build, "hogs256")]))
+        hogs32, hogs256 = ns[(build, "hogs32")], ns[(build, "hogs256")]
+        growth = med(b / a for a, b in zip(hogs32, hogs256))
         print(
-            f"{build}: 256 vCPUs over 32, median of per-round ratios {growth:.3f}; "
-            f"standard scenario {med(bare[build]):.3f}x the bare loop"
+            f"{build}: 256 vCPUs over 32, median of per-round ratios {growth:.3f}, of low quartiles "
+            f"{low_quartile(hogs256) / low_quartile(hogs32):.3f}; standard scenario "
+            f"{med(bare[build]):.3f}x the bare loop"
         )
+
+
+def low_quartile(values: list[float]) -> float:
+    """The value a quarter of the way up `values` sorted (the smallest of fewer than four)."""
+    return sorted(values)[len(values) // 4]
 
 
 if __name__ == "__main__":
