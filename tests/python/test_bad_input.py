@@ -486,31 +486,3 @@ def test_a_vm_created_mid_run_runs_or_is_refused_with_exit_2(cli: Cli, tmp_path:
         message = error_message(result)
         assert message.startswith(f"vm[1].start_s: policy {policy} does not support VMs created or destroyed")
         assert "credit" in message
-
-
-@pytest.mark.parametrize(
-    ("arguments", "fragment"),
-    [
-        (["--pairs", "0"], "--pairs: expected a whole number of at least 1"),
-        (["--peer-dir", "."], "--peer-dir: expected a directory holding rr-peer-user.toml"),
-        (["--peer-python", "no/such/python"], "--peer-python: expected a Python with simpy installed"),
-    ],
-)
-def test_peer_compare_names_a_bad_option(tmp_path: Path, arguments: list[str], fragment: str) -> None:
-    """`scripts/peer_compare.py` checks its options before it runs anything: one line, exit 2."""
-    repo = Path(__file__).resolve().parents[2]
-    peer_dir = tmp_path / "peer"
-    peer_dir.mkdir()
-    for name in ("rr-peer-user.toml", "rr-peer.toml", "rr_simpy.py"):
-        (peer_dir / name).write_text("", encoding="utf-8")
-    options = {"--peer-dir": str(peer_dir), "--peer-python": sys.executable, "--pairs": "1"}
-    for flag, value in zip(arguments[::2], arguments[1::2]):
-        options[flag] = value
-    command = [sys.executable, str(repo / "scripts" / "peer_compare.py")]
-    for flag, value in options.items():
-        command += [flag, value]
-    process = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
-    assert process.returncode == 2, process.stderr
-    assert process.stdout == ""
-    assert process.stderr.splitlines() == [process.stderr.strip()], process.stderr
-    assert process.stderr.startswith(f"error: {fragment}"), process.stderr

@@ -1,12 +1,15 @@
-"""`scripts/bench_interleaved.py`'s arithmetic, on two stand-in benchmark binaries whose times
-are known: the medians and low quartiles ignore a slow spell, the ratios are new over old and
-256 vCPUs over 32."""
+"""The measurement scripts in `scripts/`: `peer_compare.py` refuses bad options in one line, and
+`bench_interleaved.py`'s arithmetic holds on two stand-in benchmark binaries whose times are
+known (the medians and low quartiles ignore a slow spell, the ratios are new over old and 256
+vCPUs over 32)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,3 +80,30 @@ def test_names_a_missing_binary(tmp_path: Path) -> None:
 
     assert process.returncode == 2
     assert process.stderr.startswith("error: old: expected a benchmark binary"), process.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        (["--pairs", "0"], "--pairs: expected a whole number of at least 1"),
+        (["--peer-dir", "."], "--peer-dir: expected a directory holding rr-peer-user.toml"),
+        (["--peer-python", "no/such/python"], "--peer-python: expected a Python with simpy installed"),
+    ],
+)
+def test_peer_compare_names_a_bad_option(tmp_path: Path, arguments: list[str], fragment: str) -> None:
+    """`scripts/peer_compare.py` checks its options before it runs anything: one line, exit 2."""
+    peer_dir = tmp_path / "peer"
+    peer_dir.mkdir()
+    for name in ("rr-peer-user.toml", "rr-peer.toml", "rr_simpy.py"):
+        (peer_dir / name).write_text("", encoding="utf-8")
+    options = {"--peer-dir": str(peer_dir), "--peer-python": sys.executable, "--pairs": "1"}
+    for flag, value in zip(arguments[::2], arguments[1::2]):
+        options[flag] = value
+    command = [sys.executable, str(REPO / "scripts" / "peer_compare.py")]
+    for flag, value in options.items():
+        command += [flag, value]
+    process = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert process.returncode == 2, process.stderr
+    assert process.stdout == ""
+    assert process.stderr.splitlines() == [process.stderr.strip()], process.stderr
+    assert process.stderr.startswith(f"error: {fragment}"), process.stderr
