@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use vsched_kvm::guest_code::random_tables::ns_to_cycles;
 use vsched_kvm::machine::{check_supported, kvm_available, KvmBackend};
 use vsched_kvm::{Backend, BackendError, BackendEvent, GuestActivity, Limits, VmSpec};
 use vsched_model::{
@@ -199,11 +200,18 @@ fn a_compute_lasts_its_running_time_across_a_stop() {
     let wall = began.elapsed();
     let ran = backend.cpu_time_ns(0).unwrap() - cpu_before;
     let hz = backend.tsc_hz();
-    let counted = backend.counters(0).compute_cycles as f64 / hz as f64 * 1e9;
+    let counted = backend.counters(0).compute_cycles;
     assert!(wall >= Duration::from_millis(50), "20 ms of running plus 30 ms stopped took only {wall:?}");
     assert!(ran.abs_diff(20 * NS_PER_MS) < COMPUTE_SLACK_NS, "the thread ran {ran} ns for a 20 ms compute");
-    // The guest's own account: at least the 20 ms, plus at most its last loop iteration.
-    assert!((20e6..20.1e6).contains(&counted), "the guest counted {counted} ns of compute");
+    // The guest's own account, in TSC cycles: at least its target, which is 20 ms rounded to
+    // the nearest cycle (so up to half a cycle under 20 ms: a CI run counted 19,999,999.88 ns
+    // when the bound was 20 ms in nanoseconds), plus at most its last loop iteration (0.1 ms).
+    let target = ns_to_cycles(20 * NS_PER_MS, hz);
+    let last_iteration = ns_to_cycles(100 * NS_PER_US, hz);
+    assert!(
+        (target..target + last_iteration).contains(&counted),
+        "the guest counted {counted} cycles of compute for a target of {target} at {hz} Hz"
+    );
     assert!(backend.descheduled_gaps(0) >= 1, "the guest noticed it was stopped");
 }
 
