@@ -13,6 +13,7 @@ pub mod guest;
 pub mod hand_world;
 pub mod histogram;
 pub mod ids;
+pub mod jitter;
 pub mod metrics;
 pub mod params;
 pub mod policy;
