@@ -145,11 +145,12 @@ pub fn bench_file_json(toml_text: &str, runs: u32, copies: u32) -> Result<String
 /// The most draws [`bench_draws_json`] times in one round.
 pub const MAX_BENCH_DRAWS: u64 = 1_000_000_000;
 
-/// Times `draws` draws of a jittered compute time (`Dur::Jitter`: Box-Muller with libm's `log`
-/// and `cos`), the guests' commonest random draw, with the SimPy peer's spinlock parameters
-/// (50 µs, coefficient of variation 0.2) from a stream seeded as the simulator seeds them,
-/// over 5 rounds; reports nanoseconds per draw, median and minimum. A floor under any
-/// scenario whose events each need such a draw, since its random sequence must stay the same.
+/// Times `draws` draws of a jittered compute time (`Dur::Jitter`: Box-Muller, the result of
+/// libm's `log` and `cos` computed faster, `vsched_model::jitter`), the guests' commonest
+/// random draw, with the SimPy peer's spinlock parameters (50 µs, coefficient of variation
+/// 0.2) from a stream seeded as the simulator seeds them, over 5 rounds; reports nanoseconds
+/// per draw, median and minimum. A floor under any scenario whose events each need such a
+/// draw, since its random sequence must stay the same.
 pub fn bench_draws_json(draws: u64) -> Result<String, Error> {
     const ROUNDS: usize = 5;
     if !(1..=MAX_BENCH_DRAWS).contains(&draws) {
