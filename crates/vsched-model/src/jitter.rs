@@ -74,7 +74,7 @@ fn decided(mean: Time, cv: f64, z: f64) -> Option<Time> {
     let x = mean * (1.0 + cv * z);
     let margin = mean * (cv * Z_ERROR_BOUND + EVAL_ERROR * (1.0 + cv * z.abs()));
     // x > margin: the exact value is positive too (the `max(0.0)` does nothing); x below
-    // 2^52: `x as u64` is exact and so is the fraction.
+    // 2^52: `x as i64` is exact and so is the fraction.
     let whole = x as i64;
     let fraction = x - whole as f64;
     let clear = x > margin && x < FRACTIONAL_BELOW && (fraction - 0.5).abs() > margin;
@@ -85,7 +85,7 @@ fn decided(mean: Time, cv: f64, z: f64) -> Option<Time> {
 
 /// cos(2π u) for u ∈ [0, 1], without a branch on the quadrant.
 #[inline]
-pub fn cos_2pi(u: f64) -> f64 {
+fn cos_2pi(u: f64) -> f64 {
     // The nearest quarter turn q ∈ 0..=4, and what is left, t ∈ [-1/8, 1/8], exactly.
     // (`as i64`: the conversion to an unsigned integer takes several more instructions.)
     let q = (u * 4.0 + 0.5) as i64;
@@ -126,7 +126,7 @@ const fn taylor_series() -> [[f64; TERMS]; 2] {
 
 /// sqrt(-2 ln u) for u ∈ [`f64::MIN_POSITIVE`, 1).
 #[inline]
-pub fn sqrt_neg_2_ln(u: f64) -> f64 {
+fn sqrt_neg_2_ln(u: f64) -> f64 {
     (-2.0 * ln(u)).sqrt()
 }
 
