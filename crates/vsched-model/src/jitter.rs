@@ -17,7 +17,9 @@
 //! (50 µs, cv 0.2). So the result is the exact formula's by construction, not by luck; the
 //! tests check the bound with a wide safety factor and compare both paths draw by draw.
 //! A loop of draws runs about 30 % faster (`vsched bench --draws`); docs/speed-log.md has
-//! what that gives a whole run.
+//! what that gives a whole run. The fast path uses only IEEE-754 additions, multiplications,
+//! one division and one square root, each correctly rounded, and Rust never fuses them, so
+//! it decides alike on every platform, as libm does.
 //!
 //! Why the bound holds (|z| ≤ 37.7, since u1 ≥ `f64::MIN_POSITIVE`):
 //! - `cos(2πu)`: u is split exactly into a quarter turn q/4 and t ∈ [-1/8, 1/8] (u is a
