@@ -100,9 +100,12 @@ def bench(
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Run the standard benchmark scenario and report simulation speed, beside a bare
-    binary-heap event loop's on this machine; or time a scenario file of yours
-    (docs/performance.md)."""
+    """Time the simulator on the standard benchmark scenario, or on a scenario file of yours.
+
+    Reports events per second and simulated seconds per wall second, beside a bare
+    binary-heap event loop timed on this machine at the run's own queue length
+    (docs/performance.md).
+    """
     if scenario is None:
         if runs is not None:
             raise CliError("--runs: applies to a SCENARIO file; the standard benchmark runs once")
