@@ -12,7 +12,6 @@ byte for byte (wall-clock times are left out of the report).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from vsched import catalog
 from vsched.catalog.model import Claim, Figure, FigureResult, Paper, Row, Verdict
-from vsched.catalog.reasons import WHY_KINDS, WHY_LABELS, Evidence, Reason, Why
+from vsched.catalog.reasons import WHY_KINDS, WHY_LABELS, Evidence, Reason, Stated, Why
 from vsched.catalog.stats import MEANINGS, OUTCOMES, Outcome
 from vsched.runs import Job, write_parquet
 
@@ -101,12 +100,22 @@ def check_figures(papers: Sequence[Paper], figure_ids: Sequence[str]) -> None:
             raise ValueError(f"--figure: no figure '{name}' in {within} (expected one of {', '.join(known)})")
 
 
+def evidence_of(figures: Sequence[Figure]) -> list[Figure]:
+    """The evidence runs the reasons of `figures`' claims measure (each once)."""
+    found: dict[str, Figure] = {}
+    for figure in figures:
+        for claim in figure.claims:
+            for extra in claim.if_fails.evidence if claim.if_fails is not None else ():
+                found.setdefault(extra.id, extra)
+    return list(found.values())
+
+
 def plan(papers: Sequence[Paper], settings: Settings) -> list[Job]:
-    """The jobs of the chosen figures and of their papers' evidence runs."""
+    """The jobs of the chosen figures and of the evidence runs their reasons measure."""
     return [
         job
         for paper in papers
-        for figure in (*settings.figures_of(paper), *paper.evidence)
+        for figure in (*settings.figures_of(paper), *evidence_of(settings.figures_of(paper)))
         for job in catalog.figure_jobs(figure, settings.reps_for(paper), settings.quick)
     ]
 
@@ -135,9 +144,23 @@ def claim_results(
         if verdict.outcome is Outcome.FAILS and claim.if_fails is not None and render is not None:
             reason = render(claim.if_fails)
         found.append(
-            ClaimResult(paper.id, figure.label, claim.text, verdict.outcome, verdict.sim, claim.paper_value, reason)
+            ClaimResult(
+                paper.id, figure.label, claim.text, verdict.outcome, verdict.sim, claim.paper_value, reason
+            )
         )
     return found
+
+
+def renderer(evidence: Evidence) -> Callable[[Why], Reason]:
+    """Render reasons against `evidence`, each once."""
+    rendered: dict[str, Reason] = {}
+
+    def render(why: Why) -> Reason:
+        if why.id not in rendered:
+            rendered[why.id] = why.render(evidence)
+        return rendered[why.id]
+
+    return render
 
 
 def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) -> list[FigureOutcome]:
@@ -146,19 +169,14 @@ def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) 
         reps = settings.reps_for(paper)
         results = {
             figure.id: catalog.figure_result(figure, reps, settings.quick, rows)
-            for figure in (*settings.figures_of(paper), *paper.evidence)
+            for figure in (*settings.figures_of(paper), *evidence_of(settings.figures_of(paper)))
         }
-        evidence = Evidence(results)
-        rendered: dict[str, Reason] = {}
-
-        def render(why: Why) -> Reason:
-            if why.id not in rendered:
-                rendered[why.id] = why.render(evidence)
-            return rendered[why.id]
-
+        render = renderer(Evidence(results))
         for figure in settings.figures_of(paper):
             result = results[figure.id]
-            outcomes.append(FigureOutcome(paper, figure, result, claim_results(paper, figure, result, render)))
+            outcomes.append(
+                FigureOutcome(paper, figure, result, claim_results(paper, figure, result, render))
+            )
     return outcomes
 
 
@@ -175,10 +193,7 @@ def _cell(outcome: FigureOutcome, x: str, series: str) -> str:
         unfinished = result.unfinished(x, series)
         return f"— ({unfinished} runs unfinished)" if unfinished else "—"
     value = estimate.value
-    if outcome.figure.stat == "std":
-        text = f"{value:.3g}"
-    else:
-        text = f"{value:.3g} ± {result.std(x, series):.2g}"
+    text = f"{value:.3g}" if outcome.figure.stat == "std" else f"{value:.3g} ± {result.std(x, series):.2g}"
     unfinished = result.unfinished(x, series)
     if unfinished:
         total = len(result.seeds(x, series)) + unfinished
@@ -218,7 +233,9 @@ def why_summary(claims: Sequence[ClaimResult]) -> str:
     """How many claims do not hold, by the kind of their reason, how many have none, and how
     many reasons the runs contradict."""
     failing = [c for c in claims if c.outcome is Outcome.FAILS]
-    counts = {kind: sum(c.reason is not None and c.reason.why.kind == kind for c in failing) for kind in WHY_KINDS}
+    counts = {
+        kind: sum(c.reason is not None and c.reason.why.kind == kind for c in failing) for kind in WHY_KINDS
+    }
     unclassified = sum(c.reason is None for c in failing)
     by_kind = "; ".join(f"{WHY_LABELS[kind]}: {n}" for kind, n in counts.items())
     contradicted = {c.reason.why.id for c in failing if c.reason is not None and c.reason.contradicted}
@@ -247,13 +264,19 @@ def reason_lines(paper: str, reason: Reason) -> list[str]:
     why = reason.why
     lines = [f'- <a id="{anchor(paper, why.id)}"></a>**{why.id}** (*{why.label}*): {reason.text}']
     rests = [
-        f"{n.what}: {reason.shown[n.name]}" if hasattr(n, "what") else f"{reason.shown[n.name]} ({n.source})"  # type: ignore[union-attr]
+        f"{reason.shown[n.name]} ({n.source})"
+        if isinstance(n, Stated)
+        else f"{n.what}: {reason.shown[n.name]}"
         for n in why.numbers
     ]
     if rests:
         lines.append("    - rests on: " + "; ".join(rests))
     for premise in reason.premises:
-        mark = {True: "borne out by the runs", False: "**contradicted by the runs**", None: "not measured here"}
+        mark = {
+            True: "borne out by the runs",
+            False: "**contradicted by the runs**",
+            None: "not checked (no value)",
+        }
         lines.append(f"    - premise: {premise.text} — {mark[premise.holds]}")
     if reason.not_measured:
         lines.append("    - not measured in this reproduction: needs " + ", ".join(reason.not_measured))
@@ -286,10 +309,10 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
         "| paper | " + " | ".join(o.value for o in OUTCOMES) + " | claims |",
         "|---" * (len(OUTCOMES) + 2) + "|",
     ]
-    for paper in papers:
-        mine = [c for c in claims if c.paper == paper]
+    for paper_id in papers:
+        mine = [c for c in claims if c.paper == paper_id]
         counts = verdict_counts(mine)
-        lines.append(f"| {paper} | " + " | ".join(str(counts[o]) for o in OUTCOMES) + f" | {len(mine)} |")
+        lines.append(f"| {paper_id} | " + " | ".join(str(counts[o]) for o in OUTCOMES) + f" | {len(mine)} |")
     totals = verdict_counts(claims)
     lines += [
         "| all | " + " | ".join(str(totals[o]) for o in OUTCOMES) + f" | {len(claims)} |",

@@ -67,7 +67,9 @@ def lowest(series: str, at: Sequence[str] | None = None) -> Check:
     def check(r: FigureResult) -> Verdict:
         xs = _at(r, at)
         others = [s for s in r.series if s != series]
-        outcomes = {x: combine(stats.below(r.estimate(x, series), r.estimate(x, s)) for s in others) for x in xs}
+        outcomes = {
+            x: combine(stats.below(r.estimate(x, series), r.estimate(x, s)) for s in others) for x in xs
+        }
         wrong = [x for x, o in outcomes.items() if o is not Outcome.HOLDS]
         detail = "; ".join(
             f"{x}: " + ", ".join(f"{s} {cell(r, x, s)}" for s in [series, *others]) for x in wrong

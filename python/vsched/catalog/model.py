@@ -179,9 +179,6 @@ class Paper:
     quick_reps: int
     figures: tuple[Figure, ...]
     notes: str = ""
-    evidence: tuple[Figure, ...] = ()
-    """Runs that no figure of the paper plots but its reasons measure (e.g. a scenario without
-    its Domain-0): figures without claims, run with the paper's and left out of the report."""
 
 
 # Metric helpers: most figures plot one VM's completion time or the mean over clusters.
@@ -246,7 +243,9 @@ def mean_clusters() -> Metric:
         values = [completion(row, n) for n in names]
         if not values or any(v is None for v in values):
             return None
-        mean = statistics.fmean(v.value if isinstance(v, AtLeast) else float(v) for v in values)  # type: ignore[union-attr,arg-type]
+        mean = statistics.fmean(
+            v.value if isinstance(v, AtLeast) else float(v) for v in values if v is not None
+        )
         return AtLeast(mean) if any(isinstance(v, AtLeast) for v in values) else mean
 
     return value

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
 
-from vsched.catalog.model import FigureResult, Metric, Row
+from vsched.catalog.model import Figure, FigureResult, Metric, Row
 from vsched.catalog.stats import Estimate, mean_estimate
 
 WhyKind = Literal["contradicts", "leaves-out", "lacks-mechanism"]
@@ -119,6 +119,16 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class MeasuredText:
+    """Words a reason quotes that are computed from the runs (e.g. which algorithm is fastest
+    at each point)."""
+
+    name: str
+    what: str
+    compute: Callable[[Evidence], str]
+
+
+@dataclass(frozen=True)
 class Stated:
     """A number a reason quotes from the paper or a source: not a measurement of ours."""
 
@@ -128,7 +138,7 @@ class Stated:
     """Where it is stated, e.g. "seed 004 Fig. 5" or "kernel/sched/fair.c (Linux 6.12)"."""
 
 
-Number = Union[Measured, Stated]
+Number = Union[Measured, MeasuredText, Stated]
 
 
 @dataclass(frozen=True)
@@ -147,14 +157,15 @@ ALLOWED_DIGITS = re.compile(
     r'|"[^"]*"|“[^”]*”|`[^`]*`'  # quotations and code
     r"|§+\s?\d+(\.\d+)*(–\d+(\.\d+)*)?"  # sections
     r"|\b(Figs?|Eq|Table|Algorithm|Section)\.?\s\d+(\([a-z]\))?([–-]\d+)?((, | and )\d+(\([a-z]\))?)*"
-    r"|\bseed\s?\d{3}\b"
+    r"|\b[Ss]eed\s?\d{3}\b"
     r"|\b(Xen|Linux|kernel|Ubuntu|CentOS|Fedora|Open MPI|MPICH)\s\d+(\.\d+)*(\.x)?"
-    r"|\[\d+\]"  # references
+    r"|\[\d+\]|\bcontribution \(\d+\)"  # references
     r"|\b(19|20)\d{2}\b"  # years of publications
     r"|'\d{2}\b"  # venues: EuroSys'11
     r"|\b[A-Za-z]+[-]?\d+[A-Za-z0-9]*\b"  # names with digits: L3, SPLASH-2, i5, credit2
-    r"|\b\d+ × \d+\b"  # matrix sizes, as the papers' x-axes name them
-    r"|\b\d+(-|\s)(vCPUs?|pCPUs?|VMs?|hosts?|domains?|threads?|ranks?|processes)\b"  # setups, not measurements
+    r"|\b\d+ × \d+\b|\b(VOR|weight) \d+(\.\d+)?\b"  # x-axis points as the papers name them
+    # setups, not measurements
+    r"|\b\d+(-|\s)(vCPUs?|pCPUs?|VMs?|hosts?|domains?|threads?|ranks?|processes)\b"
 )
 BARE_NUMBER = re.compile(r"\d")
 PLACEHOLDER = re.compile(r"\{([a-z0-9_]+)\}")
@@ -168,7 +179,9 @@ def check_text(text: str, names: Sequence[str]) -> None:
         where = BARE_NUMBER.search(stripped)
         assert where is not None
         context = stripped[max(0, where.start() - 30) : where.end() + 30]
-        raise ValueError(f"Why.text: a number outside a placeholder (make it Measured or Stated): …{context}…")
+        raise ValueError(
+            f"Why.text: a number outside a placeholder (make it Measured or Stated): …{context}…"
+        )
     used = set(PLACEHOLDER.findall(text))
     unknown = sorted(used - set(names))
     if unknown:
@@ -191,6 +204,10 @@ class Why:
     how it decides the outcome; "lacks-mechanism": name the mechanism vsched does not model."""
     numbers: tuple[Number, ...] = ()
     premises: tuple[Premise, ...] = ()
+    evidence: tuple[Figure, ...] = ()
+    """Runs that no figure plots but this reason measures (e.g. a scenario without its
+    Domain-0): figures without claims, run whenever a figure that cites the reason is, and left
+    out of the report."""
 
     def __post_init__(self) -> None:
         if self.kind not in WHY_KINDS:
@@ -215,13 +232,16 @@ class Why:
                 shown[number.name] = number.text
                 continue
             try:
+                if isinstance(number, MeasuredText):
+                    shown[number.name] = number.compute(evidence)
+                    continue
                 values[number.name] = number.value(evidence)
             except NotMeasured as figure:
                 missing.append(str(figure))
                 values[number.name] = math.nan
-            shown[number.name] = (
-                number.show(values[number.name]) if not math.isnan(values[number.name]) else "(not measured)"
-            )
+                shown[number.name] = "(not measured)"
+                continue
+            shown[number.name] = number.show(values[number.name])
         premises = []
         for premise in self.premises:
             if missing or any(math.isnan(v) for v in values.values()):
@@ -236,7 +256,8 @@ class Why:
 class PremiseResult:
     text: str
     holds: bool | None
-    """None: not checked (a number it needs was not measured in this reproduction)."""
+    """None: not checked (a number it needs has no value, or was not measured in this
+    reproduction)."""
 
 
 @dataclass(frozen=True)
@@ -263,8 +284,14 @@ class Reason:
             "text": self.text,
             "numbers": {
                 n.name: (
-                    {"measured": None if math.isnan(self.values[n.name]) else self.values[n.name], "what": n.what}
+                    {
+                        "measured": None if math.isnan(self.values[n.name]) else self.values[n.name],
+                        "shown": self.shown[n.name],
+                        "what": n.what,
+                    }
                     if isinstance(n, Measured)
+                    else {"shown": self.shown[n.name], "what": n.what}
+                    if isinstance(n, MeasuredText)
                     else {"stated": n.text, "source": n.source}
                 )
                 for n in self.why.numbers

@@ -135,7 +135,9 @@ NO_DOM0 = Figure(
             Case("exp1-3000", series, "seed000/exp1-3000.toml", policy, (("host.dom0_vcpus", 0),))
             for series, policy in (("Credit", "credit"), ("Co_scheduling", "cosched"))
         ),
-        Case("exp2-vcpus-8", "Co_scheduling", "seed000/exp2-vcpus-8.toml", "cosched", (("host.dom0_vcpus", 0),)),
+        Case(
+            "exp2-vcpus-8", "Co_scheduling", "seed000/exp2-vcpus-8.toml", "cosched", (("host.dom0_vcpus", 0),)
+        ),
     ),
     metric=vm("bsp", "completion_s"),
     claims=(),
@@ -168,7 +170,9 @@ def host_share(metric: str) -> Callable[[Row], float]:
 def largest_gap(ev: Evidence, series: str, figures: Mapping[str, Sequence[str]]) -> float:
     """The largest |series / Credit − 1| over every point of `figures`."""
     return max(
-        abs(stats.change(ev.cell(f, x, series), ev.cell(f, x, BASELINE)).value) for f, xs in figures.items() for x in xs
+        abs(stats.change(ev.cell(f, x, series), ev.cell(f, x, BASELINE)).value)
+        for f, xs in figures.items()
+        for x in xs
     )
 
 
@@ -216,20 +220,52 @@ CO_SCHEDULING_BASELINE = Why(
     "same scenario without Domain-0 takes {alone_s}. A Co_scheduling that filled its fragments "
     "(the paper credits only VDS with that) could beat Credit.",
     numbers=(
-        Measured("idle", "share of the host idle under Co_scheduling, 3000 × 3000, no Domain-0", cosched_idle, " %", 100, 2),
         Measured(
-            "slower",
-            "Co_scheduling over Credit − 1, 3000 × 3000, no Domain-0",
-            lambda ev: stats.change(ev.cell("no-dom0", "exp1-3000", "Co_scheduling"), ev.cell("no-dom0", "exp1-3000", "Credit")),
+            "idle",
+            "share of the host idle under Co_scheduling, 3000 × 3000, no Domain-0",
+            cosched_idle,
             " %",
             100,
             2,
         ),
-        Measured("cosched_s", "Co_scheduling's mean time, 3000 × 3000, no Domain-0", lambda ev: ev.cell("no-dom0", "exp1-3000", "Co_scheduling"), " s"),
-        Measured("credit_s", "Credit's mean time, 3000 × 3000, no Domain-0", lambda ev: ev.cell("no-dom0", "exp1-3000", "Credit"), " s"),
-        Measured("unfinished", "unfinished Co_scheduling runs at 8 vCPUs (Fig. 4)", lambda ev: ev.unfinished("fig4", "8", "Co_scheduling")),
-        Measured("runs", "Co_scheduling runs at 8 vCPUs (Fig. 4)", lambda ev: ev.seeds("fig4", "8", "Co_scheduling")),
-        Measured("alone_s", "Co_scheduling's mean time at 8 vCPUs without Domain-0", lambda ev: ev.cell("no-dom0", "exp2-vcpus-8", "Co_scheduling"), " s"),
+        Measured(
+            "slower",
+            "Co_scheduling over Credit − 1, 3000 × 3000, no Domain-0",
+            lambda ev: stats.change(
+                ev.cell("no-dom0", "exp1-3000", "Co_scheduling"), ev.cell("no-dom0", "exp1-3000", "Credit")
+            ),
+            " %",
+            100,
+            2,
+        ),
+        Measured(
+            "cosched_s",
+            "Co_scheduling's mean time, 3000 × 3000, no Domain-0",
+            lambda ev: ev.cell("no-dom0", "exp1-3000", "Co_scheduling"),
+            " s",
+        ),
+        Measured(
+            "credit_s",
+            "Credit's mean time, 3000 × 3000, no Domain-0",
+            lambda ev: ev.cell("no-dom0", "exp1-3000", "Credit"),
+            " s",
+        ),
+        Measured(
+            "unfinished",
+            "unfinished Co_scheduling runs at 8 vCPUs (Fig. 4)",
+            lambda ev: ev.unfinished("fig4", "8", "Co_scheduling"),
+        ),
+        Measured(
+            "runs",
+            "Co_scheduling runs at 8 vCPUs (Fig. 4)",
+            lambda ev: ev.seeds("fig4", "8", "Co_scheduling"),
+        ),
+        Measured(
+            "alone_s",
+            "Co_scheduling's mean time at 8 vCPUs without Domain-0",
+            lambda ev: ev.cell("no-dom0", "exp2-vcpus-8", "Co_scheduling"),
+            " s",
+        ),
     ),
     premises=(
         Premise("strict co-scheduling alone is slower than Credit (no Domain-0)", lambda v: v["slower"] > 0),
@@ -239,6 +275,7 @@ CO_SCHEDULING_BASELINE = Why(
             lambda v: v["unfinished"] > 0,
         ),
     ),
+    evidence=(NO_DOM0,),
 )
 # VDS against Credit, means (Figs. 2, 4, 6).
 VDS_SHARES = Why(
@@ -253,19 +290,31 @@ VDS_SHARES = Why(
     "moves the result: with spinning barriers VDS's time changes by {spin_change} against Credit "
     "(2000 × 2000).",
     numbers=(
-        Measured("gap", "largest |VDS / Credit − 1| over Figs. 2, 4, 6", lambda ev: largest_gap(ev, "VDS", MEAN_FIGURES), " %", 100, 2),
+        Measured(
+            "gap",
+            "largest |VDS / Credit − 1| over Figs. 2, 4, 6",
+            lambda ev: largest_gap(ev, "VDS", MEAN_FIGURES),
+            " %",
+            100,
+            2,
+        ),
         Stated("paper_declines", "10.73–14.84 % declines", "§5.3–5.5"),
         Measured(
             "spin_change",
             "VDS / Credit − 1 with spinning barriers, 2000 × 2000",
-            lambda ev: stats.change(ev.cell("spinning", "exp1-2000", "VDS"), ev.cell("spinning", "exp1-2000", "Credit")),
+            lambda ev: stats.change(
+                ev.cell("spinning", "exp1-2000", "VDS"), ev.cell("spinning", "exp1-2000", "Credit")
+            ),
             " %",
             100,
             2,
             signed=True,
         ),
     ),
-    premises=(Premise("VDS's gain over Credit is under half the paper's smallest", lambda v: v["gap"] < 0.0537),),
+    premises=(
+        Premise("VDS's gain over Credit is under half the paper's smallest", lambda v: v["gap"] < 0.0537),
+    ),
+    evidence=(SPINNING,),
 )
 # VDS against Credit, standard deviations (Figs. 3, 5, 7).
 STD_SOURCES = Why(
@@ -279,9 +328,25 @@ STD_SOURCES = Why(
     "every policy shares); VDS removes little of that: its deviation is {low} to {high} of Credit's.",
     numbers=(
         Stated("paper_declines", "75–90 %", "§5.3–5.5"),
-        Measured("credit_cv", "Credit's largest standard deviation over its mean", credit_variation, " %", 100, 2),
-        Measured("low", "VDS's smallest standard deviation over Credit's", lambda ev: std_ratio_range(ev, "VDS")[0], " %", 100, 2),
-        Measured("high", "VDS's largest standard deviation over Credit's", lambda ev: std_ratio_range(ev, "VDS")[1], " %", 100, 2),
+        Measured(
+            "credit_cv", "Credit's largest standard deviation over its mean", credit_variation, " %", 100, 2
+        ),
+        Measured(
+            "low",
+            "VDS's smallest standard deviation over Credit's",
+            lambda ev: std_ratio_range(ev, "VDS")[0],
+            " %",
+            100,
+            2,
+        ),
+        Measured(
+            "high",
+            "VDS's largest standard deviation over Credit's",
+            lambda ev: std_ratio_range(ev, "VDS")[1],
+            " %",
+            100,
+            2,
+        ),
     ),
     premises=(
         Premise("Credit's runs vary by under 5 % of their mean", lambda v: v["credit_cv"] < 0.05),
@@ -304,7 +369,9 @@ MIGRATION_COST = Why(
                 "fig2",
                 "2000",
                 "Co_scheduling",
-                lambda row: float(row["host.cache_refill_s"]) / (float(row["sim_s"]) * float(row["host.pcpus"])),
+                lambda row: (
+                    float(row["host.cache_refill_s"]) / (float(row["sim_s"]) * float(row["host.pcpus"]))
+                ),
             ),
             " %",
             100,
@@ -325,8 +392,18 @@ THREAD_SCALING = Why(
     "per-thread cost, and Credit and VDS give a wider VM a larger share (weight × active vCPUs): "
     "Credit takes {credit_3} with 3 vCPUs and {credit_8} with 8 vCPUs.",
     numbers=(
-        Measured("credit_3", "Credit's mean time, 3 vCPUs (Fig. 4)", lambda ev: ev.cell("fig4", "3", "Credit"), " s"),
-        Measured("credit_8", "Credit's mean time, 8 vCPUs (Fig. 4)", lambda ev: ev.cell("fig4", "8", "Credit"), " s"),
+        Measured(
+            "credit_3",
+            "Credit's mean time, 3 vCPUs (Fig. 4)",
+            lambda ev: ev.cell("fig4", "3", "Credit"),
+            " s",
+        ),
+        Measured(
+            "credit_8",
+            "Credit's mean time, 8 vCPUs (Fig. 4)",
+            lambda ev: ev.cell("fig4", "8", "Credit"),
+            " s",
+        ),
     ),
     premises=(Premise("Credit is faster with 8 vCPUs than with 3", lambda v: v["credit_8"] < v["credit_3"]),),
 )
@@ -386,7 +463,9 @@ def declines_near(series: str, paper: Mapping[str, float]) -> claims.Check:
             ours = change(r, x, series)
             outcomes.append(stats.inside(ours, low, high))
             parts.append(f"{x}: {claims.shown_change(ours)} (paper −{paper[x]:g} %)")
-        return Verdict(combine(outcomes), f"{series} vs {BASELINE}: " + ", ".join(parts) + "; band ±25 % of the paper's")
+        return Verdict(
+            combine(outcomes), f"{series} vs {BASELINE}: " + ", ".join(parts) + "; band ±25 % of the paper's"
+        )
 
     return check
 
@@ -420,7 +499,10 @@ def not_fastest_at_last(series_names: Sequence[str]) -> claims.Check:
                 outcomes.append(Outcome.FAILS)
             else:
                 outcomes.append(Outcome.NOISE)
-        shown = "; ".join(f"{s}: {claims.cell(r, r.xs[0], s)} at {r.xs[0]}, {claims.cell(r, last, s)} at {last}" for s in series_names)
+        shown = "; ".join(
+            f"{s}: {claims.cell(r, r.xs[0], s)} at {r.xs[0]}, {claims.cell(r, last, s)} at {last}"
+            for s in series_names
+        )
         return Verdict(combine(outcomes), shown)
 
     return check
@@ -669,5 +751,4 @@ PAPER = Paper(
     quick_reps=QUICK_REPS,
     figures=(FIG2, FIG3, FIG4, FIG5, FIG6, FIG7),
     notes=__doc__ or "",
-    evidence=(NO_DOM0, SPINNING),
 )
