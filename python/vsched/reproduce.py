@@ -180,6 +180,20 @@ def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) 
     return outcomes
 
 
+def disagreements(quick: Sequence[dict[str, object]], full: Sequence[dict[str, object]]) -> list[str]:
+    """The claims on which a quick and a full reproduction (their claims.json entries) reach
+    different verdicts, neither of them within noise: what the quick settings must not do."""
+    noise = Outcome.NOISE.value
+    full_verdicts = {(c["paper"], c["figure"], c["claim"]): c["verdict"] for c in full}
+    found = []
+    for c in quick:
+        key = (c["paper"], c["figure"], c["claim"])
+        other = full_verdicts.get(key)
+        if other is not None and noise not in (c["verdict"], other) and c["verdict"] != other:
+            found.append(f"{key[0]} {key[1]}: {key[2]}: quick {c['verdict']}, full {other}")
+    return found
+
+
 # ---------------------------------------------------------------------------------------------
 # Writing the outputs
 

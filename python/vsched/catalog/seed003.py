@@ -20,6 +20,9 @@ What §5 leaves open, and our choices:
 - **Run times.** The paper states no numbers for Figs. 7–9 (bars only), so there are no
   `paper_values`; the claims are the orderings of §5.2's closing paragraphs.
 - **Repetitions.** Not stated; we use 10 seeds (the runs are cheap).
+- **The host.** What §5.1 states is modelled: 8 pCPUs on two sockets at the X5310's 1.6 GHz,
+  Xen 3.0.4's Credit rules, Dom0's 8 vCPUs and weight 256. Approximated: the X5310's caches
+  (pairs of cores sharing a 4 MB L2, no L3) are taken as the `nehalem-2010` era's.
 
 The workload models (each scenario's header has the details): LU as 512 barrier phases of
 19.5 ms per thread (n/B = 256 block steps, 2 barriers each), Barnes as 16 phases of 625 ms (4

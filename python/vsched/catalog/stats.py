@@ -3,7 +3,12 @@
 A claim rests on comparisons of estimates: a plotted value (a mean over the seeds, or a
 standard deviation) carries its standard error, and a quantity derived from several values
 (a change against a baseline, a ratio, a mean over points) carries the error propagated to
-first order (the delta method; the cases' seeds are treated as independent).
+first order (the delta method).
+
+Every case runs the same seeds, and a seed draws the same workload under every policy (common
+random numbers), so two values of the same seeds are compared seed by seed: the error of a
+difference or a ratio counts their covariance. Two policies that make the same schedule on
+every seed then differ by exactly nothing, which is known exactly, not noise.
 
 - **An ordering** ("A is faster than B") holds robustly when A wins by more than twice the
   standard error of the difference, or by the paper's own tolerance where it states one; it
@@ -92,6 +97,9 @@ class Estimate:
     value: float
     error: float = 0.0
     bound: Bound = "exact"
+    samples: tuple[float, ...] | None = None
+    """The per-seed values behind a mean, in seed order, when it is exact: what pairs it
+    with another mean of the same seeds."""
 
     @staticmethod
     def none() -> Estimate:
@@ -116,7 +124,22 @@ def mean_estimate(values: Sequence[float], lower_bounds: Sequence[float] = ()) -
     if not pooled:
         return Estimate.none()
     error = statistics.stdev(pooled) / math.sqrt(len(pooled)) if len(pooled) > 1 else 0.0
-    return Estimate(statistics.fmean(pooled), error, "at least" if lower_bounds else "exact")
+    if lower_bounds:
+        return Estimate(statistics.fmean(pooled), error, "at least")
+    return Estimate(statistics.fmean(pooled), error, "exact", tuple(values))
+
+
+def paired(a: Estimate, b: Estimate) -> bool:
+    """Whether two means come from the same seeds (their samples pair up)."""
+    return a.samples is not None and b.samples is not None and len(a.samples) == len(b.samples) > 1
+
+
+def seed_by_seed_error(residuals: Sequence[float]) -> float:
+    """The standard error of a mean of per-seed residuals: exactly zero when every seed gives
+    the same."""
+    if all(r == residuals[0] for r in residuals):
+        return 0.0
+    return statistics.stdev(residuals) / math.sqrt(len(residuals))
 
 
 def std_estimate(values: Sequence[float], lower_bounds: Sequence[float] = ()) -> Estimate:
@@ -152,6 +175,12 @@ def mean_of(estimates: Sequence[Estimate]) -> Estimate:
     if bound == "unknown":
         return Estimate.none()
     value = statistics.fmean(e.value for e in estimates)
+    first = estimates[0]
+    if all(paired(first, e) for e in estimates) and bound == "exact":
+        # Seed by seed: the mean's error then counts how the estimates move together.
+        columns = [e.samples for e in estimates if e.samples is not None]
+        samples = tuple(statistics.fmean(c) for c in zip(*columns))
+        return Estimate(value, seed_by_seed_error(samples), "exact", samples)
     error = math.sqrt(sum(e.error**2 for e in estimates)) / len(estimates)
     return Estimate(value, error, bound)
 
@@ -162,6 +191,11 @@ def ratio(num: Estimate, den: Estimate) -> Estimate:
     if bound == "unknown" or den.value == 0:
         return Estimate.none()
     value = num.value / den.value
+    if paired(num, den) and bound == "exact":
+        # The delta method seed by seed: num/den moves with num_i − value × den_i.
+        assert num.samples is not None and den.samples is not None
+        residuals = [a - value * b for a, b in zip(num.samples, den.samples)]
+        return Estimate(value, seed_by_seed_error(residuals) / abs(den.value), bound)
     relative = math.hypot(num.error / num.value if num.value else 0.0, den.error / den.value)
     return Estimate(value, abs(value) * relative, bound)
 
@@ -177,6 +211,10 @@ def difference(high: Estimate, low: Estimate) -> Estimate:
     bound = _joint(high.bound, _flip(low.bound))
     if bound == "unknown":
         return Estimate.none()
+    if paired(high, low) and bound == "exact":
+        assert high.samples is not None and low.samples is not None
+        differences = tuple(h - low_ for h, low_ in zip(high.samples, low.samples))
+        return Estimate(high.value - low.value, seed_by_seed_error(differences), bound, differences)
     return Estimate(high.value - low.value, math.hypot(high.error, low.error), bound)
 
 
