@@ -23,6 +23,8 @@ pub mod hybrid;
 mod kvm;
 pub mod kvm_dy;
 pub mod kvm_eevdf;
+/// Not a policy: the KVM policies' rules by Linux release (`kvm_version`).
+mod kvm_version;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
 mod linux_fair;
 pub mod pcs;
@@ -39,6 +41,10 @@ use vsched_model::PolicyInfo;
 
 /// The releases `xen_version` accepts (`credit` and the policies built on it).
 pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
+
+/// The releases `kvm_version` accepts (`cfs`, `eevdf`, `kvm-dy`, `kvm-eevdf`), and the host
+/// paravirtual features each offers.
+pub use kvm_version::{pv_refusal as kvm_pv_refusal, NAMES as KVM_VERSIONS};
 
 /// Every policy, by name.
 pub const REGISTRY: &[PolicyInfo] = &[

@@ -37,6 +37,9 @@ pub(crate) struct HostSection {
     /// The Xen release whose Credit rules `credit` and the policies built on it follow,
     /// unless `[scheduler]` sets its own `xen_version`.
     pub(crate) xen_version: Option<String>,
+    /// The Linux release whose KVM rules the KVM policies follow (and whose paravirtual
+    /// features the host offers), unless `[scheduler]` sets its own `kvm_version`.
+    pub(crate) kvm_version: Option<String>,
     /// "independent" (default) or "lockstep" (see `vsched_model::Clocks`).
     pub(crate) clocks: Option<String>,
     /// A hardware era's preset (`vsched_model::HARDWARE`); the costs above and below override it.
@@ -65,6 +68,14 @@ pub(crate) const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
     default: ParamDefault::Str("current"),
     range: ParamRange::Any,
     doc: "the Xen release whose Credit rules the host's policy follows",
+}];
+
+/// `[host] kvm_version`, checked as the KVM policies check their own.
+pub(crate) const HOST_KVM_VERSION: &[ParamSpec] = &[ParamSpec {
+    name: "kvm_version",
+    default: ParamDefault::Str("6.1"),
+    range: ParamRange::Any,
+    doc: "the Linux release whose KVM rules the host's policy follows",
 }];
 
 /// The most pCPUs a host may have (and so the most vCPUs of its driver domain).
