@@ -186,6 +186,14 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
     Ok(host)
 }
 
+/// `host.ple_handler_us` under a KVM policy: as given, else the era's cost of KVM's handler
+/// (`Hardware::kvm_ple_handler_ns`; the default `ple_handler_us` is Xen's). Called after
+/// `host_config` has checked the key.
+pub(crate) fn kvm_ple_handler_ns(h: &HostSection) -> Result<vsched_model::Time, ConfigError> {
+    let era = hardware(h.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE)).expect("host_config checked the era");
+    micros("host.ple_handler_us", h.ple_handler_us, era.kvm_ple_handler_ns)
+}
+
 /// `pcpus` splits evenly into sockets of whole cores.
 fn topology(host: &HostConfig) -> Result<(), ConfigError> {
     if host.sockets == 0 || host.sockets > host.pcpus {

@@ -38,9 +38,12 @@ pub(super) fn validate(
     policy_field: &str,
     resolver: Option<&dyn PolicyResolver>,
 ) -> Result<Scenario, ConfigError> {
-    let host = host::host_config(&f.host)?;
+    let mut host = host::host_config(&f.host)?;
     let mut budget = Budget::new(max_memory);
     let policy = policy(&f.host, &f.scheduler, policy_field, resolver)?;
+    if policy.hypervisor() == Hypervisor::Kvm {
+        host.ple_handler_ns = host::kvm_ple_handler_ns(&f.host)?;
+    }
     // Build once now so range errors surface at validation time.
     let built = policy.build()?;
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
