@@ -5,9 +5,10 @@
 //! spinning guest changed release by release. A profile gathers the rules that differ, each
 //! read in that release's `virt/kvm/kvm_main.c` (`kvm_vcpu_on_spin`), `arch/x86/kvm/x86.c`
 //! (`kvm_sched_yield`, `kvm_emulate_hypercall`), `arch/x86/kvm/vmx` (`grow_ple_window`) and
-//! `kernel/sched/fair.c` (`yield_task_fair`, `features.h`). Read at: 4.19.0, 5.4.214,
-//! 5.15.100, 6.1.20, 6.12.19 and mainline of 2026; 3.2 and 3.12 from the commits named below
-//! (their trees were not available whole; see docs/policies.md "Linux versions").
+//! `kernel/sched/fair.c` (`yield_task_fair`, `features.h`). Read at 4.19.0, 5.4.214,
+//! 5.15.100, 6.1.20 and 6.12.19, and the forfeit in its stable backport (`yield_task_fair`
+//! of 6.12.y); 3.2, 3.12 and mainline from the commits named below (their trees were not
+//! available whole here; see docs/policies.md "Linux versions").
 //!
 //! | rule                                      | 3.2  | 3.12 | 4.19 | 5.4 | 5.15 | 6.1 | 6.12 | 6.12.y | current |
 //! |-------------------------------------------|------|------|------|-----|------|-----|------|--------|---------|
