@@ -68,6 +68,10 @@
 //! (4.16), `KVM_FEATURE_PV_SCHED_YIELD` (5.2). The guest's lock algorithm (`lock_kind`) is the
 //! guest kernel's, not the host's, so no release changes it.
 //!
+//! Not modelled: 3.2's first pass skips `i < last_boosted_vcpu` (later `i <=`), so while
+//! `last_boosted_vcpu` is 0 its scan tries vCPU 0 first rather than last; the order is
+//! otherwise the same.
+//!
 //! Defaults (no `kvm_version` given): `cfs` and `kvm-dy` follow "6.1" and `eevdf` and
 //! `kvm-eevdf` "6.12", which is exactly what they did before `kvm_version` existed. Each rule
 //! also has its own switch, which wins over the profile.
