@@ -46,6 +46,10 @@ pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
 /// paravirtual features each offers.
 pub use kvm_version::{pv_refusal as kvm_pv_refusal, NAMES as KVM_VERSIONS};
 
+/// The registered policies that run KVM's PLE handler (`kvm.rs`) and so pay its cost
+/// (`Hardware::kvm_ple_handler_ns`); `cfs` and `eevdf` are KVM with PLE handling off.
+pub const KVM_PLE_HANDLERS: [&str; 2] = [kvm_dy::INFO.name, kvm_eevdf::INFO.name];
+
 /// Every policy, by name.
 pub const REGISTRY: &[PolicyInfo] = &[
     rr::INFO,

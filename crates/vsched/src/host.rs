@@ -186,7 +186,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
     Ok(host)
 }
 
-/// `host.ple_handler_us` under a KVM policy: as given, else the era's cost of KVM's handler
+/// `host.ple_handler_us` under a policy that runs KVM's PLE handler: as given, else the era's cost of KVM's handler
 /// (`Hardware::kvm_ple_handler_ns`; the default `ple_handler_us` is Xen's). Called after
 /// `host_config` has checked the key.
 pub(crate) fn kvm_ple_handler_ns(h: &HostSection) -> Result<vsched_model::Time, ConfigError> {

@@ -41,7 +41,14 @@ pub(super) fn validate(
     let mut host = host::host_config(&f.host)?;
     let mut budget = Budget::new(max_memory);
     let policy = policy(&f.host, &f.scheduler, policy_field, resolver)?;
-    if policy.hypervisor() == Hypervisor::Kvm {
+    // KVM's PLE handler costs what we measured where it runs: `kvm-dy`, `kvm-eevdf`, and a
+    // Python policy for KVM (which sees the exits); not under `cfs` and `eevdf`, KVM with PLE
+    // handling off.
+    let handles_ple = match &policy {
+        PolicySource::Builtin { info, .. } => vsched_policies::KVM_PLE_HANDLERS.contains(&info.name),
+        PolicySource::External(_) => policy.hypervisor() == Hypervisor::Kvm,
+    };
+    if handles_ple {
         host.ple_handler_ns = host::kvm_ple_handler_ns(&f.host)?;
     }
     // Build once now so range errors surface at validation time.
