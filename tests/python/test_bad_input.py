@@ -241,6 +241,23 @@ BAD_SCENARIOS = [
         ["scheduler.xen_version", '"current"'],
     ),
     (
+        "unknown Linux release",
+        with_replaced("pcpus = 2", 'pcpus = 2\nkvm_version = "5.10"'),
+        ["host.kvm_version", '"6.12.y"'],
+    ),
+    (
+        "a CFS policy on an EEVDF release",
+        with_replaced('name = "credit"', 'name = "kvm-dy"\nkvm_version = "6.12"'),
+        ["scheduler.kvm_version", "CFS", '"6.1"'],
+    ),
+    (
+        "a paravirtual feature the host's release lacks",
+        with_replaced('name = "credit"', 'name = "kvm-dy"\nkvm_version = "4.19"').replace(
+            "vcpus = 2\n", "vcpus = 2\npv_steal_time = true\npv_sched_yield = true\n", 1
+        ),
+        ["vm[0].pv_sched_yield", "Linux >= 5.2", '"4.19"'],
+    ),
+    (
         "every vCPU idle",
         with_replaced("vcpus = 2", "vcpus = 2\nidle_vcpus = 2"),
         ["vm[0].idle_vcpus", "fewer"],

@@ -46,6 +46,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::kvm_version;
 use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
@@ -65,6 +66,7 @@ const WAKEUP_GRANULARITY_US: i64 = 1_000;
 const TICK_HZ: i64 = 250;
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
+    kvm_version::CFS_PARAM,
     ParamSpec {
         name: "latency_us",
         default: ParamDefault::Int(LATENCY_US),
@@ -136,6 +138,8 @@ pub struct Cfs {
     tick_ns: Time,
     /// `sched_nr_latency`: beyond this many entities the period stretches.
     nr_latency: usize,
+    /// KVM's PLE window growth of the `kvm_version` (`kvm_version.rs`).
+    ple_window_grow: u32,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
@@ -336,9 +340,10 @@ impl Policy for Cfs {
         true
     }
 
-    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18).
+    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18); before, it
+    /// is fixed (`kvm_version.rs`).
     fn ple_window_grow(&self) -> u32 {
-        2
+        self.ple_window_grow
     }
 
     fn supports_vm_lifecycle(&self) -> bool {
@@ -472,7 +477,9 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
     if hz > 100_000 {
         return Err(params.invalid("tick_hz", format!("expected an integer <= 100000, got {hz}")));
     }
+    let profile = kvm_version::from_params(params, false)?;
     Ok(Cfs {
+        ple_window_grow: profile.ple_window_grow,
         latency_ns,
         min_gran_ns,
         wakeup_gran_ns,

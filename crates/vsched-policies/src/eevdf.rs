@@ -55,6 +55,11 @@
 //!   target's pCPU and the yielder's reschedule. Linux 6.12 picks the next buddy only with
 //!   NEXT_BUDDY, off by default, so the buddy changes nothing there; PICK_BUDDY (Linux 6.14,
 //!   commit 2a77e4be12cb, backported to 6.12.y in 2025) picks it when eligible: `pick_buddy`.
+//!   Linux 6.17 (commit 79104becf42b, in 6.12.y since 6.12.63) changed the yield: an
+//!   eligible yielder's vruntime moves to its deadline (it forfeits the rest of its slice)
+//!   and the deadline one slice further; an ineligible one keeps both: `yield_forfeit`.
+//!   `kvm_version` (`kvm_version.rs`) sets `pick_buddy`, `yield_forfeit` and `base_slice_us`:
+//!   "6.12" (the default) is 6.12.0, "6.12.y" and "current" have all three changes.
 //!
 //! # Left out (approximations)
 //! Group scheduling (cgroups: a VM's weight applies to each vCPU thread; no bandwidth caps,
@@ -62,10 +67,9 @@
 //! check); NUMA/SMT/MC domains and wake_affine; NEXT_BUDDY on wake-up (off by default);
 //! HRTICK; reweighting (weights never change here). `calc_delta_fair` divides exactly where
 //! Linux multiplies by an inverse weight (under 10⁻⁶ apart up to VM weight 1024). Later
-//! changes not in 6.12.0: the 0.70 ms base slice (6.15, commit 2ae891b82695, backported to
-//! 6.12.y: set `base_slice_us = 700`), a yield that also forfeits the rest of the slice's
-//! vruntime (6.17, commit 79104becf42b), RUN_TO_PARITY's protection shortened to the queue's
-//! minimum slice.
+//! changes not in 6.12.0 that `kvm_version = "6.12.y"` brings: the 0.70 ms base slice (6.15,
+//! commit 2ae891b82695), PICK_BUDDY and the yield forfeit (above). Not modelled: RUN_TO_PARITY's
+//! protection shortened to the queue's minimum slice (mainline).
 //!
 //! A pause-loop exit reaches `yield_` and does nothing here: KVM with PLE handling off.
 //!
@@ -74,6 +78,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::kvm_version;
 use crate::linux_fair::YieldTo;
 use crate::linux_fair::{self, fair};
 use vsched_model::{
@@ -93,11 +98,12 @@ const fn feature(name: &'static str, on: bool, doc: &'static str) -> ParamSpec {
 }
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
+    kvm_version::EEVDF_PARAM,
     ParamSpec {
         name: "base_slice_us",
         default: ParamDefault::Int(BASE_SLICE_US),
         range: ParamRange::Int { min: 1, max: 1_000_000 },
-        doc: "sysctl_sched_base_slice, unscaled, µs (700 in Linux ≥ 6.15 and later 6.12.y)",
+        doc: "sysctl_sched_base_slice, unscaled, µs (default: the kvm_version's; 750, or 700 in 6.12.y and current)",
     },
     ParamSpec {
         name: "tunable_scaling",
@@ -121,7 +127,16 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         "DELAY_DEQUEUE: a vCPU blocking while not eligible stays queued until picked or woken",
     ),
     feature("delay_zero", true, "DELAY_ZERO: a delayed vCPU's positive lag is cut to 0 when it leaves or wakes"),
-    feature("pick_buddy", false, "PICK_BUDDY (Linux ≥ 6.14): pick yield_to's next buddy if eligible; off in 6.12.0"),
+    feature(
+        "pick_buddy",
+        false,
+        "PICK_BUDDY (Linux ≥ 6.14, 6.12.y): pick yield_to's next buddy if eligible (default: the kvm_version's)",
+    ),
+    feature(
+        "yield_forfeit",
+        false,
+        "an eligible yielder forfeits the rest of its slice (Linux ≥ 6.17, 6.12.y; default: the kvm_version's)",
+    ),
 ];
 
 // ---- State, by scope ----
@@ -136,6 +151,8 @@ struct Features {
     delay_dequeue: bool,
     delay_zero: bool,
     pick_buddy: bool,
+    /// `yield_task_fair` of commit 79104becf42b (not a `features.h` flag: the release's).
+    yield_forfeit: bool,
 }
 
 /// A pCPU's `cfs_rq`.
@@ -508,7 +525,18 @@ impl crate::kvm::LinuxSched for Eevdf {
         if self.nr_queued(p) > 1 {
             self.clear_buddies(p, me);
             self.update_curr(cx.now(), p); // the yielder reschedules below anyway
-            self.se[me].deadline += self.vslice(me);
+            let vslice = self.vslice(me);
+            if !self.feat.yield_forfeit {
+                self.se[me].deadline += vslice;
+            } else if self.eligible(p, me) {
+                // Commit 79104becf42b ("sched/fair: Forfeit vruntime on yield", 6.17; in
+                // 6.12.y since 6.12.63): an eligible yielder gives up the rest of its request,
+                // its vruntime moved to its deadline, and starts the next one; an ineligible
+                // one keeps both (core scheduling may run it while ineligible).
+                let e = &mut self.se[me];
+                e.vruntime = e.deadline;
+                e.deadline += vslice;
+            }
         }
         if q != p {
             cx.resched(q); // resched_curr(p_rq): "pick_next_entity takes care of fairness"
@@ -541,7 +569,8 @@ impl Policy for Eevdf {
         true
     }
 
-    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18).
+    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18, so in every
+    /// release with EEVDF).
     fn ple_window_grow(&self) -> u32 {
         2
     }
@@ -676,7 +705,9 @@ impl Policy for Eevdf {
 
 /// `eevdf` configured from its parameters (`PARAMS`); a PLE handler on EEVDF shares them.
 pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
-    let base_slice_ns = params.int("base_slice_us") * NS_PER_US as i64;
+    let profile = kvm_version::from_params(params, true)?;
+    params.int("base_slice_us");
+    let base_slice_ns = params.int_or("base_slice_us", profile.base_slice_us) * NS_PER_US as i64;
     let scaling = params.choice("tunable_scaling", &["log", "linear", "none"])?;
     let hz = params.int("tick_hz");
     if hz > 100_000 {
@@ -689,7 +720,8 @@ pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
         preempt_short: params.bool("preempt_short"),
         delay_dequeue: params.bool("delay_dequeue"),
         delay_zero: params.bool("delay_zero"),
-        pick_buddy: params.bool("pick_buddy"),
+        pick_buddy: params.bool_or("pick_buddy", profile.pick_buddy),
+        yield_forfeit: params.bool_or("yield_forfeit", profile.yield_forfeit),
     };
     Ok(Eevdf {
         base_slice_ns,

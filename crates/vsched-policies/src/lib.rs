@@ -23,6 +23,8 @@ pub mod hybrid;
 mod kvm;
 pub mod kvm_dy;
 pub mod kvm_eevdf;
+/// Not a policy: the KVM policies' rules by Linux release (`kvm_version`).
+mod kvm_version;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
 mod linux_fair;
 pub mod pcs;
@@ -39,6 +41,14 @@ use vsched_model::PolicyInfo;
 
 /// The releases `xen_version` accepts (`credit` and the policies built on it).
 pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
+
+/// The releases `kvm_version` accepts (`cfs`, `eevdf`, `kvm-dy`, `kvm-eevdf`), and the host
+/// paravirtual features each offers.
+pub use kvm_version::{pv_refusal as kvm_pv_refusal, NAMES as KVM_VERSIONS};
+
+/// The registered policies that run KVM's PLE handler (`kvm.rs`) and so pay its cost
+/// (`Hardware::kvm_ple_handler_ns`); `cfs` and `eevdf` are KVM with PLE handling off.
+pub const KVM_PLE_HANDLERS: [&str; 2] = [kvm_dy::INFO.name, kvm_eevdf::INFO.name];
 
 /// Every policy, by name.
 pub const REGISTRY: &[PolicyInfo] = &[

@@ -37,6 +37,9 @@ pub(crate) struct HostSection {
     /// The Xen release whose Credit rules `credit` and the policies built on it follow,
     /// unless `[scheduler]` sets its own `xen_version`.
     pub(crate) xen_version: Option<String>,
+    /// The Linux release whose KVM rules the KVM policies follow (and whose paravirtual
+    /// features the host offers), unless `[scheduler]` sets its own `kvm_version`.
+    pub(crate) kvm_version: Option<String>,
     /// "independent" (default) or "lockstep" (see `vsched_model::Clocks`).
     pub(crate) clocks: Option<String>,
     /// A hardware era's preset (`vsched_model::HARDWARE`); the costs above and below override it.
@@ -65,6 +68,14 @@ pub(crate) const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
     default: ParamDefault::Str("current"),
     range: ParamRange::Any,
     doc: "the Xen release whose Credit rules the host's policy follows",
+}];
+
+/// `[host] kvm_version`, checked as the KVM policies check their own.
+pub(crate) const HOST_KVM_VERSION: &[ParamSpec] = &[ParamSpec {
+    name: "kvm_version",
+    default: ParamDefault::Str("6.1"),
+    range: ParamRange::Any,
+    doc: "the Linux release whose KVM rules the host's policy follows",
 }];
 
 /// The most pCPUs a host may have (and so the most vCPUs of its driver domain).
@@ -173,6 +184,14 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         ));
     }
     Ok(host)
+}
+
+/// `host.ple_handler_us` under a policy that runs KVM's PLE handler: as given, else the era's cost of KVM's handler
+/// (`Hardware::kvm_ple_handler_ns`; the default `ple_handler_us` is Xen's). Called after
+/// `host_config` has checked the key.
+pub(crate) fn kvm_ple_handler_ns(h: &HostSection) -> Result<vsched_model::Time, ConfigError> {
+    let era = hardware(h.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE)).expect("host_config checked the era");
+    micros("host.ple_handler_us", h.ple_handler_us, era.kvm_ple_handler_ns)
 }
 
 /// `pcpus` splits evenly into sockets of whole cores.
