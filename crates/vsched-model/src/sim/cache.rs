@@ -173,8 +173,8 @@ impl HostConfig {
     }
 }
 
-/// Of `resident` bytes a vCPU left in a cache of `capacity`, those evicted once `footprint`
-/// new bytes came in after it (LRU: the rest of the cache goes first).
+/// Of `resident` bytes a footprint left in a cache of `capacity`, those evicted once
+/// `footprint` new bytes came in after it (LRU: the rest of the cache goes first).
 fn evicted(resident: u64, footprint: u64, capacity: u64) -> u64 {
     footprint.saturating_sub(capacity - resident).min(resident)
 }
