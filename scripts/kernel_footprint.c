@@ -8,7 +8,7 @@
 // sleeps count more: on a shared machine other CPUs' IPIs and interrupts land in them.)
 // Prints the median and quartiles in lines and KiB. Needs kernel-mode perf counters (root,
 // or perf_event_paranoid <= 0) and an AMD family 19h CPU (the raw event below). Used for
-// host.kernel_footprint_kib (docs/realism.md):
+// KERNEL_FOOTPRINT_BYTES in crates/vsched-model/src/sim/cache.rs (docs/realism.md):
 //   gcc -O2 -o /tmp/kernel_footprint scripts/kernel_footprint.c && taskset -c 1 /tmp/kernel_footprint
 #define _GNU_SOURCE
 #include <linux/perf_event.h>
