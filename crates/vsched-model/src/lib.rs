@@ -32,6 +32,7 @@ pub use policy::{Decision, Hypervisor, Policy, PolicyInfo, YieldReason};
 pub use sim::{
     driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
     RunError, Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
+    KERNEL_FOOTPRINT_BYTES,
 };
 pub use trace::{
     CounterOf, FlowKind, FlowPoint, Instant, Span, Trace, TraceEvent, TraceSink, Track, VcpuActivity, VcpuSlice,

@@ -188,7 +188,8 @@ pub struct HostMetrics {
     pub context_switches: u64,
     pub ipis: u64,
     pub migrations: u64,
-    /// Time vCPUs spent refilling their caches when switched in.
+    /// Time vCPUs spent refilling caches: at switch-in, and when a running vCPU starts
+    /// touching another footprint (a guest thread switch, a thread resumed in a timer wake).
     pub cache_refill_s: f64,
     pub sched_invocations: u64,
     pub ple_exits: u64,

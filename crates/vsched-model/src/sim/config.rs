@@ -233,8 +233,8 @@ pub struct DomainConfig {
     pub job: Option<String>,
     /// The host's driver domain (dom0): its guest must be [`driver_guest`].
     pub driver: bool,
-    /// The memory its workload keeps reusing: what a vCPU refills after others evicted it
-    /// or after it moved (see `cache`).
+    /// The memory each of its guest threads keeps reusing: what a thread refills after
+    /// others evicted it or after it moved (see `cache`).
     pub working_set_bytes: u64,
     /// Its guest kernel's timer interrupts (see `guest_kernel`).
     pub tick: GuestTick,

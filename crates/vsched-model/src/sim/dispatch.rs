@@ -127,7 +127,9 @@ impl Core {
                 }
                 let woke_at = vc.woke_at;
                 let refill = self.refill(v, p);
-                self.vcpus[v].refill_span = (now + overhead, now + overhead + refill);
+                if refill > 0 {
+                    self.vcpus[v].refill_spans.push((now + overhead, now + overhead + refill));
+                }
                 overhead += refill;
                 overhead += self.guest_ticks_at_entry(v);
                 if let Some(w) = woke_at {

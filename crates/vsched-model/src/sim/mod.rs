@@ -87,6 +87,7 @@ mod world;
 
 use vsched_engine::Time;
 
+pub use cache::KERNEL_FOOTPRINT_BYTES;
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
