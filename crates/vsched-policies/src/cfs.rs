@@ -26,7 +26,9 @@
 //!   the least recently run waiting vCPU from the busiest queue (`newidle_balance`,
 //!   `detach_tasks` walks `cfs_tasks` from its cold end); at each tick a pCPU pulls one from a
 //!   queue at least 2 entities longer (`load_balance`, simplified). Moved vCPUs keep their
-//!   vruntime relative to min_vruntime (`migrate_task_rq_fair`).
+//!   vruntime relative to min_vruntime (`migrate_task_rq_fair`). A thread bound to one pCPU
+//!   (`Cx::pinned`: a host's per-CPU kernel thread, `kthread_bind`) is inserted and woken
+//!   there and never pulled (`can_migrate_task` checks `cpus_ptr`).
 //! - Tunables scale by `1 + ilog2(min(pCPUs, 8))` (`sysctl_sched_tunable_scaling` = log,
 //!   `get_update_sysctl_factor`): 6 ms / 0.75 ms / 1 ms are the unscaled defaults.
 //!

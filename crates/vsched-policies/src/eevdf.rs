@@ -45,7 +45,8 @@
 //!   least loaded; an idle pCPU pulls the least recently run waiting vCPU from the busiest
 //!   queue, and each tick a pCPU pulls one from a queue at least 2 longer. Queues are
 //!   compared by runnable entities, and delayed ones do not move (`can_migrate_task` since
-//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one). A pulled
+//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one), nor do
+//!   threads bound to one pCPU (`Cx::pinned`), which are inserted and woken there. A pulled
 //!   vCPU keeps its lag and its relative deadline (PLACE_REL_DEADLINE); `update_curr` runs on
 //!   the queue it leaves, as `detach_task`'s dequeue does.
 //! - `yield_to` (for KVM's PLE handler, as in `cfs`): core.c `yield_to`, fair.c

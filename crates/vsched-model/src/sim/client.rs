@@ -11,11 +11,13 @@
 //! 2. with a driver domain, the request joins the host's backlog as a pass of one packet
 //!    (`dom0_packet_ns` of dom0 CPU, any dom0 vCPU); the end of the pass wakes the server
 //!    thread at once (the event-channel notification, through the policy's `wake`);
-//!    without one (a KVM host, whose kernel receives the packet) the arrival wakes it;
+//!    on a KVM host with host threads the server VM's vhost-net worker does that pass
+//!    (`vhost_packet_ns`, `host_threads`); without either the arrival wakes it;
 //! 3. the request's latency runs from its arrival at the NIC, so it includes the time it
 //!    waited for dom0 as well as for a pCPU;
 //! 4. `ClientReply { bytes }` queues the reply's packets (`ceil(bytes / mtu)`) for one
-//!    transmit pass in dom0 and goes on: the server does not wait for the wire.
+//!    transmit pass in dom0 (or the vhost worker) and goes on: the server does not wait for
+//!    the wire.
 //!
 //! A request counts as one packet received by the server VM (`rx_packets`, which `cvs-comm`
 //! reads). Not modelled: TCP's connection set-up and acknowledgements (a request is its one

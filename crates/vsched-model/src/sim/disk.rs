@@ -20,9 +20,11 @@
 //!    (no CPU time is charged for it: the per-request cost is charged once, at step 2);
 //! 5. the guest vCPU is woken by its event channel (at once; the tickle costs the IPI).
 //!
-//! Without a driver domain (`dom0_vcpus = 0`, e.g. a KVM host, where the host kernel runs
-//! the block driver), steps 2 and 4 vanish: the request goes straight to the disk and its
-//! completion wakes the vCPU at once (the host kernel's interrupt handler).
+//! On a KVM host with host threads (`host_threads`) the VM's QEMU thread takes dom0's part
+//! in steps 1, 2 and 4 (its ioeventfd wakes it; it spends `virtio_blk_request_ns`; the AIO
+//! completion wakes it again, and its irqfd wakes the vCPU). Without either (`dom0_vcpus =
+//! 0` under Xen, `host_threads = false` under KVM), steps 2 and 4 vanish: the request goes
+//! straight to the disk and its completion wakes the vCPU at once.
 //!
 //! Not modelled: the disk's cache, request merging and reordering (elevator, NCQ), and
 //! sequential streams: every request pays the average positioning time, which makes this

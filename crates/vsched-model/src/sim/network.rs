@@ -11,6 +11,10 @@
 //!   driver domain, one pass through the sender's (transmit) and one through the receiver's
 //!   (receive).
 //!
+//! On a KVM host with host threads (`host_threads`) each VM's vhost-net worker is its
+//! backend: a message to another VM passes the sender's worker (transmit), the bridge or the
+//! wire, then the receiver's worker (receive), `vhost_packet_ns` per packet each time.
+//!
 //! A message is carried as one unit; its packets (`ceil(bytes / mtu)`, at least one) only set
 //! the driver domain's work and the receiving VM's `rx_packets`. The receiving NIC does not
 //! serialize (no incast contention).
