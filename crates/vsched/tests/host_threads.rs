@@ -190,7 +190,7 @@ fn host_threads_end_the_accidental_gangs_of_a_silent_kvm_host() {
     // order), its ticks are aligned (Linux) and nothing else ever wakes: all pCPUs switch in
     // step, so the spinlock VM's four vCPUs always run together. A ticket is then never
     // handed to a waiter that is not running (no lock-waiter preemption) and the VM finishes
-    // in about 5.07 s, its fair 4x of 1.27 s alone. The host's kernel threads (1.25 wakes/s
+    // in about 5.07 s, the fair 4x of its time alone. The host's kernel threads (1.25 wakes/s
     // per pCPU at the defaults) preempt a vCPU thread at instants of their own: the pCPUs
     // fall out of step within the first second, tickets go to waiters that are not running,
     // and the VM falls into a convoy of about one acquisition per slice (it does not finish
