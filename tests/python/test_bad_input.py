@@ -221,7 +221,9 @@ BAD_SCENARIOS = [
     ),
     (
         "negative kernel-thread run",
-        with_replaced('name = "credit"', 'name = "cfs"').replace("pcpus = 2", "pcpus = 2\nkthread_run_us = -1"),
+        with_replaced('name = "credit"', 'name = "cfs"').replace(
+            "pcpus = 2", "pcpus = 2\nkthread_run_us = -1"
+        ),
         ["host.kthread_run_us"],
     ),
     (
