@@ -215,6 +215,18 @@ BAD_SCENARIOS = [
         ["host.dom0_idle_wakes_per_s"],
     ),
     (
+        "host threads under a Xen policy",
+        with_replaced("pcpus = 2", "pcpus = 2\nhost_threads = true"),
+        ["host.host_threads", "credit"],
+    ),
+    (
+        "negative kernel-thread run",
+        with_replaced('name = "credit"', 'name = "cfs"').replace(
+            "pcpus = 2", "pcpus = 2\nkthread_run_us = -1"
+        ),
+        ["host.kthread_run_us"],
+    ),
+    (
         "timer irq not a number",
         with_replaced("pcpus = 2", 'pcpus = 2\ntimer_irq_us = "short"'),
         ["host.timer_irq_us"],

@@ -116,7 +116,8 @@
 //! `vms` and `ranks`.
 //!
 //! Network (`network`, present when any message was sent): `messages`, `bytes`, `packets`
-//! (delivered between VMs), `driver_passes` (message passes through a driver domain) and
+//! (delivered between VMs), `driver_passes` (message passes through a driver domain or a
+//! KVM host's vhost worker) and
 //! `message_latency_us_mean` (from the send to the delivery into the receiver's mailbox).
 //!
 //! Disk (`io`, present when a disk request was issued): `disk_requests` and `disk_bytes` issued; `disk_completed`;

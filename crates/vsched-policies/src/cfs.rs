@@ -26,7 +26,9 @@
 //!   the least recently run waiting vCPU from the busiest queue (`newidle_balance`,
 //!   `detach_tasks` walks `cfs_tasks` from its cold end); at each tick a pCPU pulls one from a
 //!   queue at least 2 entities longer (`load_balance`, simplified). Moved vCPUs keep their
-//!   vruntime relative to min_vruntime (`migrate_task_rq_fair`).
+//!   vruntime relative to min_vruntime (`migrate_task_rq_fair`). A thread bound to one pCPU
+//!   (`Cx::pinned`: a host's per-CPU kernel thread, `kthread_bind`) is inserted and woken
+//!   there and never pulled (`can_migrate_task` checks `cpus_ptr`).
 //! - Tunables scale by `1 + ilog2(min(pCPUs, 8))` (`sysctl_sched_tunable_scaling` = log,
 //!   `get_update_sysctl_factor`): 6 ms / 0.75 ms / 1 ms are the unscaled defaults.
 //!
@@ -127,6 +129,8 @@ struct Entity {
     slice_start: Time,
     /// When it last stopped running (for the least-recently-run pull).
     last_ran: Time,
+    /// The one pCPU it may run on (`kthread_bind`: a host's per-CPU kernel thread).
+    pinned: Option<PcpuId>,
 }
 
 pub struct Cfs {
@@ -253,10 +257,12 @@ impl Cfs {
 
     /// Moves the least recently run waiting vCPU of the busiest other queue to `p`, if that
     /// queue holds at least `min_gap` more entities than `p` and one is waiting.
+    /// A thread bound to its pCPU never moves (`can_migrate_task` checks `cpus_ptr`).
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let busiest =
-            linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), |q| !self.rqs[q].tree.is_empty())?;
-        let v = linux_fair::coldest(self.rqs[busiest].tree.iter().map(|&(_, u)| u), |u| self.se[u].last_ran)?;
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, u)| self.se[u].pinned.is_none());
+        let busiest = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), movable)?;
+        let waiting = self.rqs[busiest].tree.iter().map(|&(_, u)| u).filter(|&u| self.se[u].pinned.is_none());
+        let v = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.tree_remove(v);
         self.clear_buddies(busiest, v);
         self.update_min(busiest);
@@ -351,12 +357,13 @@ impl Policy for Cfs {
     }
 
     /// Contract: a new vCPU thread goes to the least loaded pCPU (lowest index on ties), a
-    /// vslice after its min_vruntime; mid-run it may preempt like a wake-up
-    /// (`wake_up_new_task`).
+    /// thread bound to a pCPU to that one, a vslice after its min_vruntime; mid-run it may
+    /// preempt like a wake-up (`wake_up_new_task`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let weight = linux_fair::load_weight(cx.domain(cx.dom_of(v)).weight);
-        self.se[v] = Entity { weight, last_ran: cx.now(), ..Entity::default() };
-        let p = linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q));
+        let pinned = cx.pinned(v);
+        self.se[v] = Entity { weight, last_ran: cx.now(), pinned, ..Entity::default() };
+        let p = pinned.unwrap_or_else(|| linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q)));
         self.update_curr(cx, p);
         self.se[v].cpu = p;
         self.place(p, v, true);
@@ -377,10 +384,13 @@ impl Policy for Cfs {
         self.update_min(p);
     }
 
-    /// `try_to_wake_up`: choose a pCPU, place, enqueue, maybe preempt.
+    /// `try_to_wake_up`: choose a pCPU (a bound thread's own), place, enqueue, maybe preempt.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
-        let p = linux_fair::wake_cpu(cx, prev, |q| self.idle(q));
+        let p = match self.se[v].pinned {
+            Some(q) => q,
+            None => linux_fair::wake_cpu(cx, prev, |q| self.idle(q)),
+        };
         if p != prev {
             self.migrate(v, p);
         }

@@ -45,7 +45,8 @@
 //!   least loaded; an idle pCPU pulls the least recently run waiting vCPU from the busiest
 //!   queue, and each tick a pCPU pulls one from a queue at least 2 longer. Queues are
 //!   compared by runnable entities, and delayed ones do not move (`can_migrate_task` since
-//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one). A pulled
+//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one), nor do
+//!   threads bound to one pCPU (`Cx::pinned`), which are inserted and woken there. A pulled
 //!   vCPU keeps its lag and its relative deadline (PLACE_REL_DEADLINE); `update_curr` runs on
 //!   the queue it leaves, as `detach_task`'s dequeue does.
 //! - `yield_to` (for KVM's PLE handler, as in `cfs`): core.c `yield_to`, fair.c
@@ -202,6 +203,8 @@ struct Entity {
     exec_start: Time,
     /// When it last stopped running (for the least-recently-run pull).
     last_ran: Time,
+    /// The one pCPU it may run on (`kthread_bind`: a host's per-CPU kernel thread).
+    pinned: Option<PcpuId>,
 }
 
 pub struct Eevdf {
@@ -494,9 +497,11 @@ impl Eevdf {
     /// queue holds at least `min_gap` more runnable entities than `p` (`detach_task`, then
     /// `attach_task`: the relative deadline and the lag travel with it).
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, _, u)| !self.se[u].delayed);
+        // A thread bound to its pCPU never moves (`can_migrate_task` checks `cpus_ptr`).
+        let may_move = |u: VcpuId| !self.se[u].delayed && self.se[u].pinned.is_none();
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, _, u)| may_move(u));
         let q = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_runnable(q), movable)?;
-        let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| !self.se[u].delayed);
+        let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| may_move(u));
         let u = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.charge(cx, q);
         self.dequeue(q, u);
@@ -580,7 +585,7 @@ impl Policy for Eevdf {
     }
 
     /// Contract: a new vCPU thread goes to the pCPU with the fewest runnable entities (lowest
-    /// index on ties), at V with half a slice to its deadline; mid-run it may preempt like
+    /// index on ties), a thread bound to a pCPU to that one, at V with half a slice to its deadline; mid-run it may preempt like
     /// a wake-up (`wake_up_new_task`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let info = cx.domain(cx.dom_of(v));
@@ -589,8 +594,9 @@ impl Policy for Eevdf {
             None => (self.base_slice_ns, false),
         };
         let weight = linux_fair::load_weight(info.weight);
-        self.se[v] = Entity { weight, slice, custom_slice, last_ran: cx.now(), ..Entity::default() };
-        let p = linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q));
+        let pinned = cx.pinned(v);
+        self.se[v] = Entity { weight, slice, custom_slice, last_ran: cx.now(), pinned, ..Entity::default() };
+        let p = pinned.unwrap_or_else(|| linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q)));
         self.enqueue(cx, p, v, true);
         if cx.mid_run() {
             self.wakeup_preempt(cx, p, v);
@@ -619,7 +625,10 @@ impl Policy for Eevdf {
             self.requeue_delayed(p, v);
             p
         } else {
-            let p = linux_fair::wake_cpu(cx, self.se[v].cpu, |q| self.nr_queued(q) == 0);
+            let p = match self.se[v].pinned {
+                Some(q) => q,
+                None => linux_fair::wake_cpu(cx, self.se[v].cpu, |q| self.nr_queued(q) == 0),
+            };
             self.enqueue(cx, p, v, false);
             p
         };

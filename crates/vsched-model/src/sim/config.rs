@@ -6,6 +6,7 @@ use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 use super::disk::IoConfig;
 use super::guest_kernel::GuestTick;
 use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
+use super::host_threads::HostThreads;
 use crate::domain::{Paravirt, VmType};
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
 
@@ -76,6 +77,9 @@ pub struct HostConfig {
     pub workload_start_spread_ns: Time,
     /// The disk and the block backend (`disk`).
     pub io: IoConfig,
+    /// The host's own threads and timer tick, on a KVM host (`host_threads`); `None`: a
+    /// silent host.
+    pub host_threads: Option<HostThreads>,
 }
 
 /// How the pCPUs' timers relate to each other (see `sim/clocks.rs`).
@@ -130,6 +134,7 @@ impl HostConfig {
             // clock, small against any measured run (see docs/realism.md).
             workload_start_spread_ns: 10 * NS_PER_MS,
             io: IoConfig::default(),
+            host_threads: None,
         }
     }
 

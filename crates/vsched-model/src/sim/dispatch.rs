@@ -108,6 +108,11 @@ impl Core {
                     self.vcpus[v].state
                 ));
             }
+            if let Some(q) = self.vcpus[v].pinned.filter(|&q| q != p) {
+                return Err(format!(
+                    "unusable decision at t={now} ns: pCPU {p} was given vCPU {v}, a kernel thread bound to pCPU {q}"
+                ));
+            }
         }
         if prev != d.next {
             if let Some(u) = prev {

@@ -12,6 +12,7 @@ use super::config::{HostConfig, NetworkConfig};
 use super::costart::CoStart;
 use super::disk::{DiskReq, IoStats};
 use super::guest_kernel::GuestTick;
+use super::host_threads::HostIo;
 use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
 use super::packed_event::PackedEv;
@@ -195,6 +196,9 @@ pub(super) struct Vcpu {
     /// The end of the grace a reschedule was put off to, inside a marked critical section
     /// (`preempt_delay`).
     pub(super) delay_until: Option<Time>,
+    /// The one pCPU it may run on (global id): a host's per-CPU kernel thread
+    /// (`host_threads`).
+    pub(super) pinned: Option<PcpuId>,
 }
 
 pub(super) struct Pcpu {
@@ -280,6 +284,8 @@ pub(super) struct HostState {
     pub(super) driver: Option<DomId>,
     /// Passes (messages, disk requests) waiting for the driver domain.
     pub(super) backlog: VecDeque<Pass>,
+    /// Its host threads, on a KVM host that has them (`host_threads`).
+    pub(super) io: Option<HostIo>,
     /// When the disk is free (`disk`).
     pub(super) disk_free_at: Time,
     /// When the outgoing link is free.

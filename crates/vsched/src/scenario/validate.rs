@@ -53,10 +53,11 @@ pub(super) fn validate(
     }
     // Build once now so range errors surface at validation time.
     let built = policy.build()?;
+    host.host_threads = host::host_threads(&f.host, &host, policy.hypervisor(), policy.name())?;
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
     let network = network_config(&f.network)?;
     let dom0 = driver_domain(&f.host, &host, &policy, hosts, &mut budget)?;
-    let mut user = user_vms(&f, hosts, dom0.vcpus > 0, &mut budget)?;
+    let mut user = user_vms(&f, hosts, dom0.vcpus > 0, host.host_threads.is_some(), &mut budget)?;
     kvm_features(&f, &policy)?;
     let run = run(&f.run)?;
     lifetimes(&f.vm, run.horizon_s, &mut user)?;
@@ -179,7 +180,10 @@ fn driver_domain(
             format!("expected an integer in 0..={} (0 = no driver domain), got {vcpus}", host::MAX_PCPUS),
         ));
     }
-    budget.hosts(hosts, host.pcpus + vcpus as usize)?;
+    // A KVM host's kernel threads, one per pCPU (its VMs' I/O threads are charged nowhere:
+    // two threads without vCPU state beside each VM's own).
+    let kthreads = host.host_threads.as_ref().filter(|ht| ht.kthread_wakes_per_s > 0.0).map_or(0, |_| host.pcpus);
+    budget.hosts(hosts, host.pcpus + vcpus as usize + kthreads)?;
     let weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);
     let tick = dom0_tick(host::dom0_idle_wakes_per_s(h)?);
     if weight == 0 || weight > MAX_WEIGHT {
@@ -188,10 +192,12 @@ fn driver_domain(
     Ok(DriverDomain { vcpus, weight, tick })
 }
 
-/// The names given so far: each must be unique, and none may be a driver domain's.
+/// The names given so far: each must be unique, and none may be a driver domain's or a
+/// KVM host's host threads'.
 struct Names {
     taken: HashSet<String>,
     dom0: bool,
+    host_threads: bool,
 }
 
 impl Names {
@@ -211,6 +217,14 @@ impl Names {
                 ),
             ));
         }
+        if self.host_threads && (name == "host-threads" || name.starts_with("host-threads.")) {
+            return Err(err(
+                path,
+                format!(
+                    "expected a name other than {name:?}, which names the host's own threads (a KVM host has them by default; host.host_threads = false removes them)"
+                ),
+            ));
+        }
         self.taken.insert(name.to_string());
         Ok(())
     }
@@ -222,13 +236,14 @@ fn user_vms(
     f: &ScenarioFile,
     hosts: usize,
     dom0: bool,
+    host_threads: bool,
     budget: &mut Budget,
 ) -> Result<Vec<(Option<usize>, VmSpec)>, ConfigError> {
     if f.vm.is_empty() && f.virtual_cluster.is_empty() {
         return Err(err("vm", "expected at least one [[vm]] or [[virtual_cluster]] table"));
     }
     let mut user = Vec::new();
-    let mut names = Names { taken: HashSet::new(), dom0 };
+    let mut names = Names { taken: HashSet::new(), dom0, host_threads };
     for (i, v) in f.vm.iter().enumerate() {
         let at = |field: &str| format!("vm[{i}].{field}");
         names.claim(at("name"), &v.name)?;
