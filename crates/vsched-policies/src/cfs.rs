@@ -47,6 +47,7 @@
 use std::collections::BTreeSet;
 
 use crate::kvm_version;
+use crate::linux_balance::{self, Mask};
 use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
@@ -140,12 +141,35 @@ pub struct Cfs {
     nr_latency: usize,
     /// KVM's PLE window growth of the `kvm_version` (`kvm_version.rs`).
     ple_window_grow: u32,
+    /// Balance scheduling's sibling rule (`balance-cfs`, linux_balance.rs); off in `cfs`.
+    balance: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
 }
 
 impl Cfs {
+    /// The same scheduler with balance scheduling's sibling rule (`balance-cfs`).
+    pub(crate) fn balanced(self) -> Cfs {
+        Cfs { balance: true, ..self }
+    }
+
+    /// The run queue `u` is in, waiting or running (None while it sleeps).
+    fn rq_of(&self, u: VcpuId) -> Option<PcpuId> {
+        let cpu = self.se[u].cpu;
+        (self.se[u].in_tree || self.rqs[cpu].curr == Some(u)).then_some(cpu)
+    }
+
+    /// Balance scheduling's mask for `v` now (linux_balance.rs), if the rule is on.
+    fn mask(&self, cx: &Cx, v: VcpuId) -> Option<Mask> {
+        self.balance.then(|| Mask::of(cx, v, |u| self.rq_of(u)))
+    }
+
+    /// `can_migrate_task`'s affinity test: may `v` move to `p`?
+    fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
+        self.mask(cx, v).is_none_or(|m| m.allows(p))
+    }
+
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.
     fn gran(&self, v: VcpuId) -> i64 {
         fair(self.wakeup_gran_ns, self.se[v].weight)
@@ -253,10 +277,12 @@ impl Cfs {
 
     /// Moves the least recently run waiting vCPU of the busiest other queue to `p`, if that
     /// queue holds at least `min_gap` more entities than `p` and one is waiting.
+    /// Under balance scheduling only vCPUs allowed on `p` count (`can_migrate_task`).
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let busiest =
-            linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), |q| !self.rqs[q].tree.is_empty())?;
-        let v = linux_fair::coldest(self.rqs[busiest].tree.iter().map(|&(_, u)| u), |u| self.se[u].last_ran)?;
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, u)| self.may_move(cx, u, p));
+        let busiest = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), movable)?;
+        let waiting = self.rqs[busiest].tree.iter().map(|&(_, u)| u).filter(|&u| self.may_move(cx, u, p));
+        let v = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.tree_remove(v);
         self.clear_buddies(busiest, v);
         self.update_min(busiest);
@@ -356,7 +382,10 @@ impl Policy for Cfs {
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let weight = linux_fair::load_weight(cx.domain(cx.dom_of(v)).weight);
         self.se[v] = Entity { weight, last_ran: cx.now(), ..Entity::default() };
-        let p = linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q));
+        let p = match self.mask(cx, v) {
+            Some(mask) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_running(q)),
+            None => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q)),
+        };
         self.update_curr(cx, p);
         self.se[v].cpu = p;
         self.place(p, v, true);
@@ -380,7 +409,10 @@ impl Policy for Cfs {
     /// `try_to_wake_up`: choose a pCPU, place, enqueue, maybe preempt.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
-        let p = linux_fair::wake_cpu(cx, prev, |q| self.idle(q));
+        let p = match self.mask(cx, v) {
+            Some(mask) => linux_balance::wake_cpu(cx, &mask, prev, |q| self.idle(q)),
+            None => linux_fair::wake_cpu(cx, prev, |q| self.idle(q)),
+        };
         if p != prev {
             self.migrate(v, p);
         }
@@ -463,6 +495,9 @@ impl Policy for Cfs {
                 return Err(format!("pCPU {p}: cfs runs {:?}, the host {:?}", rq.curr, cx.curr(p)));
             }
         }
+        if self.balance {
+            linux_balance::check(cx, |u| self.rq_of(u))?;
+        }
         Ok(())
     }
 }
@@ -480,6 +515,7 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
     let profile = kvm_version::from_params(params, false)?;
     Ok(Cfs {
         ple_window_grow: profile.ple_window_grow,
+        balance: false,
         latency_ns,
         min_gran_ns,
         wakeup_gran_ns,
