@@ -167,7 +167,7 @@ impl Cfs {
 
     /// `can_migrate_task`'s affinity test: may `v` move to `p`?
     fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
-        self.mask(cx, v).is_none_or(|m| m.allows(p))
+        !self.balance || Mask::allows_on(cx, v, p, |u| self.rq_of(u))
     }
 
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.

@@ -250,7 +250,7 @@ impl Eevdf {
     /// `can_migrate_task`: a delayed vCPU stays (see the header); under balance scheduling
     /// only one allowed on `p` moves.
     fn may_move(&self, cx: &Cx, u: VcpuId, p: PcpuId) -> bool {
-        !self.se[u].delayed && self.mask(cx, u).is_none_or(|m| m.allows(p))
+        !self.se[u].delayed && (!self.balance || Mask::allows_on(cx, u, p, |w| self.rq_of(w)))
     }
 
     /// `cfs_rq->nr_running`: queued entities, delayed ones and a runnable `curr` included.

@@ -79,6 +79,13 @@ impl Mask {
         self.allowed[q]
     }
 
+    /// `Mask::of(cx, v, rq_of).allows(p)`, without building the mask when `p`'s run queue
+    /// holds no sibling (the common case, and then `p` holds the fewest).
+    pub(crate) fn allows_on(cx: &Cx, v: VcpuId, p: PcpuId, rq_of: impl Fn(VcpuId) -> Option<PcpuId>) -> bool {
+        let here = cx.vcpus_of(cx.dom_of(v)).filter(|&u| u != v && rq_of(u) == Some(p)).count();
+        here == 0 || Mask::of(cx, v, rq_of).allows(p)
+    }
+
     /// Every run queue holds a sibling.
     pub(crate) fn crowded(&self) -> bool {
         self.fewest > 0
