@@ -143,6 +143,7 @@ class DomainInfo:
     first_vcpu: int
     online: bool
     driver: bool
+    host_threads: bool
     rx_packets: int
     pv: Paravirt
     slice_request_ns: int | None

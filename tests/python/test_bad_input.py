@@ -263,6 +263,16 @@ BAD_SCENARIOS = [
         ["scheduler.kvm_version", "CFS", '"6.1"'],
     ),
     (
+        "balance scheduling on CFS with an EEVDF release",
+        with_replaced('name = "credit"', 'name = "balance-cfs"\nkvm_version = "6.12"'),
+        ["scheduler.kvm_version", "CFS", '"6.1"'],
+    ),
+    (
+        "balance scheduling on EEVDF with a parameter of Credit's",
+        with_replaced('name = "credit"', 'name = "balance-eevdf"\ntslice_ms = 30'),
+        ["scheduler.tslice_ms"],
+    ),
+    (
         "a paravirtual feature the host's release lacks",
         with_replaced('name = "credit"', 'name = "kvm-dy"\nkvm_version = "4.19"').replace(
             "vcpus = 2\n", "vcpus = 2\npv_steal_time = true\npv_sched_yield = true\n", 1

@@ -49,6 +49,7 @@
 use std::collections::BTreeSet;
 
 use crate::kvm_version;
+use crate::linux_balance::{self, Mask};
 use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
@@ -144,12 +145,36 @@ pub struct Cfs {
     nr_latency: usize,
     /// KVM's PLE window growth of the `kvm_version` (`kvm_version.rs`).
     ple_window_grow: u32,
+    /// Balance scheduling's sibling rule (`balance-cfs`, linux_balance.rs); off in `cfs`.
+    balance: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
 }
 
 impl Cfs {
+    /// The same scheduler with balance scheduling's sibling rule (`balance-cfs`).
+    pub(crate) fn balanced(self) -> Cfs {
+        Cfs { balance: true, ..self }
+    }
+
+    /// The run queue `u` is in, waiting or running (None while it sleeps).
+    fn rq_of(&self, u: VcpuId) -> Option<PcpuId> {
+        let cpu = self.se[u].cpu;
+        (self.se[u].in_tree || self.rqs[cpu].curr == Some(u)).then_some(cpu)
+    }
+
+    /// Balance scheduling's mask for `v` now (linux_balance.rs), if the rule is on.
+    fn mask(&self, cx: &Cx, v: VcpuId) -> Option<Mask> {
+        (self.balance && linux_balance::covers(cx, v)).then(|| Mask::of(cx, v, |u| self.rq_of(u)))
+    }
+
+    /// `can_migrate_task`'s affinity test: may `v` move to `p`?
+    fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
+        self.se[v].pinned.is_none()
+            && (!(self.balance && linux_balance::covers(cx, v)) || Mask::allows_on(cx, v, p, |u| self.rq_of(u)))
+    }
+
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.
     fn gran(&self, v: VcpuId) -> i64 {
         fair(self.wakeup_gran_ns, self.se[v].weight)
@@ -257,11 +282,12 @@ impl Cfs {
 
     /// Moves the least recently run waiting vCPU of the busiest other queue to `p`, if that
     /// queue holds at least `min_gap` more entities than `p` and one is waiting.
-    /// A thread bound to its pCPU never moves (`can_migrate_task` checks `cpus_ptr`).
+    /// Only a thread allowed on `p` counts (`can_migrate_task` checks `cpus_ptr`): never one
+    /// bound to its pCPU, and under balance scheduling only one whose mask holds `p`.
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, u)| self.se[u].pinned.is_none());
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, u)| self.may_move(cx, u, p));
         let busiest = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), movable)?;
-        let waiting = self.rqs[busiest].tree.iter().map(|&(_, u)| u).filter(|&u| self.se[u].pinned.is_none());
+        let waiting = self.rqs[busiest].tree.iter().map(|&(_, u)| u).filter(|&u| self.may_move(cx, u, p));
         let v = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.tree_remove(v);
         self.clear_buddies(busiest, v);
@@ -363,7 +389,11 @@ impl Policy for Cfs {
         let weight = linux_fair::load_weight(cx.domain(cx.dom_of(v)).weight);
         let pinned = cx.pinned(v);
         self.se[v] = Entity { weight, last_ran: cx.now(), pinned, ..Entity::default() };
-        let p = pinned.unwrap_or_else(|| linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q)));
+        let p = match (pinned, self.mask(cx, v)) {
+            (Some(q), _) => q,
+            (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_running(q)),
+            (None, None) => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q)),
+        };
         self.update_curr(cx, p);
         self.se[v].cpu = p;
         self.place(p, v, true);
@@ -387,9 +417,10 @@ impl Policy for Cfs {
     /// `try_to_wake_up`: choose a pCPU (a bound thread's own), place, enqueue, maybe preempt.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
-        let p = match self.se[v].pinned {
-            Some(q) => q,
-            None => linux_fair::wake_cpu(cx, prev, |q| self.idle(q)),
+        let p = match (self.se[v].pinned, self.mask(cx, v)) {
+            (Some(q), _) => q,
+            (None, Some(mask)) => linux_balance::wake_cpu(cx, &mask, prev, |q| self.idle(q)),
+            (None, None) => linux_fair::wake_cpu(cx, prev, |q| self.idle(q)),
         };
         if p != prev {
             self.migrate(v, p);
@@ -473,6 +504,9 @@ impl Policy for Cfs {
                 return Err(format!("pCPU {p}: cfs runs {:?}, the host {:?}", rq.curr, cx.curr(p)));
             }
         }
+        if self.balance {
+            linux_balance::check(cx, |u| self.rq_of(u))?;
+        }
         Ok(())
     }
 }
@@ -490,6 +524,7 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
     let profile = kvm_version::from_params(params, false)?;
     Ok(Cfs {
         ple_window_grow: profile.ple_window_grow,
+        balance: false,
         latency_ns,
         min_gran_ns,
         wakeup_gran_ns,

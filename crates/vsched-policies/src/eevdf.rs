@@ -80,6 +80,7 @@
 use std::collections::BTreeSet;
 
 use crate::kvm_version;
+use crate::linux_balance::{self, Mask};
 use crate::linux_fair::YieldTo;
 use crate::linux_fair::{self, fair};
 use vsched_model::{
@@ -213,6 +214,8 @@ pub struct Eevdf {
     scaling: String,
     tick_ns: Time,
     feat: Features,
+    /// Balance scheduling's sibling rule (`balance-eevdf`, linux_balance.rs); off in `eevdf`.
+    balance: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
@@ -231,6 +234,30 @@ fn div_floor(a: i128, b: i128) -> i128 {
 }
 
 impl Eevdf {
+    /// The same scheduler with balance scheduling's sibling rule (`balance-eevdf`).
+    pub(crate) fn balanced(self) -> Eevdf {
+        Eevdf { balance: true, ..self }
+    }
+
+    /// The run queue `u` is on (`on_rq`: waiting, running, or blocked with its dequeue
+    /// delayed); None once it has left.
+    fn rq_of(&self, u: VcpuId) -> Option<PcpuId> {
+        self.se[u].on_rq.then_some(self.se[u].cpu)
+    }
+
+    /// Balance scheduling's mask for `u` now (linux_balance.rs), if the rule is on.
+    fn mask(&self, cx: &Cx, u: VcpuId) -> Option<Mask> {
+        (self.balance && linux_balance::covers(cx, u)).then(|| Mask::of(cx, u, |w| self.rq_of(w)))
+    }
+
+    /// `can_migrate_task`: a delayed vCPU stays (see the header), a thread bound to its pCPU
+    /// stays (`cpus_ptr`), and under balance scheduling only one allowed on `p` moves.
+    fn may_move(&self, cx: &Cx, u: VcpuId, p: PcpuId) -> bool {
+        !self.se[u].delayed
+            && self.se[u].pinned.is_none()
+            && (!(self.balance && linux_balance::covers(cx, u)) || Mask::allows_on(cx, u, p, |w| self.rq_of(w)))
+    }
+
     /// `cfs_rq->nr_running`: queued entities, delayed ones and a runnable `curr` included.
     fn nr_queued(&self, p: PcpuId) -> usize {
         let rq = &self.rqs[p];
@@ -497,11 +524,9 @@ impl Eevdf {
     /// queue holds at least `min_gap` more runnable entities than `p` (`detach_task`, then
     /// `attach_task`: the relative deadline and the lag travel with it).
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        // A thread bound to its pCPU never moves (`can_migrate_task` checks `cpus_ptr`).
-        let may_move = |u: VcpuId| !self.se[u].delayed && self.se[u].pinned.is_none();
-        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, _, u)| may_move(u));
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, _, u)| self.may_move(cx, u, p));
         let q = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_runnable(q), movable)?;
-        let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| may_move(u));
+        let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| self.may_move(cx, u, p));
         let u = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.charge(cx, q);
         self.dequeue(q, u);
@@ -596,7 +621,11 @@ impl Policy for Eevdf {
         let weight = linux_fair::load_weight(info.weight);
         let pinned = cx.pinned(v);
         self.se[v] = Entity { weight, slice, custom_slice, last_ran: cx.now(), pinned, ..Entity::default() };
-        let p = pinned.unwrap_or_else(|| linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q)));
+        let p = match (pinned, self.mask(cx, v)) {
+            (Some(q), _) => q,
+            (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_runnable(q)),
+            (None, None) => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q)),
+        };
         self.enqueue(cx, p, v, true);
         if cx.mid_run() {
             self.wakeup_preempt(cx, p, v);
@@ -625,9 +654,11 @@ impl Policy for Eevdf {
             self.requeue_delayed(p, v);
             p
         } else {
-            let p = match self.se[v].pinned {
-                Some(q) => q,
-                None => linux_fair::wake_cpu(cx, self.se[v].cpu, |q| self.nr_queued(q) == 0),
+            let (prev, idle) = (self.se[v].cpu, |q| self.nr_queued(q) == 0);
+            let p = match (self.se[v].pinned, self.mask(cx, v)) {
+                (Some(q), _) => q,
+                (None, Some(mask)) => linux_balance::wake_cpu(cx, &mask, prev, idle),
+                (None, None) => linux_fair::wake_cpu(cx, prev, idle),
             };
             self.enqueue(cx, p, v, false);
             p
@@ -708,6 +739,9 @@ impl Policy for Eevdf {
                 return Err(format!("pCPU {p}: avg_load {} and avg_vruntime sum stale", rq.sum_w));
             }
         }
+        if self.balance {
+            linux_balance::check(cx, |u| self.rq_of(u))?;
+        }
         Ok(())
     }
 }
@@ -737,6 +771,7 @@ pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
         scaling,
         tick_ns: NS_PER_S / hz as Time,
         feat,
+        balance: false,
         rqs: Vec::new(),
         se: Vec::new(),
         enqueues: 0,

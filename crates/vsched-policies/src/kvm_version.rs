@@ -1,5 +1,6 @@
 //! Linux release profiles for the KVM host policies (`kvm_version` parameter of `cfs`,
-//! `eevdf`, `kvm-dy` and `kvm-eevdf`; `[host] kvm_version` sets it for all four).
+//! `eevdf`, `kvm-dy`, `kvm-eevdf`, and of `balance-cfs` and `balance-eevdf`, which take their
+//! base's parameters; `[host] kvm_version` sets it for all six).
 //!
 //! Researchers compare against the kernel of their paper's era, and KVM's reactions to a
 //! spinning guest changed release by release. A profile gathers the rules that differ, each

@@ -228,6 +228,7 @@ impl Simulation {
                     first_vcpu: local_first,
                     online,
                     driver: cfg.driver,
+                    host_threads: is_host,
                     rx_packets: 0,
                     pv: cfg.pv,
                     slice_request_ns: cfg.slice_request_ns,

@@ -462,6 +462,7 @@ fn domain_infos(vms: &[VmSpec], events: &[EventSpec], hosts: usize) -> Vec<Vec<D
             first_vcpu: 0,
             online: true,
             driver: matches!(v.guest, Guest::Driver),
+            host_threads: false,
             rx_packets: 0,
             pv: v.pv,
             slice_request_ns: v.slice_request_ns,
