@@ -278,9 +278,11 @@ def test_no_reason_of_the_committed_reproduction_is_contradicted_by_its_runs() -
             if len(values) == sum("measured" in n for n in numbers.values()):
                 assert premise.check(values), f"{key}: the runs contradict the premise '{premise.text}'"
         shown = {name: n.get("shown", n.get("stated")) for name, n in numbers.items()}
-        filled = PLACEHOLDER.sub(
-            lambda m, shown=shown: str(shown[m.group(1)]), " ".join(current.text.split())
-        )
+
+        def fill(m: re.Match[str], shown: dict[str, object] = shown) -> str:
+            return str(shown[m.group(1)])
+
+        filled = PLACEHOLDER.sub(fill, " ".join(current.text.split()))
         assert why["text"] == filled, (
             f"{key}: the committed text is not the catalog's template filled with the stored numbers"
         )

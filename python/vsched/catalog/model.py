@@ -202,17 +202,19 @@ def vm(name: str, metric: str) -> Metric:
     return lambda row: row.get(f"vm.{name}.{metric}")
 
 
-DRIVER_WORKLOAD = "dom0"
-"""The `workload` a report gives a driver domain (docs/scenario.md, "The driver domain")."""
+HOST_WORKLOADS = ("dom0", "host-threads")
+"""The `workload` a report gives a host's own domains, which are not guests: a Xen host's
+driver domain (docs/scenario.md, "The driver domain") and a KVM host's threads (docs/realism.md,
+"A KVM host is never silent")."""
 
 
 def guests(row: Row, prefix: str = "") -> list[str]:
-    """The guest VMs of a run whose name starts with `prefix`, as "vm.NAME" (the driver
-    domain left out: a Xen host has one by default, and it never finishes)."""
+    """The guest VMs of a run whose name starts with `prefix`, as "vm.NAME" (the host's own
+    domains left out: they serve the guests and never finish)."""
     return [
         k.removesuffix(".workload")
         for k, w in row.items()
-        if k.startswith(f"vm.{prefix}") and k.endswith(".workload") and w != DRIVER_WORKLOAD
+        if k.startswith(f"vm.{prefix}") and k.endswith(".workload") and w not in HOST_WORKLOADS
     ]
 
 
