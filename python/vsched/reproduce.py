@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vsched import catalog
+from vsched.catalog.claims import SAME
 from vsched.catalog.model import Claim, Figure, FigureResult, Paper, Row, Verdict
 from vsched.catalog.reasons import WHY_KINDS, WHY_LABELS, Evidence, Reason, Stated, Why
-from vsched.catalog.stats import MEANINGS, OUTCOMES, Outcome
+from vsched.catalog.stats import ABOUT, MEANINGS, OUTCOMES, Outcome
 from vsched.runs import Job, write_parquet
 
 
@@ -181,15 +182,17 @@ def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) 
 
 
 def disagreements(quick: Sequence[dict[str, object]], full: Sequence[dict[str, object]]) -> list[str]:
-    """The claims on which a quick and a full reproduction (their claims.json entries) reach
-    different verdicts, neither of them within noise: what the quick settings must not do."""
-    noise = Outcome.NOISE.value
+    """The claims that a quick and a full reproduction (their claims.json entries) decide the
+    opposite ways, one holding robustly where the other does not hold: what the quick settings
+    must not do. Fewer seeds may leave a verdict open (within noise, or cannot be decided when
+    a figure's runs do not all finish), which is not a disagreement."""
+    decided = {Outcome.HOLDS.value, Outcome.FAILS.value}
     full_verdicts = {(c["paper"], c["figure"], c["claim"]): c["verdict"] for c in full}
     found = []
     for c in quick:
         key = (c["paper"], c["figure"], c["claim"])
         other = full_verdicts.get(key)
-        if other is not None and noise not in (c["verdict"], other) and c["verdict"] != other:
+        if other in decided and c["verdict"] in decided and c["verdict"] != other:
             found.append(f"{key[0]} {key[1]}: {key[2]}: quick {c['verdict']}, full {other}")
     return found
 
@@ -328,15 +331,18 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
         counts = verdict_counts(mine)
         lines.append(f"| {paper_id} | " + " | ".join(str(counts[o]) for o in OUTCOMES) + f" | {len(mine)} |")
     totals = verdict_counts(claims)
+    same, about = 100 * SAME, 100 * ABOUT
     lines += [
         "| all | " + " | ".join(str(totals[o]) for o in OUTCOMES) + f" | {len(claims)} |",
         "",
         "One rule decides every verdict, for every paper (`python/vsched/catalog/stats.py`): a claim "
         + "; ".join(f"*{o.value}* when {MEANINGS[o]}" for o in OUTCOMES)
-        + ". An ordering is decided by the difference of the two means against twice its standard "
-        "error (or the paper's own tolerance where it states one); a magnitude against a band of "
-        "±25 % around the number as the paper states it (a range the paper states, widened by 25 % at "
-        "each end); values a paper calls the same, without a number, must lie within 5 % of each other. "
+        + f'. An ordering ("A is faster than B") is decided by the difference of the two means, '
+        f"which must exceed {same:g} % of the larger (the paper's own margin where it states one: less "
+        "is a tie to a reader of its bar charts) by twice its standard error; a magnitude against a "
+        f"band of ±{about:g} % around the number as the paper states it (a range the paper states, "
+        f"widened by {about:g} % at each end); values a paper calls the same, without a number, must "
+        f"lie within {same:g} % of each other. "
         "A run that did not finish within its horizon counts as having taken at least the horizon: "
         "that decides a claim about speed when it is enough, and leaves it undecided otherwise.",
         "",

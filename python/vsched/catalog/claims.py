@@ -22,7 +22,10 @@ Check = Callable[[FigureResult], Verdict]
 SAME = 0.05
 """Two values a paper calls the same, or a difference it calls small, without a number
 ("almost the same", "not obvious", "keeps the benefits"): within 5 % of each other, less than
-a reader tells apart on a bar chart. Used by every paper's claims of that kind."""
+a reader tells apart on a bar chart. Used by every paper's claims of that kind, and by its
+converse: "A is faster (better, lower) than B" with no number must win by more than this
+(`lowest`, `ordered`), or a win of 0.02 % that common random numbers make significant would
+count as the difference a paper plots."""
 
 
 def _at(result: FigureResult, at: Sequence[str] | None) -> list[str]:
@@ -62,13 +65,14 @@ def verdict(parts: Sequence[Outcome], sim: str) -> Verdict:
 
 
 def lowest(series: str, at: Sequence[str] | None = None) -> Check:
-    """`series` has the lowest value at every x (of `at`): below each other series."""
+    """`series` has the lowest value at every x (of `at`): below each other series by more than
+    `SAME`."""
 
     def check(r: FigureResult) -> Verdict:
         xs = _at(r, at)
         others = [s for s in r.series if s != series]
         outcomes = {
-            x: combine(stats.below(r.estimate(x, series), r.estimate(x, s)) for s in others) for x in xs
+            x: combine(stats.below(r.estimate(x, series), r.estimate(x, s), SAME) for s in others) for x in xs
         }
         wrong = [x for x, o in outcomes.items() if o is not Outcome.HOLDS]
         detail = "; ".join(
@@ -80,9 +84,10 @@ def lowest(series: str, at: Sequence[str] | None = None) -> Check:
     return check
 
 
-def ordered(order: Sequence[str], at: Sequence[str] | None = None, tolerance: float = 0.0) -> Check:
+def ordered(order: Sequence[str], at: Sequence[str] | None = None, tolerance: float = SAME) -> Check:
     """Values increase along `order` (e.g. ["VDS", "Co_scheduling", "Credit"]: VDS lowest) at
-    every x; `tolerance` is the paper's own margin (relative), where it states one."""
+    every x, each by more than `tolerance` (relative): the paper's own margin where it states
+    one, else `SAME`."""
 
     def check(r: FigureResult) -> Verdict:
         xs = _at(r, at)

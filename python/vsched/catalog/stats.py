@@ -10,10 +10,12 @@ random numbers), so two values of the same seeds are compared seed by seed: the 
 difference or a ratio counts their covariance. Two policies that make the same schedule on
 every seed then differ by exactly nothing, which is known exactly, not noise.
 
-- **An ordering** ("A is faster than B") holds robustly when A wins by more than twice the
-  standard error of the difference, or by the paper's own tolerance where it states one; it
-  does not hold when B wins by more than that; in between the runs cannot tell the two apart,
-  and the verdict is *within noise*.
+- **An ordering** ("A is faster than B") needs a win a reader of the paper's bar charts would
+  see: more than a margin, the paper's own where it states one, else `claims.SAME` (5 %) of
+  the larger value. It holds robustly when A's win exceeds the margin by more than twice the
+  standard error of the difference; it does not hold when the win falls short of the margin
+  by more than that (a tie, or B ahead); in between the runs cannot tell, and the verdict is
+  *within noise*.
 - **A magnitude** ("about 26 % faster") is checked against a band derived from the paper's
   number by one rule (`band`): it holds robustly when the estimate and twice its error lie
   inside the band, does not hold when they lie wholly outside it, and is *within noise* when

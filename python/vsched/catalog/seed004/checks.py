@@ -143,14 +143,14 @@ def gain(
 def faster(
     fast: Sequence[str], slow: Sequence[str], xs: Sequence[str], tie: float | None = None, unit: str = "s"
 ) -> claims.Check:
-    """Each of `fast` has a lower pooled mean over `xs` than each of `slow`, by the ordering
-    rule. With `tie`, "no slower": each of `fast` is at most that fraction above each of
-    `slow`."""
+    """Each of `fast` has a lower pooled mean over `xs` than each of `slow`, by more than
+    `claims.SAME` (the ordering rule). With `tie`, "no slower": each of `fast` is at most that
+    fraction above each of `slow`."""
 
     def check(r: FigureResult) -> Verdict:
         found = {s: pooled(r, xs, s) for s in [*fast, *slow]}
         if tie is None:
-            outcomes = [stats.below(found[f], found[s]) for f in fast for s in slow]
+            outcomes = [stats.below(found[f], found[s], claims.SAME) for f in fast for s in slow]
         else:
             outcomes = [stats.at_most(found[f], found[s], tie) for f in fast for s in slow]
         shown = ", ".join(f"{s} {claims.shown(e, 4)}" for s, e in found.items())
