@@ -182,17 +182,17 @@ def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) 
 
 
 def disagreements(quick: Sequence[dict[str, object]], full: Sequence[dict[str, object]]) -> list[str]:
-    """The claims that a quick and a full reproduction (their claims.json entries) decide the
-    opposite ways, one holding robustly where the other does not hold: what the quick settings
-    must not do. Fewer seeds may leave a verdict open (within noise, or cannot be decided when
-    a figure's runs do not all finish), which is not a disagreement."""
-    decided = {Outcome.HOLDS.value, Outcome.FAILS.value}
+    """The claims on which a quick and a full reproduction (their claims.json entries) reach
+    different verdicts, neither of them within noise: what the quick settings must not do.
+    Fewer seeds may leave a comparison within noise; they must not leave a claim undecided
+    that the full catalog decides, nor turn it round."""
+    noise = Outcome.NOISE.value
     full_verdicts = {(c["paper"], c["figure"], c["claim"]): c["verdict"] for c in full}
     found = []
     for c in quick:
         key = (c["paper"], c["figure"], c["claim"])
         other = full_verdicts.get(key)
-        if other in decided and c["verdict"] in decided and c["verdict"] != other:
+        if other is not None and noise not in (c["verdict"], other) and c["verdict"] != other:
             found.append(f"{key[0]} {key[1]}: {key[2]}: quick {c['verdict']}, full {other}")
     return found
 
