@@ -76,22 +76,6 @@ fn a_disk_request_costs_the_vms_qemu_thread_its_virtio_blk_request() {
     assert_eq!(vm(&m, "host-threads").vcpus, 4);
 }
 
-/// A server thread that waits for one client request (arriving at 1 ms), serves it for
-/// 100 µs, sends a 3,000-byte reply (2 packets of the default 1,500-byte MTU) and computes
-/// 1 ms more.
-fn server() -> vsched_model::DomainConfig {
-    let p = program(&[
-        Instr::ClientRequest(Dur::Fixed(MS)),
-        Instr::RequestBegin,
-        Instr::Compute(Dur::Fixed(100 * US)),
-        Instr::RequestEnd,
-        Instr::ClientReply { bytes: 3_000 },
-        Instr::Compute(Dur::Fixed(MS)),
-    ]);
-    let mut d = domain("web", VmType::Hit, vec![p]);
-    d.guest.finite = true;
-    d
-}
 
 #[test]
 fn a_client_request_and_its_reply_cost_the_vms_vhost_worker_per_packet() {
