@@ -12,7 +12,10 @@ seed and horizon, and records the SHA-256 of the core's JSON report with its wal
 fields (`wall_s`) zeroed: byte-identical reports give identical digests. A policy that
 refuses the scenario (admission, VM lifecycle) is recorded with its one-line refusal, so a
 change in what is refused shows too. `--horizon-s S` caps every run's horizon (quicker,
-still a byte-for-byte comparison of what was run). `compare` exits 1 on any difference.
+still a byte-for-byte comparison of what was run). `--silent-kvm-hosts` adds
+`host_threads = false` to `[host]` under every KVM policy: a build with host threads
+(docs/realism.md, "A KVM host is never silent") then gives the digests of a build before them.
+`compare` exits 1 on any difference.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WALL_FIELD = re.compile(r'"wall_s":\s*[-+0-9.eE]+')
 HORIZON = re.compile(r"^horizon_s\s*=\s*([0-9.eE+_]+)", re.MULTILINE)
+HOST_TABLE = re.compile(r"^\[host\][^\n]*\n", re.MULTILINE)
 
 
 def capped(text: str, horizon_s: float | None) -> str:
@@ -44,11 +48,20 @@ def capped(text: str, horizon_s: float | None) -> str:
     return text + f"\n[run]\nhorizon_s = {horizon_s}\n"
 
 
-def digest(job: tuple[str, str, float | None]) -> tuple[str, str]:
+def silenced(text: str) -> str:
+    """`text` with `host_threads = false` first in its `[host]` table."""
+    match = HOST_TABLE.search(text)
+    assert match, "every scenario has a [host] table"
+    return text[: match.end()] + "host_threads = false\n" + text[match.end() :]
+
+
+def digest(job: tuple[str, str, float | None, bool]) -> tuple[str, str]:
     import vsched
 
-    path, policy, horizon_s = job
+    path, policy, horizon_s, silent = job
     text = capped((ROOT / path).read_text(encoding="utf-8"), horizon_s)
+    if silent:
+        text = silenced(text)
     try:
         report = vsched.run_json(text, policy=policy)
     except vsched.ScenarioError as error:
@@ -59,12 +72,12 @@ def digest(job: tuple[str, str, float | None]) -> tuple[str, str]:
     return f"{path} | {policy}", hashlib.sha256(stable.encode()).hexdigest()
 
 
-def write(out: Path, horizon_s: float | None, jobs: int) -> None:
+def write(out: Path, horizon_s: float | None, jobs: int, silent_kvm: bool) -> None:
     import vsched
 
     scenarios = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").rglob("*.toml"))
-    policies = [p["name"] for p in vsched.policies()]
-    work = [(s, p, horizon_s) for s in scenarios for p in policies]
+    policies = [(p["name"], silent_kvm and p.get("hypervisor") == "kvm") for p in vsched.policies()]
+    work = [(s, p, horizon_s, silent) for s in scenarios for p, silent in policies]
     results: dict[str, str] = {}
     with ProcessPoolExecutor(jobs) as pool:
         for i, (key, value) in enumerate(pool.map(digest, work, chunksize=1), 1):
@@ -93,12 +106,17 @@ def main() -> int:
     w.add_argument("out", type=Path)
     w.add_argument("--horizon-s", type=float, default=None, help="cap each run's horizon")
     w.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    w.add_argument(
+        "--silent-kvm-hosts",
+        action="store_true",
+        help="add host_threads = false to [host] under every KVM policy",
+    )
     c = sub.add_parser("compare", help="exit 1 if two digest files differ")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
     args = parser.parse_args()
     if args.command == "write":
-        write(args.out, args.horizon_s, args.jobs)
+        write(args.out, args.horizon_s, args.jobs, args.silent_kvm_hosts)
         return 0
     return compare(args.before, args.after)
 

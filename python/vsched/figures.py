@@ -71,6 +71,10 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
                     edgecolor="black",
                     capsize=2,
                 )
+                # A bar whose runs did not all finish is a lower bound: say so on it.
+                for position, x, y in zip(positions, result.xs, ys):
+                    if result.unfinished(x, series) and not math.isnan(y):
+                        ax.annotate("≥", (position, y), ha="center", va="bottom", fontsize=9)
             ax.set_xticks(range(len(result.xs)), result.xs)
         ax.set_ylabel(figure.ylabel)
         if all(not math.isnan(result.value(x, s)) for x in result.xs for s in result.series):

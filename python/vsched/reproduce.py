@@ -12,15 +12,17 @@ byte for byte (wall-clock times are left out of the report).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from vsched import catalog
-from vsched.catalog.model import WHY_KINDS, WHY_LABELS, Claim, Figure, FigureResult, Paper, Row, Verdict, Why
+from vsched.catalog.claims import SAME
+from vsched.catalog.model import Claim, Figure, FigureResult, Paper, Row, Verdict
+from vsched.catalog.reasons import WHY_KINDS, WHY_LABELS, Evidence, Reason, Stated, Why
+from vsched.catalog.stats import ABOUT, MEANINGS, OUTCOMES, Outcome
 from vsched.runs import Job, write_parquet
 
 
@@ -47,21 +49,28 @@ class ClaimResult:
     paper: str
     figure: str
     claim: str
-    holds: bool
+    outcome: Outcome
     sim: str
     paper_value: str
-    why: Why | None = None
-    """Why the claim does not hold (None when it holds, or when it is not classified)."""
+    reason: Reason | None = None
+    """Why the claim does not hold, rendered from the runs (None when it holds, or when it
+    has no reason: unclassified)."""
+
+    @property
+    def holds(self) -> bool:
+        """Holds robustly."""
+        return self.outcome is Outcome.HOLDS
 
     def as_json(self) -> dict[str, object]:
         return {
             "paper": self.paper,
             "figure": self.figure,
             "claim": self.claim,
+            "verdict": self.outcome.value,
             "holds": self.holds,
             "sim": self.sim,
             "paper_value": self.paper_value,
-            "why": None if self.why is None else {"kind": self.why.kind, "text": self.why.text},
+            "why": None if self.reason is None else self.reason.as_json(),
         }
 
 
@@ -92,64 +101,100 @@ def check_figures(papers: Sequence[Paper], figure_ids: Sequence[str]) -> None:
             raise ValueError(f"--figure: no figure '{name}' in {within} (expected one of {', '.join(known)})")
 
 
+def evidence_of(figures: Sequence[Figure]) -> list[Figure]:
+    """The evidence runs the reasons of `figures`' claims measure (each once)."""
+    found: dict[str, Figure] = {}
+    for figure in figures:
+        for claim in figure.claims:
+            for extra in claim.if_fails.evidence if claim.if_fails is not None else ():
+                found.setdefault(extra.id, extra)
+    return list(found.values())
+
+
 def plan(papers: Sequence[Paper], settings: Settings) -> list[Job]:
+    """The jobs of the chosen figures and of the evidence runs their reasons measure."""
     return [
         job
         for paper in papers
-        for figure in settings.figures_of(paper)
+        for figure in (*settings.figures_of(paper), *evidence_of(settings.figures_of(paper)))
         for job in catalog.figure_jobs(figure, settings.reps_for(paper), settings.quick)
     ]
 
 
 def check(figure: Figure, result: FigureResult) -> list[tuple[Claim, Verdict]]:
-    """Each claim's verdict. A claim that reads values some seeds could not produce (a VM
-    that did not finish) does not hold, and says so, rather than being checked on the rest;
-    a claim that reads none of them is checked as usual."""
+    """Each claim's verdict (a claim whose check cannot compute cannot be decided, and says
+    why)."""
     verdicts = []
     for claim in figure.claims:
-        result.read.clear()
         try:
             verdict = claim.check(result)
         except (ValueError, ZeroDivisionError) as error:
-            verdict = Verdict(False, f"could not be checked: {error}")
-        cells = [c for c in result.xs_and_series() if c in result.read]
-        incomplete = [
-            f"{x} / {s}: {result.missing[(x, s)]} runs" for x, s in cells if (x, s) in result.missing
-        ]
-        if incomplete:
-            verdict = Verdict(
-                False, "no value for " + "; ".join(incomplete) + " (e.g. unfinished within the horizon)"
-            )
-        elif any(math.isnan(result.value(x, s)) for x, s in cells):
-            verdict = Verdict(False, "some cases have no value")
+            verdict = Verdict(Outcome.UNDECIDED, f"could not be checked: {error}")
         verdicts.append((claim, verdict))
     return verdicts
 
 
-def claim_results(paper: Paper, figure: Figure, result: FigureResult) -> list[ClaimResult]:
-    """Each claim's verdict, with its reason (`Claim.if_fails`) if it does not hold."""
-    return [
-        ClaimResult(
-            paper.id,
-            figure.label,
-            claim.text,
-            verdict.holds,
-            verdict.sim,
-            claim.paper_value,
-            None if verdict.holds else claim.if_fails,
+def claim_results(
+    paper: Paper, figure: Figure, result: FigureResult, render: Callable[[Why], Reason] | None = None
+) -> list[ClaimResult]:
+    """Each claim's verdict, with its reason (`Claim.if_fails`, rendered by `render`) when it
+    does not hold."""
+    found = []
+    for claim, verdict in check(figure, result):
+        reason = None
+        if verdict.outcome is Outcome.FAILS and claim.if_fails is not None and render is not None:
+            reason = render(claim.if_fails)
+        found.append(
+            ClaimResult(
+                paper.id, figure.label, claim.text, verdict.outcome, verdict.sim, claim.paper_value, reason
+            )
         )
-        for claim, verdict in check(figure, result)
-    ]
+    return found
+
+
+def renderer(evidence: Evidence) -> Callable[[Why], Reason]:
+    """Render reasons against `evidence`, each once."""
+    rendered: dict[str, Reason] = {}
+
+    def render(why: Why) -> Reason:
+        if why.id not in rendered:
+            rendered[why.id] = why.render(evidence)
+        return rendered[why.id]
+
+    return render
 
 
 def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) -> list[FigureOutcome]:
     outcomes = []
     for paper in papers:
         reps = settings.reps_for(paper)
+        results = {
+            figure.id: catalog.figure_result(figure, reps, settings.quick, rows)
+            for figure in (*settings.figures_of(paper), *evidence_of(settings.figures_of(paper)))
+        }
+        render = renderer(Evidence(results))
         for figure in settings.figures_of(paper):
-            result = catalog.figure_result(figure, reps, settings.quick, rows)
-            outcomes.append(FigureOutcome(paper, figure, result, claim_results(paper, figure, result)))
+            result = results[figure.id]
+            outcomes.append(
+                FigureOutcome(paper, figure, result, claim_results(paper, figure, result, render))
+            )
     return outcomes
+
+
+def disagreements(quick: Sequence[dict[str, object]], full: Sequence[dict[str, object]]) -> list[str]:
+    """The claims on which a quick and a full reproduction (their claims.json entries) reach
+    different verdicts, neither of them within noise: what the quick settings must not do.
+    Fewer seeds may leave a comparison within noise; they must not leave a claim undecided
+    that the full catalog decides, nor turn it round."""
+    noise = Outcome.NOISE.value
+    full_verdicts = {(c["paper"], c["figure"], c["claim"]): c["verdict"] for c in full}
+    found = []
+    for c in quick:
+        key = (c["paper"], c["figure"], c["claim"])
+        other = full_verdicts.get(key)
+        if other is not None and noise not in (c["verdict"], other) and c["verdict"] != other:
+            found.append(f"{key[0]} {key[1]}: {key[2]}: quick {c['verdict']}, full {other}")
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,11 +202,19 @@ def evaluate(papers: Sequence[Paper], settings: Settings, rows: dict[str, Row]) 
 
 
 def _cell(outcome: FigureOutcome, x: str, series: str) -> str:
+    """A case in the figure's table: mean ± standard deviation over the seeds (a standard
+    deviation alone for "std" figures); "≥" and the unfinished runs when some did not finish."""
     result = outcome.result
-    value = result.value(x, series)
-    if math.isnan(value):
-        return "—"
+    estimate = result.estimate(x, series)
+    if not estimate.known:
+        unfinished = result.unfinished(x, series)
+        return f"— ({unfinished} runs unfinished)" if unfinished else "—"
+    value = estimate.value
     text = f"{value:.3g}" if outcome.figure.stat == "std" else f"{value:.3g} ± {result.std(x, series):.2g}"
+    unfinished = result.unfinished(x, series)
+    if unfinished:
+        total = len(result.seeds(x, series)) + unfinished
+        text = f"≥ {text} ({unfinished} of {total} runs unfinished, counted at the horizon)"
     paper = outcome.figure.paper_values.get((x, series))
     return f"{text} (paper {paper:g}{outcome.figure.paper_unit})" if paper is not None else text
 
@@ -178,29 +231,80 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def verdict_counts(claims: Sequence[ClaimResult]) -> dict[Outcome, int]:
+    return {outcome: sum(c.outcome is outcome for c in claims) for outcome in OUTCOMES}
+
+
+def headline(claims: Sequence[ClaimResult]) -> str:
+    """The verdicts in one line: "38 hold robustly, 5 within noise, 80 do not hold, 2 cannot be
+    decided (of 125)"."""
+    counts = verdict_counts(claims)
+    return (
+        f"{counts[Outcome.HOLDS]} hold robustly, {counts[Outcome.NOISE]} hold within noise, "
+        f"{counts[Outcome.FAILS]} do not hold, {counts[Outcome.UNDECIDED]} cannot be decided "
+        f"(of {len(claims)})"
+    )
+
+
 def why_summary(claims: Sequence[ClaimResult]) -> str:
-    """How many claims do not hold, by the kind of their reason, and how many have none."""
-    failing = [c for c in claims if not c.holds]
-    counts = {kind: sum(c.why is not None and c.why.kind == kind for c in failing) for kind in WHY_KINDS}
-    unclassified = sum(c.why is None for c in failing)
+    """How many claims do not hold, by the kind of their reason, how many have none, and how
+    many reasons the runs contradict."""
+    failing = [c for c in claims if c.outcome is Outcome.FAILS]
+    counts = {
+        kind: sum(c.reason is not None and c.reason.why.kind == kind for c in failing) for kind in WHY_KINDS
+    }
+    unclassified = sum(c.reason is None for c in failing)
     by_kind = "; ".join(f"{WHY_LABELS[kind]}: {n}" for kind, n in counts.items())
-    return f"{len(failing)} do not hold ({by_kind}; unclassified: {unclassified})"
+    contradicted = {c.reason.why.id for c in failing if c.reason is not None and c.reason.contradicted}
+    return (
+        f"{len(failing)} do not hold ({by_kind}; unclassified: {unclassified}); "
+        f"reasons the runs contradict: {len(contradicted)}"
+    )
 
 
-def _why(c: ClaimResult) -> str:
-    """The reason of a failing claim, one line of Markdown ("" for a holding claim)."""
-    if c.holds:
+def anchor(paper: str, why_id: str) -> str:
+    return f"{paper}-{why_id}"
+
+
+def _why_link(c: ClaimResult) -> str:
+    """The reason of a claim that does not hold, as a link to where it is stated ("" for the
+    others, "unclassified" for one without a reason)."""
+    if c.outcome is not Outcome.FAILS:
         return ""
-    if c.why is None:
+    if c.reason is None:
         return "unclassified"
-    return f"*{c.why.label}*: " + " ".join(c.why.text.split())
+    return f"[{c.reason.why.id}](#{anchor(c.paper, c.reason.why.id)}) (*{c.reason.why.label}*)"
+
+
+def reason_lines(paper: str, reason: Reason) -> list[str]:
+    """A reason stated once: its text, the numbers it rests on, and its premises."""
+    why = reason.why
+    lines = [f'- <a id="{anchor(paper, why.id)}"></a>**{why.id}** (*{why.label}*): {reason.text}']
+    rests = [
+        f"{reason.shown[n.name]} ({n.source})"
+        if isinstance(n, Stated)
+        else f"{n.what}: {reason.shown[n.name]}"
+        for n in why.numbers
+    ]
+    if rests:
+        lines.append("    - rests on: " + "; ".join(rests))
+    for premise in reason.premises:
+        mark = {
+            True: "borne out by the runs",
+            False: "**contradicted by the runs**",
+            None: "not checked (no value)",
+        }
+        lines.append(f"    - premise: {premise.text} — {mark[premise.holds]}")
+    if reason.not_measured:
+        lines.append("    - not measured in this reproduction: needs " + ", ".join(reason.not_measured))
+    return lines
 
 
 def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str, figures_dir: str) -> str:
-    """The report: the claims table, then per paper and figure the plot, our values (with the
-    paper's in brackets where it gives them) and each claim's verdict."""
+    """The report: the verdicts per paper and the claims table, then per paper its reasons
+    (each stated once) and per figure the plot, our values (with the paper's in brackets where
+    it gives them) and each claim's verdict."""
     claims = [c for o in outcomes for c in o.claims]
-    held = sum(c.holds for c in claims)
     papers = list(dict.fromkeys(o.paper.id for o in outcomes))
     lines = [
         "# Reproductions of the seed papers",
@@ -217,20 +321,45 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
         "± their standard deviation for means) "
         "unless marked as the paper's.",
         "",
-        f"## Claims: {held} of {len(claims)} hold",
+        f"## Claims: {headline(claims)}",
         "",
-        f"Of {len(claims)} claims, {why_summary(claims)}. Each claim that does not hold says why: "
-        f"*{WHY_LABELS['contradicts']}* (quoting both places), *{WHY_LABELS['leaves-out']}* "
-        f"(saying what), or *{WHY_LABELS['lacks-mechanism']}* (naming it).",
+        "| paper | " + " | ".join(o.value for o in OUTCOMES) + " | claims |",
+        "|---" * (len(OUTCOMES) + 2) + "|",
+    ]
+    for paper_id in papers:
+        mine = [c for c in claims if c.paper == paper_id]
+        counts = verdict_counts(mine)
+        lines.append(f"| {paper_id} | " + " | ".join(str(counts[o]) for o in OUTCOMES) + f" | {len(mine)} |")
+    totals = verdict_counts(claims)
+    same, about = 100 * SAME, 100 * ABOUT
+    lines += [
+        "| all | " + " | ".join(str(totals[o]) for o in OUTCOMES) + f" | {len(claims)} |",
+        "",
+        "One rule decides every verdict, for every paper (`python/vsched/catalog/stats.py`): a claim "
+        + "; ".join(f"*{o.value}* when {MEANINGS[o]}" for o in OUTCOMES)
+        + f'. An ordering ("A is faster than B") is decided by the difference of the two means, '
+        f"which must exceed {same:g} % of the larger (the paper's own margin where it states one: less "
+        "is a tie to a reader of its bar charts) by twice its standard error; a magnitude against a "
+        f"band of ±{about:g} % around the number as the paper states it (a range the paper states, "
+        f"widened by {about:g} % at each end); values a paper calls the same, without a number, must "
+        f"lie within {same:g} % of each other. "
+        "A run that did not finish within its horizon counts as having taken at least the horizon: "
+        "that decides a claim about speed when it is enough, and leaves it undecided otherwise.",
+        "",
+        f"Of {len(claims)} claims, {why_summary(claims)}. Each claim that does not hold links to its "
+        f"reason: *{WHY_LABELS['contradicts']}* (quoting both places), *{WHY_LABELS['leaves-out']}* "
+        f"(saying what), or *{WHY_LABELS['lacks-mechanism']}* (naming it). Every number in a reason is "
+        "measured from these runs when the report is written, or quoted from the paper or a source; each "
+        "reason's premises about our runs are checked against them.",
         "",
         "| paper | figure | claim | verdict | our numbers | paper's numbers | why it does not hold |",
         "|---|---|---|---|---|---|---|",
     ]
     for c in claims:
-        verdict = "holds" if c.holds else "**does not hold**"
+        verdict = c.outcome.value if c.outcome is not Outcome.FAILS else f"**{c.outcome.value}**"
         lines.append(
             f"| {c.paper} | {c.figure} | {_escape(c.claim)} | {verdict} | {_escape(c.sim)} "
-            f"| {_escape(c.paper_value) or '—'} | {_escape(_why(c)) or '—'} |"
+            f"| {_escape(c.paper_value) or '—'} | {_escape(_why_link(c)) or '—'} |"
         )
     current = None
     for outcome in outcomes:
@@ -238,6 +367,19 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
         if paper.id != current:
             current = paper.id
             lines += ["", f"## {paper.id}: {paper.title}", "", paper.notes.strip()]
+            reasons = list(
+                {
+                    c.reason.why.id: c.reason
+                    for o in outcomes
+                    if o.paper.id == paper.id
+                    for c in o.claims
+                    if c.reason is not None
+                }.values()
+            )
+            if reasons:
+                lines += ["", f"### Why claims of {paper.id} do not hold", ""]
+                for reason in reasons:
+                    lines += reason_lines(paper.id, reason)
         image = f"{figures_dir}/{paper.id}-{figure.id}.png"
         lines += ["", f"### {figure.label}: {figure.title}", "", f"![{paper.id} {figure.label}]({image})", ""]
         notes = figure_notes(figure.notes, settings.quick)
@@ -260,11 +402,8 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
             lines.append("")
         for c in outcome.claims:
             paper_value = f" Paper: {c.paper_value}." if c.paper_value else ""
-            lines.append(
-                f"- **{'holds' if c.holds else 'does not hold'}**: {c.claim}. Ours: {c.sim}.{paper_value}"
-            )
-            if not c.holds:
-                lines.append(f"    - why it does not hold: {_why(c)}")
+            why = f" Why: {_why_link(c)}." if c.outcome is Outcome.FAILS else ""
+            lines.append(f"- **{c.outcome.value}**: {c.claim}. Ours: {c.sim}.{paper_value}{why}")
     return "\n".join(lines) + "\n"
 
 

@@ -238,6 +238,19 @@ def _host(src: Source, policy: Entry) -> dict[str, Any]:
         host["ple_window_max_cycles"] = window * pick(src, [1, 4, 64])
     if policy.hypervisor == "xen" and chance(src, 0.1):
         host["xen_version"] = pick(src, XEN_VERSIONS)
+    # A KVM host's own threads (on by default there, refused elsewhere) and their costs.
+    if chance(src, 0.1):
+        host["host_threads"] = policy.hypervisor == "kvm" and chance(src, 0.5)
+    if policy.hypervisor == "kvm":
+        for key, high in [
+            ("kthread_wakes_per_s", 100.0),
+            ("kthread_run_us", 200.0),
+            ("virtio_blk_request_us", 50.0),
+            ("vhost_packet_us", 10.0),
+            ("host_tick_us", 10.0),
+        ]:
+            if chance(src, 0.1):
+                host[key] = round(src.real(0.0, high), 3)
     return host
 
 

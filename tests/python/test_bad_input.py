@@ -215,6 +215,18 @@ BAD_SCENARIOS = [
         ["host.dom0_idle_wakes_per_s"],
     ),
     (
+        "host threads under a Xen policy",
+        with_replaced("pcpus = 2", "pcpus = 2\nhost_threads = true"),
+        ["host.host_threads", "credit"],
+    ),
+    (
+        "negative kernel-thread run",
+        with_replaced('name = "credit"', 'name = "cfs"').replace(
+            "pcpus = 2", "pcpus = 2\nkthread_run_us = -1"
+        ),
+        ["host.kthread_run_us"],
+    ),
+    (
         "timer irq not a number",
         with_replaced("pcpus = 2", 'pcpus = 2\ntimer_irq_us = "short"'),
         ["host.timer_irq_us"],
@@ -239,6 +251,33 @@ BAD_SCENARIOS = [
         "unknown Xen release for the scheduler",
         with_replaced('name = "credit"', 'name = "credit"\nxen_version = "5"'),
         ["scheduler.xen_version", '"current"'],
+    ),
+    (
+        "unknown Linux release",
+        with_replaced("pcpus = 2", 'pcpus = 2\nkvm_version = "5.10"'),
+        ["host.kvm_version", '"6.12.y"'],
+    ),
+    (
+        "a CFS policy on an EEVDF release",
+        with_replaced('name = "credit"', 'name = "kvm-dy"\nkvm_version = "6.12"'),
+        ["scheduler.kvm_version", "CFS", '"6.1"'],
+    ),
+    (
+        "balance scheduling on CFS with an EEVDF release",
+        with_replaced('name = "credit"', 'name = "balance-cfs"\nkvm_version = "6.12"'),
+        ["scheduler.kvm_version", "CFS", '"6.1"'],
+    ),
+    (
+        "balance scheduling on EEVDF with a parameter of Credit's",
+        with_replaced('name = "credit"', 'name = "balance-eevdf"\ntslice_ms = 30'),
+        ["scheduler.tslice_ms"],
+    ),
+    (
+        "a paravirtual feature the host's release lacks",
+        with_replaced('name = "credit"', 'name = "kvm-dy"\nkvm_version = "4.19"').replace(
+            "vcpus = 2\n", "vcpus = 2\npv_steal_time = true\npv_sched_yield = true\n", 1
+        ),
+        ["vm[0].pv_sched_yield", "Linux >= 5.2", '"4.19"'],
     ),
     (
         "every vCPU idle",

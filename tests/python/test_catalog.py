@@ -18,7 +18,9 @@ import pytest
 import vsched
 from vsched import _core, catalog, reproduce
 from vsched.catalog import claims as checks
-from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Why, last_vm
+from vsched.catalog.model import AtLeast, Case, Claim, Figure, FigureResult, Paper, last_vm
+from vsched.catalog.reasons import PLACEHOLDER, Evidence, Measured, Premise, Why
+from vsched.catalog.stats import Outcome
 from vsched.runs import Store, run_jobs
 
 from helpers import CliResult
@@ -112,8 +114,8 @@ def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(
     assert first.exit_code == 0, first.stderr
     claims = json.loads(first.stdout)["claims"]
     assert [c["figure"] for c in claims] == ["Fig. 3 (ep)"]
-    assert set(claims[0]) == {"paper", "figure", "claim", "holds", "sim", "paper_value", "why"}
-    assert isinstance(claims[0]["holds"], bool) and "largest spread" in claims[0]["sim"]
+    assert set(claims[0]) == {"paper", "figure", "claim", "verdict", "holds", "sim", "paper_value", "why"}
+    assert claims[0]["verdict"] in {o.value for o in Outcome} and "largest difference" in claims[0]["sim"]
     rows = pq.read_table(tmp_path / "a" / "results.parquet").to_pylist()
     assert len(rows) == 5 * 4 * 2  # host counts x policies x seeds
     assert {r["policy"] for r in rows} == {"credit", "balance", "hybrid", "cvs-comm"}
@@ -127,7 +129,7 @@ def test_reproduce_writes_results_figures_report_and_claims_the_same_each_time(
     ):
         assert (tmp_path / "a" / name).is_file(), name
     report = (tmp_path / "a" / "report.md").read_text()
-    assert "## Claims: " in report and "unclassified: " in report
+    assert "## Claims: " in report and "unclassified: " in report and "hold within noise" in report
     assert "![seed002 Fig. 3 (ep)](figures/seed002-fig3-ep.png)" in report
     assert f"]({Path('a') / 'figures' / 'seed002-fig3-ep.png'})" in (tmp_path / "doc.md").read_text()
 
@@ -216,42 +218,91 @@ def test_reduced_seed004_fig4_partial_and_boost_co_scheduling_beat_cs_and_cds_in
     assert max(difference("PCS"), difference("BCS")) < 0.05
 
 
-def test_a_why_of_an_unknown_kind_or_without_text_is_refused() -> None:
+def test_a_why_of_an_unknown_kind_without_text_or_with_a_typed_number_is_refused() -> None:
     kinds = "contradicts, leaves-out, lacks-mechanism"
     with pytest.raises(ValueError, match=f"Why.kind: expected one of {kinds}, got 'unclear'"):
-        Why("unclear", "The paper is vague.")  # type: ignore[arg-type]
+        Why("vague", "unclear", "The paper is vague.")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Why.text: empty"):
-        Why("leaves-out", "  ")
+        Why("empty", "leaves-out", "  ")
+    # A measured quantity typed into the text goes stale: every number is a placeholder.
+    with pytest.raises(ValueError, match="Why.text: a number outside a placeholder"):
+        Why("typed", "leaves-out", "CDS launches about 80 times a second.")
+    with pytest.raises(ValueError, match=r"Why.text: placeholder \{rate\} has no number"):
+        Why("unfilled", "leaves-out", "CDS launches {rate} times a second.")
+    # Quotations, sections, figures, releases and setups may hold digits.
+    Why("quoted", "contradicts", '§5.3 says "17.3 %" in Fig. 2 on Xen 4.1.2 with 8 pCPUs.')
+
+
+COMMITTED = Path(__file__).parents[2] / "docs" / "reproduction" / "claims.json"
+
+
+def committed_claims() -> list[dict[str, object]]:
+    claims: list[dict[str, object]] = json.loads(COMMITTED.read_text(encoding="utf-8"))["claims"]
+    assert claims
+    return claims
 
 
 def test_every_claim_failing_in_the_committed_reproduction_has_a_reason() -> None:
     # docs/reproduction/claims.json is the last full `vsched reproduce all`: each claim that did
     # not hold there must say why in the catalog (a claim renamed since is caught too).
-    committed = Path(__file__).parents[2] / "docs" / "reproduction" / "claims.json"
-    failing = [c for c in json.loads(committed.read_text(encoding="utf-8"))["claims"] if not c["holds"]]
     reasons = {(p, f.label, c.text): c.if_fails for p, f in FIGURES for c in f.claims}
+    failing = [c for c in committed_claims() if c["verdict"] == Outcome.FAILS.value]
     assert failing
     for c in failing:
         key = (c["paper"], c["figure"], c["claim"])
         assert key in reasons, f"claim no longer in the catalog: {key}"
         assert reasons[key] is not None, f"no reason for a failing claim: {key}"
+        assert c["why"] is not None, f"the committed reproduction has no reason for {key}"
 
 
-def test_no_figure_of_the_committed_reproduction_is_left_without_a_value() -> None:
-    # A figure whose every claim fails for want of values measured nothing: its metric reads
-    # no run, as seed001's total time did while it took the last completion over every VM,
-    # Xen's default Domain-0 (which never finishes) included. A figure may lack some values
-    # (seed000 Fig. 4's unfinished Co_scheduling runs at 8 vCPUs), never all.
-    committed = Path(__file__).parents[2] / "docs" / "reproduction" / "claims.json"
-    by_figure: dict[tuple[str, str], list[bool]] = {}
-    for c in json.loads(committed.read_text(encoding="utf-8"))["claims"]:
-        by_figure.setdefault((c["paper"], c["figure"]), []).append(c["sim"].startswith("no value for"))
-    assert by_figure
-    assert [figure for figure, empty in by_figure.items() if all(empty)] == []
+def test_no_reason_of_the_committed_reproduction_is_contradicted_by_its_runs() -> None:
+    # The check over the stored runs: every reason the committed reproduction gives for a claim
+    # that does not hold had its numbers measured from those runs; each of its premises about
+    # our runs, re-checked here with the catalog's current premises against the stored numbers,
+    # must hold, and its text must be the catalog's current template filled with those numbers
+    # (a reason edited since the reproduction was made is caught: run it again).
+    whys = {(p, c.if_fails.id): c.if_fails for p, f in FIGURES for c in f.claims if c.if_fails is not None}
+    checked = 0
+    for claim in committed_claims():
+        why = claim["why"]
+        if why is None:
+            continue
+        assert isinstance(why, dict)
+        key = (claim["paper"], why["id"])
+        assert key in whys, f"reason no longer in the catalog: {key}"
+        current = whys[key]
+        numbers = why["numbers"]
+        assert set(numbers) == {n.name for n in current.numbers}, f"{key}: its numbers changed"
+        values = {name: n["measured"] for name, n in numbers.items() if isinstance(n.get("measured"), float)}
+        for premise in current.premises:
+            if len(values) == sum("measured" in n for n in numbers.values()):
+                assert premise.check(values), f"{key}: the runs contradict the premise '{premise.text}'"
+        shown = {name: n.get("shown", n.get("stated")) for name, n in numbers.items()}
+
+        def fill(m: re.Match[str], shown: dict[str, object] = shown) -> str:
+            return str(shown[m.group(1)])
+
+        filled = PLACEHOLDER.sub(fill, " ".join(current.text.split()))
+        assert why["text"] == filled, (
+            f"{key}: the committed text is not the catalog's template filled with the stored numbers"
+        )
+        checked += 1
+    assert checked
+
+
+def test_no_figure_of_the_committed_reproduction_is_left_without_a_decided_claim() -> None:
+    # A figure whose every claim cannot be decided measured nothing: its metric reads no run,
+    # as seed001's total time did while it took the last completion over every VM, Xen's
+    # default Domain-0 (which never finishes) included.
+    by_figure: dict[tuple[object, object], list[bool]] = {}
+    for c in committed_claims():
+        by_figure.setdefault((c["paper"], c["figure"]), []).append(c["verdict"] == Outcome.UNDECIDED.value)
+    assert [figure for figure, undecided in by_figure.items() if all(undecided)] == []
 
 
 def test_the_last_vm_is_the_last_guest_the_driver_domain_left_out() -> None:
     row: dict[str, object] = {
+        "sim_s": 30.0,
         "vm.dom0.workload": "dom0",
         "vm.dom0.completion_s": None,
         "vm.vm1.workload": "kernbench",
@@ -262,76 +313,111 @@ def test_the_last_vm_is_the_last_guest_the_driver_domain_left_out() -> None:
     assert last_vm()(row) == 2.0
     assert last_vm(prefix="vm1")(row) == 1.5
     row["vm.vm2.completion_s"] = None
-    assert last_vm()(row) is None, "an unfinished guest leaves no total time"
+    assert last_vm()(row) is None, "a guest with no completion and no sign of unfinished work has no time"
+    row["vm.vm2.finished"] = False
+    assert last_vm()(row) == AtLeast(30.0), "an unfinished guest took at least the run's length"
     assert last_vm(prefix="absent")(row) is None
 
 
-def test_the_report_and_claims_give_the_reason_of_a_failing_claim_only() -> None:
-    # A figure of two points and two series, values given (no run): A is below B at "1" but
-    # not at "2". Three claims, each with a reason: one holds, two do not (one unclassified).
-    holding = Why("lacks-mechanism", "vsched has no **disk cache**.")
-    failing = Why("contradicts", 'The paper says "A wins" (§5.3) and "B wins" (§5.4).')
-    figure = Figure(
+def two_point_figure(claims: tuple[Claim, ...], series: tuple[str, ...] = ("A", "B")) -> Figure:
+    return Figure(
         id="figx",
         label="Fig. X",
         title="a test figure",
         xlabel="x",
         ylabel="y",
-        cases=tuple(Case(x, s, "seed002/fig3-ep-hosts-2.toml") for x in ("1", "2") for s in ("A", "B")),
+        cases=tuple(Case(x, s, "seed002/fig3-ep-hosts-2.toml") for x in ("1", "2") for s in series),
         metric=lambda row: None,
-        claims=(
-            Claim("A is below B at 1", checks.ordered(["A", "B"], at=["1"]), if_fails=holding),
-            Claim("A is below B everywhere", checks.ordered(["A", "B"]), if_fails=failing),
+        claims=claims,
+    )
+
+
+def test_the_report_states_each_reason_once_and_links_the_claims_to_it() -> None:
+    # Two points, two series, values given (no run): A is clearly below B at "1" and clearly
+    # above at "2". Four claims: one holds, two do not (both for the same reason), one does
+    # not with no reason (unclassified).
+    reason = Why(
+        "a-wins-twice",
+        "contradicts",
+        'The paper says "A wins" (§5.3) and "B wins" (§5.4); here A is at {a} at the first point.',
+        numbers=(Measured("a", "A's mean at 1", lambda ev: ev.cell("figx", "1", "A"), " s"),),
+        premises=(Premise("A is below one second at point 1", lambda v: v["a"] < 1.0),),
+    )
+    figure = two_point_figure(
+        (
+            Claim("A is below B at 1", checks.ordered(["A", "B"], at=["1"]), if_fails=reason),
+            Claim("A is below B everywhere", checks.ordered(["A", "B"]), if_fails=reason),
+            Claim("A is below B at 2", checks.ordered(["A", "B"], at=["2"]), if_fails=reason),
             Claim("B is below A everywhere", checks.ordered(["B", "A"])),
-        ),
+        )
     )
     paper = Paper(id="seed002", title="a test paper", reps=2, quick_reps=1, figures=(figure,))
     samples = {("1", "A"): [1.0, 1.1], ("1", "B"): [2.0, 2.1], ("2", "A"): [3.0, 3.1], ("2", "B"): [2.0, 2.1]}
     result = FigureResult(figure, samples)
-    found = reproduce.claim_results(paper, figure, result)
-    assert [c.holds for c in found] == [True, False, False]
+    found = reproduce.claim_results(paper, figure, result, reproduce.renderer(Evidence({"figx": result})))
+    assert [c.outcome for c in found] == [Outcome.HOLDS, Outcome.FAILS, Outcome.FAILS, Outcome.FAILS]
     as_json = [json.loads(json.dumps(c.as_json())) for c in found]
-    assert [c["why"] for c in as_json] == [None, {"kind": "contradicts", "text": failing.text}, None]
+    assert as_json[0]["why"] is None and as_json[3]["why"] is None
+    assert as_json[1]["why"]["text"] == (
+        'The paper says "A wins" (§5.3) and "B wins" (§5.4); here A is at 1.05 s at the first point.'
+    )
+    assert as_json[1]["why"]["premises"] == [{"text": "A is below one second at point 1", "holds": False}]
 
     outcome = reproduce.FigureOutcome(paper, figure, result, found)
     report = reproduce.markdown([outcome], reproduce.Settings(), "vsched reproduce seed002", "figures")
     assert (
-        "Of 3 claims, 2 do not hold (the paper contradicts itself: 1; the paper leaves out what decides "
-        "it: 0; vsched lacks a mechanism: 0; unclassified: 1)." in report
+        "## Claims: 1 hold robustly, 0 hold within noise, 3 do not hold, 0 cannot be decided (of 4)" in report
     )
-    reason = '*the paper contradicts itself*: The paper says "A wins" (§5.3) and "B wins" (§5.4).'
+    assert "unclassified: 1); reasons the runs contradict: 1" in report
+    assert report.count("here A is at 1.05 s") == 1, "a reason is stated once"
+    assert report.count("(#seed002-a-wins-twice)") == 4, (
+        "and linked from the table and the figure, twice each"
+    )
+    assert "**contradicted by the runs**" in report
     table = [line for line in report.splitlines() if line.startswith("| seed002 | Fig. X |")]
-    assert table[0].endswith("| holds | A < B at all 1 points | — | — |")
-    assert table[1].endswith(f"| {reason} |") and table[2].endswith("| unclassified |")
-    assert report.count(reason) == 2  # in the table and under the claim in the figure's section
-    assert f"    - why it does not hold: {reason}" in report
-    assert "disk cache" not in report
+    assert table[0].endswith("| holds robustly | A < B at all 1 points | — | — |")
+    assert table[3].endswith("| unclassified |")
 
 
-def test_a_missing_value_fails_only_the_claims_that_read_it() -> None:
-    # Series C has no value at "2" (its runs did not finish): a claim comparing A and B is
-    # checked on its own values; one that reads C at "2" does not hold, and says why.
-    figure = Figure(
-        id="figy",
-        label="Fig. Y",
-        title="a test figure",
-        xlabel="x",
-        ylabel="y",
-        cases=tuple(Case(x, s, "seed002/fig3-ep-hosts-2.toml") for x in ("1", "2") for s in ("A", "B", "C")),
-        metric=lambda row: None,
-        claims=(
-            Claim("A is below B everywhere", checks.ordered(["A", "B"])),
+def test_runs_that_never_finish_decide_a_claim_about_speed_when_their_bound_is_enough() -> None:
+    # C's runs at "2" did not finish: their time is at least the horizon (100 s). That is
+    # enough to say C is slower than B (2 s) there, not whether it is slower than D, whose
+    # runs took 150 s. A claim reading a value no run produced cannot be decided.
+    figure = two_point_figure(
+        (
             Claim("C is below B at 1", checks.ordered(["C", "B"], at=["1"])),
             Claim("C is below B everywhere", checks.ordered(["C", "B"])),
+            Claim("B is below C at 2", checks.ordered(["B", "C"], at=["2"])),
+            Claim("C is below D at 2", checks.ordered(["C", "D"], at=["2"])),
             Claim("A is lowest everywhere", checks.lowest("A")),
         ),
+        series=("A", "B", "C", "D"),
     )
-    samples = {("1", "A"): [1.0], ("1", "B"): [2.0], ("1", "C"): [1.5], ("2", "A"): [1.0], ("2", "B"): [2.0]}
-    result = FigureResult(figure, samples, missing={("2", "C"): 3})
+    samples = {
+        ("1", "A"): [1.0, 1.1],
+        ("1", "B"): [2.0, 2.1],
+        ("1", "C"): [1.5, 1.6],
+        ("1", "D"): [1.5, 1.6],
+        ("2", "A"): [1.0, 1.1],
+        ("2", "B"): [2.0, 2.1],
+        ("2", "C"): [],
+        ("2", "D"): [150.0, 151.0],
+    }
+    result = FigureResult(figure, samples, bounds={("2", "C"): [100.0, 100.0]}, missing={("1", "D"): 0})
     verdicts = [verdict for _, verdict in reproduce.check(figure, result)]
-    assert [v.holds for v in verdicts] == [True, True, False, False]
-    assert verdicts[2].sim == "no value for 2 / C: 3 runs (e.g. unfinished within the horizon)"
-    assert verdicts[3].sim.startswith("no value for 2 / C")
+    assert [v.outcome for v in verdicts] == [
+        Outcome.HOLDS,
+        Outcome.FAILS,
+        Outcome.HOLDS,
+        Outcome.UNDECIDED,
+        Outcome.HOLDS,
+    ]
+    assert "≥ 100 ± 0 (2 of 2 runs unfinished)" in verdicts[1].sim
+
+    missing = FigureResult(
+        figure, {k: v for k, v in samples.items() if k != ("2", "B")}, missing={("2", "B"): 2}
+    )
+    assert [v.outcome for _, v in reproduce.check(figure, missing)][1] is Outcome.UNDECIDED
 
 
 def test_a_full_runs_report_leaves_out_what_the_quick_version_shortens() -> None:
@@ -341,3 +427,26 @@ def test_a_full_runs_report_leaves_out_what_the_quick_version_shortens() -> None
     assert figure_notes(notes, quick=False) == "Three 6-vCPU VMs."
     assert figure_notes(notes, quick=True) == notes
     assert figure_notes("Quick version: 20 supersteps instead of 50.", quick=False) == ""
+
+
+def test_the_committed_quick_and_full_reproductions_agree_on_every_verdict_not_within_noise() -> None:
+    # docs/reproduction/claims-quick.json is `vsched reproduce all --quick` on the same commit
+    # as claims.json: the quick settings (fewer seeds, shorter runs) may leave a verdict within
+    # noise, never undecided where the full one is decided, never turned round.
+    quick = json.loads((COMMITTED.parent / "claims-quick.json").read_text(encoding="utf-8"))["claims"]
+    assert len(quick) == len(committed_claims())
+    assert reproduce.disagreements(quick, committed_claims()) == []
+
+
+def test_a_quick_verdict_other_than_the_full_one_and_not_within_noise_is_a_disagreement() -> None:
+    def claim(verdict: Outcome) -> dict[str, object]:
+        return {"paper": "seed000", "figure": "Fig. 2", "claim": "A", "verdict": verdict.value}
+
+    assert reproduce.disagreements([claim(Outcome.HOLDS)], [claim(Outcome.NOISE)]) == []
+    assert reproduce.disagreements([claim(Outcome.FAILS)], [claim(Outcome.FAILS)]) == []
+    assert reproduce.disagreements([claim(Outcome.HOLDS)], [claim(Outcome.FAILS)]) == [
+        "seed000 Fig. 2: A: quick holds robustly, full does not hold"
+    ]
+    assert reproduce.disagreements([claim(Outcome.FAILS)], [claim(Outcome.HOLDS)]) != []
+    assert reproduce.disagreements([claim(Outcome.UNDECIDED)], [claim(Outcome.FAILS)]) != []
+    assert reproduce.disagreements([claim(Outcome.NOISE)], [claim(Outcome.HOLDS)]) == []

@@ -81,6 +81,7 @@ impl RealWorld {
                 first_vcpu: dom_of.len(),
                 online: true,
                 driver: false,
+                host_threads: false,
                 rx_packets: 0,
                 pv: vm.pv,
                 slice_request_ns: vm.slice_request_ns,

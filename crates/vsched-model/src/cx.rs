@@ -65,6 +65,12 @@ pub trait World {
     /// Whether the host posts interrupts (APICv): pending ones then sit in a descriptor the
     /// hypervisor reads without running the vCPU.
     fn posted_interrupts(&self) -> bool;
+    /// The one pCPU `v` may run on, if it is bound to one (a host's per-CPU kernel thread,
+    /// `kthread_bind`); `None` for a vCPU that may run anywhere. A world without bound
+    /// threads keeps this default.
+    fn pinned(&self, _v: VcpuId) -> Option<PcpuId> {
+        None
+    }
 
     /// Asks `p` to call `pick_next`: at once on `here`, otherwise by an IPI that lands after
     /// the host's IPI latency. Returns whether an IPI was sent (a request already pending
@@ -226,6 +232,14 @@ impl<'a> Cx<'a> {
     #[inline]
     pub fn posted_interrupts(&self) -> bool {
         self.world.posted_interrupts()
+    }
+    /// The one pCPU `v` may run on, if it is bound to one: a host's per-CPU kernel thread
+    /// (`kthread_bind`), which a KVM host's scheduler runs beside the vCPU threads
+    /// (`sim/host_threads.rs`). A policy must never run a bound vCPU elsewhere: the world
+    /// refuses the decision.
+    #[inline]
+    pub fn pinned(&self, v: VcpuId) -> Option<PcpuId> {
+        self.world.pinned(v)
     }
 
     // ---- Actions ----

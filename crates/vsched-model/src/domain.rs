@@ -38,6 +38,9 @@ pub struct DomainInfo {
     /// The host's driver domain (Xen's Domain-0), which serves the guests' I/O rather than
     /// being a guest itself.
     pub driver: bool,
+    /// A KVM host's own threads (per-CPU kernel threads, each VM's QEMU and vhost threads;
+    /// `sim/host_threads.rs`), which are not a guest either.
+    pub host_threads: bool,
     /// Network packets delivered to the VM's vCPUs so far (messages from other VMs, counted
     /// in MTU-sized packets; messages between ranks of one VM use shared memory and are not
     /// packets). Seed 002's CVS reads its change since a VM was last descheduled.

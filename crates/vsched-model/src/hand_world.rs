@@ -41,6 +41,7 @@ impl Bench {
             first_vcpu: 0,
             online: true,
             driver: false,
+            host_threads: false,
             rx_packets: 0,
             pv: Default::default(),
             slice_request_ns: None,

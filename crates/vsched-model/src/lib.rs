@@ -30,8 +30,10 @@ pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMet
 pub use params::{concat_params, number, ConfigError, ParamDefault, ParamRange, ParamSpec, Params, Value};
 pub use policy::{Decision, Hypervisor, Policy, PolicyInfo, YieldReason};
 pub use sim::{
-    driver_guest, hardware, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig, IoConfig, NetworkConfig,
-    RunError, Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
+    driver_guest, hardware, host_threads_name, Caches, Clocks, DomainConfig, GuestTick, Hardware, HostConfig,
+    HostThreads, IoConfig, NetworkConfig, RunError, Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE,
+    DEFAULT_IDLE_WAKES_PER_S, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS,
+    DEFAULT_VIRTIO_BLK_REQUEST_NS, HARDWARE, KERNEL_FOOTPRINT_BYTES,
 };
 pub use trace::{
     CounterOf, FlowKind, FlowPoint, Instant, Span, Trace, TraceEvent, TraceSink, Track, VcpuActivity, VcpuSlice,

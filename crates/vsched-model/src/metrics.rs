@@ -116,7 +116,8 @@
 //! `vms` and `ranks`.
 //!
 //! Network (`network`, present when any message was sent): `messages`, `bytes`, `packets`
-//! (delivered between VMs), `driver_passes` (message passes through a driver domain) and
+//! (delivered between VMs), `driver_passes` (message passes through a driver domain or a
+//! KVM host's vhost worker) and
 //! `message_latency_us_mean` (from the send to the delivery into the receiver's mailbox).
 //!
 //! Disk (`io`, present when a disk request was issued): `disk_requests` and `disk_bytes` issued; `disk_completed`;
@@ -188,7 +189,8 @@ pub struct HostMetrics {
     pub context_switches: u64,
     pub ipis: u64,
     pub migrations: u64,
-    /// Time vCPUs spent refilling their caches when switched in.
+    /// Time vCPUs spent refilling caches: at switch-in, and when a running vCPU starts
+    /// touching another footprint (a guest thread switch, a thread resumed in a timer wake).
     pub cache_refill_s: f64,
     pub sched_invocations: u64,
     pub ple_exits: u64,

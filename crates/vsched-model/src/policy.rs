@@ -167,8 +167,9 @@ pub trait Policy {
 
 /// The hypervisor a policy is the scheduler of. It decides what a host has by default: a
 /// Xen host boots a driver domain (Domain-0) with one vCPU per pCPU, which serves the guests'
-/// I/O; on a KVM host that work runs in the host kernel, which vsched does not charge; a
-/// policy of no particular hypervisor (`rr`) gets a bare host.
+/// I/O; a KVM host runs that work in its own threads (each VM's QEMU and vhost threads), with
+/// a kernel thread bound to each pCPU, all scheduled by the policy beside the vCPU threads
+/// (`sim/host_threads.rs`); a policy of no particular hypervisor (`rr`) gets a bare host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hypervisor {
     Xen,

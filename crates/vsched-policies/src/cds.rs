@@ -41,7 +41,7 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cds",
-    description: "co-descheduling on Credit: cs, and a preempted CON vCPU's siblings are descheduled too",
+    description: "co-descheduling on Credit: cs, and when a CON vCPU leaves its pCPU (preempted or blocked) its siblings are descheduled too",
     hypervisor: vsched_model::Hypervisor::Xen,
     params: credit::PARAMS,
     build,

@@ -26,7 +26,9 @@
 //!   the least recently run waiting vCPU from the busiest queue (`newidle_balance`,
 //!   `detach_tasks` walks `cfs_tasks` from its cold end); at each tick a pCPU pulls one from a
 //!   queue at least 2 entities longer (`load_balance`, simplified). Moved vCPUs keep their
-//!   vruntime relative to min_vruntime (`migrate_task_rq_fair`).
+//!   vruntime relative to min_vruntime (`migrate_task_rq_fair`). A thread bound to one pCPU
+//!   (`Cx::pinned`: a host's per-CPU kernel thread, `kthread_bind`) is inserted and woken
+//!   there and never pulled (`can_migrate_task` checks `cpus_ptr`).
 //! - Tunables scale by `1 + ilog2(min(pCPUs, 8))` (`sysctl_sched_tunable_scaling` = log,
 //!   `get_update_sysctl_factor`): 6 ms / 0.75 ms / 1 ms are the unscaled defaults.
 //!
@@ -46,6 +48,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::kvm_version;
+use crate::linux_balance::{self, Mask};
 use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
@@ -65,6 +69,7 @@ const WAKEUP_GRANULARITY_US: i64 = 1_000;
 const TICK_HZ: i64 = 250;
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
+    kvm_version::CFS_PARAM,
     ParamSpec {
         name: "latency_us",
         default: ParamDefault::Int(LATENCY_US),
@@ -125,6 +130,8 @@ struct Entity {
     slice_start: Time,
     /// When it last stopped running (for the least-recently-run pull).
     last_ran: Time,
+    /// The one pCPU it may run on (`kthread_bind`: a host's per-CPU kernel thread).
+    pinned: Option<PcpuId>,
 }
 
 pub struct Cfs {
@@ -136,12 +143,38 @@ pub struct Cfs {
     tick_ns: Time,
     /// `sched_nr_latency`: beyond this many entities the period stretches.
     nr_latency: usize,
+    /// KVM's PLE window growth of the `kvm_version` (`kvm_version.rs`).
+    ple_window_grow: u32,
+    /// Balance scheduling's sibling rule (`balance-cfs`, linux_balance.rs); off in `cfs`.
+    balance: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
 }
 
 impl Cfs {
+    /// The same scheduler with balance scheduling's sibling rule (`balance-cfs`).
+    pub(crate) fn balanced(self) -> Cfs {
+        Cfs { balance: true, ..self }
+    }
+
+    /// The run queue `u` is in, waiting or running (None while it sleeps).
+    fn rq_of(&self, u: VcpuId) -> Option<PcpuId> {
+        let cpu = self.se[u].cpu;
+        (self.se[u].in_tree || self.rqs[cpu].curr == Some(u)).then_some(cpu)
+    }
+
+    /// Balance scheduling's mask for `v` now (linux_balance.rs), if the rule is on.
+    fn mask(&self, cx: &Cx, v: VcpuId) -> Option<Mask> {
+        (self.balance && linux_balance::covers(cx, v)).then(|| Mask::of(cx, v, |u| self.rq_of(u)))
+    }
+
+    /// `can_migrate_task`'s affinity test: may `v` move to `p`?
+    fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
+        self.se[v].pinned.is_none()
+            && (!(self.balance && linux_balance::covers(cx, v)) || Mask::allows_on(cx, v, p, |u| self.rq_of(u)))
+    }
+
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.
     fn gran(&self, v: VcpuId) -> i64 {
         fair(self.wakeup_gran_ns, self.se[v].weight)
@@ -249,10 +282,13 @@ impl Cfs {
 
     /// Moves the least recently run waiting vCPU of the busiest other queue to `p`, if that
     /// queue holds at least `min_gap` more entities than `p` and one is waiting.
+    /// Only a thread allowed on `p` counts (`can_migrate_task` checks `cpus_ptr`): never one
+    /// bound to its pCPU, and under balance scheduling only one whose mask holds `p`.
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let busiest =
-            linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), |q| !self.rqs[q].tree.is_empty())?;
-        let v = linux_fair::coldest(self.rqs[busiest].tree.iter().map(|&(_, u)| u), |u| self.se[u].last_ran)?;
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, u)| self.may_move(cx, u, p));
+        let busiest = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), movable)?;
+        let waiting = self.rqs[busiest].tree.iter().map(|&(_, u)| u).filter(|&u| self.may_move(cx, u, p));
+        let v = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.tree_remove(v);
         self.clear_buddies(busiest, v);
         self.update_min(busiest);
@@ -336,9 +372,10 @@ impl Policy for Cfs {
         true
     }
 
-    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18).
+    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18); before, it
+    /// is fixed (`kvm_version.rs`).
     fn ple_window_grow(&self) -> u32 {
-        2
+        self.ple_window_grow
     }
 
     fn supports_vm_lifecycle(&self) -> bool {
@@ -346,12 +383,17 @@ impl Policy for Cfs {
     }
 
     /// Contract: a new vCPU thread goes to the least loaded pCPU (lowest index on ties), a
-    /// vslice after its min_vruntime; mid-run it may preempt like a wake-up
-    /// (`wake_up_new_task`).
+    /// thread bound to a pCPU to that one, a vslice after its min_vruntime; mid-run it may
+    /// preempt like a wake-up (`wake_up_new_task`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let weight = linux_fair::load_weight(cx.domain(cx.dom_of(v)).weight);
-        self.se[v] = Entity { weight, last_ran: cx.now(), ..Entity::default() };
-        let p = linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q));
+        let pinned = cx.pinned(v);
+        self.se[v] = Entity { weight, last_ran: cx.now(), pinned, ..Entity::default() };
+        let p = match (pinned, self.mask(cx, v)) {
+            (Some(q), _) => q,
+            (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_running(q)),
+            (None, None) => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q)),
+        };
         self.update_curr(cx, p);
         self.se[v].cpu = p;
         self.place(p, v, true);
@@ -372,10 +414,14 @@ impl Policy for Cfs {
         self.update_min(p);
     }
 
-    /// `try_to_wake_up`: choose a pCPU, place, enqueue, maybe preempt.
+    /// `try_to_wake_up`: choose a pCPU (a bound thread's own), place, enqueue, maybe preempt.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
-        let p = linux_fair::wake_cpu(cx, prev, |q| self.idle(q));
+        let p = match (self.se[v].pinned, self.mask(cx, v)) {
+            (Some(q), _) => q,
+            (None, Some(mask)) => linux_balance::wake_cpu(cx, &mask, prev, |q| self.idle(q)),
+            (None, None) => linux_fair::wake_cpu(cx, prev, |q| self.idle(q)),
+        };
         if p != prev {
             self.migrate(v, p);
         }
@@ -458,6 +504,9 @@ impl Policy for Cfs {
                 return Err(format!("pCPU {p}: cfs runs {:?}, the host {:?}", rq.curr, cx.curr(p)));
             }
         }
+        if self.balance {
+            linux_balance::check(cx, |u| self.rq_of(u))?;
+        }
         Ok(())
     }
 }
@@ -472,7 +521,10 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
     if hz > 100_000 {
         return Err(params.invalid("tick_hz", format!("expected an integer <= 100000, got {hz}")));
     }
+    let profile = kvm_version::from_params(params, false)?;
     Ok(Cfs {
+        ple_window_grow: profile.ple_window_grow,
+        balance: false,
         latency_ns,
         min_gran_ns,
         wakeup_gran_ns,

@@ -45,7 +45,8 @@
 //!   least loaded; an idle pCPU pulls the least recently run waiting vCPU from the busiest
 //!   queue, and each tick a pCPU pulls one from a queue at least 2 longer. Queues are
 //!   compared by runnable entities, and delayed ones do not move (`can_migrate_task` since
-//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one). A pulled
+//!   Linux 6.14, Vincent Guittot's delayed-dequeue fixes; 6.12.0 could move one), nor do
+//!   threads bound to one pCPU (`Cx::pinned`), which are inserted and woken there. A pulled
 //!   vCPU keeps its lag and its relative deadline (PLACE_REL_DEADLINE); `update_curr` runs on
 //!   the queue it leaves, as `detach_task`'s dequeue does.
 //! - `yield_to` (for KVM's PLE handler, as in `cfs`): core.c `yield_to`, fair.c
@@ -55,6 +56,11 @@
 //!   target's pCPU and the yielder's reschedule. Linux 6.12 picks the next buddy only with
 //!   NEXT_BUDDY, off by default, so the buddy changes nothing there; PICK_BUDDY (Linux 6.14,
 //!   commit 2a77e4be12cb, backported to 6.12.y in 2025) picks it when eligible: `pick_buddy`.
+//!   Linux 6.17 (commit 79104becf42b, in 6.12.y since 6.12.63) changed the yield: an
+//!   eligible yielder's vruntime moves to its deadline (it forfeits the rest of its slice)
+//!   and the deadline one slice further; an ineligible one keeps both: `yield_forfeit`.
+//!   `kvm_version` (`kvm_version.rs`) sets `pick_buddy`, `yield_forfeit` and `base_slice_us`:
+//!   "6.12" (the default) is 6.12.0, "6.12.y" and "current" have all three changes.
 //!
 //! # Left out (approximations)
 //! Group scheduling (cgroups: a VM's weight applies to each vCPU thread; no bandwidth caps,
@@ -62,10 +68,9 @@
 //! check); NUMA/SMT/MC domains and wake_affine; NEXT_BUDDY on wake-up (off by default);
 //! HRTICK; reweighting (weights never change here). `calc_delta_fair` divides exactly where
 //! Linux multiplies by an inverse weight (under 10⁻⁶ apart up to VM weight 1024). Later
-//! changes not in 6.12.0: the 0.70 ms base slice (6.15, commit 2ae891b82695, backported to
-//! 6.12.y: set `base_slice_us = 700`), a yield that also forfeits the rest of the slice's
-//! vruntime (6.17, commit 79104becf42b), RUN_TO_PARITY's protection shortened to the queue's
-//! minimum slice.
+//! changes not in 6.12.0 that `kvm_version = "6.12.y"` brings: the 0.70 ms base slice (6.15,
+//! commit 2ae891b82695), PICK_BUDDY and the yield forfeit (above). Not modelled: RUN_TO_PARITY's
+//! protection shortened to the queue's minimum slice (mainline).
 //!
 //! A pause-loop exit reaches `yield_` and does nothing here: KVM with PLE handling off.
 //!
@@ -74,6 +79,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::kvm_version;
+use crate::linux_balance::{self, Mask};
 use crate::linux_fair::YieldTo;
 use crate::linux_fair::{self, fair};
 use vsched_model::{
@@ -93,11 +100,12 @@ const fn feature(name: &'static str, on: bool, doc: &'static str) -> ParamSpec {
 }
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
+    kvm_version::EEVDF_PARAM,
     ParamSpec {
         name: "base_slice_us",
         default: ParamDefault::Int(BASE_SLICE_US),
         range: ParamRange::Int { min: 1, max: 1_000_000 },
-        doc: "sysctl_sched_base_slice, unscaled, µs (700 in Linux ≥ 6.15 and later 6.12.y)",
+        doc: "sysctl_sched_base_slice, unscaled, µs (default: the kvm_version's; 750, or 700 in 6.12.y and current)",
     },
     ParamSpec {
         name: "tunable_scaling",
@@ -121,7 +129,16 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         "DELAY_DEQUEUE: a vCPU blocking while not eligible stays queued until picked or woken",
     ),
     feature("delay_zero", true, "DELAY_ZERO: a delayed vCPU's positive lag is cut to 0 when it leaves or wakes"),
-    feature("pick_buddy", false, "PICK_BUDDY (Linux ≥ 6.14): pick yield_to's next buddy if eligible; off in 6.12.0"),
+    feature(
+        "pick_buddy",
+        false,
+        "PICK_BUDDY (Linux ≥ 6.14, 6.12.y): pick yield_to's next buddy if eligible (default: the kvm_version's)",
+    ),
+    feature(
+        "yield_forfeit",
+        false,
+        "an eligible yielder forfeits the rest of its slice (Linux ≥ 6.17, 6.12.y; default: the kvm_version's)",
+    ),
 ];
 
 // ---- State, by scope ----
@@ -136,6 +153,8 @@ struct Features {
     delay_dequeue: bool,
     delay_zero: bool,
     pick_buddy: bool,
+    /// `yield_task_fair` of commit 79104becf42b (not a `features.h` flag: the release's).
+    yield_forfeit: bool,
 }
 
 /// A pCPU's `cfs_rq`.
@@ -185,6 +204,8 @@ struct Entity {
     exec_start: Time,
     /// When it last stopped running (for the least-recently-run pull).
     last_ran: Time,
+    /// The one pCPU it may run on (`kthread_bind`: a host's per-CPU kernel thread).
+    pinned: Option<PcpuId>,
 }
 
 pub struct Eevdf {
@@ -193,6 +214,8 @@ pub struct Eevdf {
     scaling: String,
     tick_ns: Time,
     feat: Features,
+    /// Balance scheduling's sibling rule (`balance-eevdf`, linux_balance.rs); off in `eevdf`.
+    balance: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
@@ -211,6 +234,30 @@ fn div_floor(a: i128, b: i128) -> i128 {
 }
 
 impl Eevdf {
+    /// The same scheduler with balance scheduling's sibling rule (`balance-eevdf`).
+    pub(crate) fn balanced(self) -> Eevdf {
+        Eevdf { balance: true, ..self }
+    }
+
+    /// The run queue `u` is on (`on_rq`: waiting, running, or blocked with its dequeue
+    /// delayed); None once it has left.
+    fn rq_of(&self, u: VcpuId) -> Option<PcpuId> {
+        self.se[u].on_rq.then_some(self.se[u].cpu)
+    }
+
+    /// Balance scheduling's mask for `u` now (linux_balance.rs), if the rule is on.
+    fn mask(&self, cx: &Cx, u: VcpuId) -> Option<Mask> {
+        (self.balance && linux_balance::covers(cx, u)).then(|| Mask::of(cx, u, |w| self.rq_of(w)))
+    }
+
+    /// `can_migrate_task`: a delayed vCPU stays (see the header), a thread bound to its pCPU
+    /// stays (`cpus_ptr`), and under balance scheduling only one allowed on `p` moves.
+    fn may_move(&self, cx: &Cx, u: VcpuId, p: PcpuId) -> bool {
+        !self.se[u].delayed
+            && self.se[u].pinned.is_none()
+            && (!(self.balance && linux_balance::covers(cx, u)) || Mask::allows_on(cx, u, p, |w| self.rq_of(w)))
+    }
+
     /// `cfs_rq->nr_running`: queued entities, delayed ones and a runnable `curr` included.
     fn nr_queued(&self, p: PcpuId) -> usize {
         let rq = &self.rqs[p];
@@ -477,9 +524,9 @@ impl Eevdf {
     /// queue holds at least `min_gap` more runnable entities than `p` (`detach_task`, then
     /// `attach_task`: the relative deadline and the lag travel with it).
     fn pull(&mut self, cx: &mut Cx, p: PcpuId, min_gap: usize) -> Option<VcpuId> {
-        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, _, u)| !self.se[u].delayed);
+        let movable = |q: PcpuId| self.rqs[q].tree.iter().any(|&(_, _, u)| self.may_move(cx, u, p));
         let q = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_runnable(q), movable)?;
-        let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| !self.se[u].delayed);
+        let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| self.may_move(cx, u, p));
         let u = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
         self.charge(cx, q);
         self.dequeue(q, u);
@@ -508,7 +555,18 @@ impl crate::kvm::LinuxSched for Eevdf {
         if self.nr_queued(p) > 1 {
             self.clear_buddies(p, me);
             self.update_curr(cx.now(), p); // the yielder reschedules below anyway
-            self.se[me].deadline += self.vslice(me);
+            let vslice = self.vslice(me);
+            if !self.feat.yield_forfeit {
+                self.se[me].deadline += vslice;
+            } else if self.eligible(p, me) {
+                // Commit 79104becf42b ("sched/fair: Forfeit vruntime on yield", 6.17; in
+                // 6.12.y since 6.12.63): an eligible yielder gives up the rest of its request,
+                // its vruntime moved to its deadline, and starts the next one; an ineligible
+                // one keeps both (core scheduling may run it while ineligible).
+                let e = &mut self.se[me];
+                e.vruntime = e.deadline;
+                e.deadline += vslice;
+            }
         }
         if q != p {
             cx.resched(q); // resched_curr(p_rq): "pick_next_entity takes care of fairness"
@@ -541,7 +599,8 @@ impl Policy for Eevdf {
         true
     }
 
-    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18).
+    /// KVM grows the PLE window ×2 per exit (`ple_window_grow`, Linux ≥ 3.18, so in every
+    /// release with EEVDF).
     fn ple_window_grow(&self) -> u32 {
         2
     }
@@ -551,7 +610,7 @@ impl Policy for Eevdf {
     }
 
     /// Contract: a new vCPU thread goes to the pCPU with the fewest runnable entities (lowest
-    /// index on ties), at V with half a slice to its deadline; mid-run it may preempt like
+    /// index on ties), a thread bound to a pCPU to that one, at V with half a slice to its deadline; mid-run it may preempt like
     /// a wake-up (`wake_up_new_task`).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let info = cx.domain(cx.dom_of(v));
@@ -560,8 +619,13 @@ impl Policy for Eevdf {
             None => (self.base_slice_ns, false),
         };
         let weight = linux_fair::load_weight(info.weight);
-        self.se[v] = Entity { weight, slice, custom_slice, last_ran: cx.now(), ..Entity::default() };
-        let p = linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q));
+        let pinned = cx.pinned(v);
+        self.se[v] = Entity { weight, slice, custom_slice, last_ran: cx.now(), pinned, ..Entity::default() };
+        let p = match (pinned, self.mask(cx, v)) {
+            (Some(q), _) => q,
+            (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_runnable(q)),
+            (None, None) => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q)),
+        };
         self.enqueue(cx, p, v, true);
         if cx.mid_run() {
             self.wakeup_preempt(cx, p, v);
@@ -590,7 +654,12 @@ impl Policy for Eevdf {
             self.requeue_delayed(p, v);
             p
         } else {
-            let p = linux_fair::wake_cpu(cx, self.se[v].cpu, |q| self.nr_queued(q) == 0);
+            let (prev, idle) = (self.se[v].cpu, |q| self.nr_queued(q) == 0);
+            let p = match (self.se[v].pinned, self.mask(cx, v)) {
+                (Some(q), _) => q,
+                (None, Some(mask)) => linux_balance::wake_cpu(cx, &mask, prev, idle),
+                (None, None) => linux_fair::wake_cpu(cx, prev, idle),
+            };
             self.enqueue(cx, p, v, false);
             p
         };
@@ -670,13 +739,18 @@ impl Policy for Eevdf {
                 return Err(format!("pCPU {p}: avg_load {} and avg_vruntime sum stale", rq.sum_w));
             }
         }
+        if self.balance {
+            linux_balance::check(cx, |u| self.rq_of(u))?;
+        }
         Ok(())
     }
 }
 
 /// `eevdf` configured from its parameters (`PARAMS`); a PLE handler on EEVDF shares them.
 pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
-    let base_slice_ns = params.int("base_slice_us") * NS_PER_US as i64;
+    let profile = kvm_version::from_params(params, true)?;
+    params.int("base_slice_us");
+    let base_slice_ns = params.int_or("base_slice_us", profile.base_slice_us) * NS_PER_US as i64;
     let scaling = params.choice("tunable_scaling", &["log", "linear", "none"])?;
     let hz = params.int("tick_hz");
     if hz > 100_000 {
@@ -689,13 +763,15 @@ pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
         preempt_short: params.bool("preempt_short"),
         delay_dequeue: params.bool("delay_dequeue"),
         delay_zero: params.bool("delay_zero"),
-        pick_buddy: params.bool("pick_buddy"),
+        pick_buddy: params.bool_or("pick_buddy", profile.pick_buddy),
+        yield_forfeit: params.bool_or("yield_forfeit", profile.yield_forfeit),
     };
     Ok(Eevdf {
         base_slice_ns,
         scaling,
         tick_ns: NS_PER_S / hz as Time,
         feat,
+        balance: false,
         rqs: Vec::new(),
         se: Vec::new(),
         enqueues: 0,

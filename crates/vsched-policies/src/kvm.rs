@@ -5,36 +5,44 @@
 //! Under KVM a vCPU is a host thread, so the Linux scheduler (CFS until 6.5, EEVDF since 6.6)
 //! decides who runs. KVM adds only reactions to what a guest does, all of which end in the
 //! scheduler's `yield_to` (kernel/sched/core.c):
-//! - **A pause-loop exit** (`handle_pause` → `kvm_vcpu_on_spin`, virt/kvm/kvm_main.c, in its
-//!   single-loop form of Linux 6.11): the spinning vCPU donates its pCPU to a sibling it
-//!   guesses holds what it waits for.
+//! - **A pause-loop exit** (`handle_pause` → `kvm_vcpu_on_spin`, virt/kvm/kvm_main.c): the
+//!   spinning vCPU donates its pCPU to a sibling it guesses holds what it waits for.
 //! - **`KVM_HC_SCHED_YIELD`** (Linux ≥ 5.2) and **`KVM_HC_KICK_CPU`** (which has yielded since
-//!   5.4, commit 266e85a5ec9): `kvm_sched_yield(vcpu, target)` (arch/x86/kvm/x86.c) yields to
-//!   the named vCPU if the yielder's run queue holds something else
-//!   (`single_task_running`), the target is `ready`, and it is not the yielder itself.
+//!   5.4, commit 266e85a5ec91): `kvm_sched_yield(vcpu, target)` (arch/x86/kvm/x86.c) yields
+//!   to the named vCPU if the target is `ready` and, since 5.15's bail-out, the yielder's run
+//!   queue holds something else (`single_task_running`) and the target is not the yielder.
 //!
-//! # The PLE handler (`kvm_vcpu_on_spin`)
+//! Which of these rules apply is the Linux release's (`kvm_version`, `kvm_version.rs`, where
+//! each is cited); each also has its own switch. Below, the rules of 6.1 and 6.12 (the
+//! defaults), with the release each first appeared in.
+//!
+//! # The PLE handler (`kvm_vcpu_on_spin`, read in 6.12.19 `virt/kvm/kvm_main.c`)
 //! Scan the VM's other vCPUs (candidate order below); skip:
 //! - one that is not `ready` (set when its thread is scheduled out while runnable, or woken;
-//!   cleared when it runs): running, blocked and never-run vCPUs. Our blocked vCPUs have no
-//!   pending event, so `vcpu_dy_runnable` never rescues one;
+//!   cleared when it runs; commit d73eb57b80b9, Linux 5.3): running, blocked and never-run
+//!   vCPUs. From 3.11 to 5.2 only `preempted` vCPUs (scheduled out while runnable) were
+//!   candidates, so a vCPU woken by an interrupt was not (`boost_woken = false`). Our blocked
+//!   vCPUs have no pending event, so `vcpu_dy_runnable` never rescues one;
 //! - one preempted in guest user mode while the spinner is in kernel mode (always, for a PLE
-//!   exit), unless an interrupt is posted for it (`kvm_arch_dy_has_pending_interrupt`,
-//!   Linux ≥ 5.3, commit d73eb57b80b "Boost vCPUs that are delivering interrupts": the
-//!   spinner may wait for that vCPU to take an IPI). KVM sees posted interrupts only with
-//!   APICv, so the rule needs the host's posted interrupts; `boost_pending_irq = false`
-//!   turns it off (the kernels before 5.3);
-//! - `kvm_vcpu_eligible_for_directed_yield`: a candidate that is itself spinning is eligible
-//!   every other time it is checked (`dy_eligible` toggles), so two waiters do not bounce the
-//!   pCPU between them for ever. KVM knows a vCPU spins because it is inside its own
-//!   `kvm_vcpu_on_spin`; ours handles the exit in no time, so "preempted while busy-waiting"
-//!   (`Cx::guest_spinning`) stands for it. The spinner's own toggle is cleared after its scan.
+//!   exit; Linux ≥ 4.13, `skip_user_mode`), unless an interrupt is posted for it
+//!   (`kvm_arch_dy_has_pending_interrupt`, Linux ≥ 5.13, commit 52acd22faa1a "Boost vCPU
+//!   candidate in user mode which is delivering interrupt": the spinner may wait for that
+//!   vCPU to take an IPI). KVM sees posted interrupts only with APICv, so the rule needs the
+//!   host's posted interrupts; `boost_pending_irq = false` turns it off;
+//! - `kvm_vcpu_eligible_for_directed_yield` (Linux ≥ 3.7, `dy_eligible`): a candidate that is
+//!   itself spinning is eligible every other time it is checked (`dy_eligible` toggles), so
+//!   two waiters do not bounce the pCPU between them for ever. KVM knows a vCPU spins because
+//!   it is inside its own `kvm_vcpu_on_spin`; ours handles the exit in no time, so "preempted
+//!   while busy-waiting" (`Cx::guest_spinning`) stands for it. The spinner's own toggle is
+//!   cleared after its scan.
 //!
 //! `yield_to` the first eligible candidate: on success it becomes `last_boosted` and the scan
-//! ends; after 3 -ESRCH failures (both run queues hold one entity) the scan gives up.
+//! ends; after 3 -ESRCH failures (both run queues hold one entity) the scan gives up (Linux ≥
+//! 3.8, `give_up_after_esrch`; before, every candidate was tried).
 //!
 //! # Candidate order (`candidates`, a research knob)
-//! - `"round-robin"` — Linux: from the vCPU after `last_boosted`, wrapping around.
+//! - `"round-robin"` — Linux: from the vCPU after `last_boosted`, wrapping around (two
+//!   passes up to 6.12, one loop since; the order is the same).
 //! - `"random"` — a uniformly random order each scan, so the first eligible candidate is a
 //!   uniform pick among the eligible ones: the baseline against which smarter choices are
 //!   usually measured.
@@ -58,7 +66,8 @@
 //!
 //! Not modelled: `vcpu_dy_runnable` for blocked vCPUs with pending events (ours have none
 //! that KVM could see), `kvm_arch_vcpu_preempted_in_kernel`'s AMD/Intel differences (both
-//! report the mode the guest was preempted in).
+//! report the mode the guest was preempted in), 3.2's candidacy of a vCPU that never ran
+//! (not halted, not in guest mode: `ready` leaves it out).
 
 use rand::RngCore;
 use vsched_model::{
@@ -66,6 +75,7 @@ use vsched_model::{
     YieldReason, NS_PER_US,
 };
 
+use crate::kvm_version::{Candidates, KvmProfile};
 use crate::linux_fair::YieldTo;
 
 /// `kvm_vcpu_on_spin`'s `try = 3`: -ESRCH failures before the scan gives up.
@@ -74,7 +84,14 @@ const YIELD_TRIES: u32 = 3;
 /// The longest delay `preempt_delay_us` accepts (as `host.preempt_delay_us`).
 const MAX_PREEMPT_DELAY_US: i64 = 100_000;
 
-/// KVM's parameters, which `kvm-dy` and `kvm-eevdf` add to their scheduler's.
+/// A rule's switch; its default is the `kvm_version`'s (the declared `true` is 6.1's and
+/// 6.12's, every rule on).
+const fn rule(name: &'static str, doc: &'static str) -> ParamSpec {
+    ParamSpec { name, default: ParamDefault::Bool(true), range: ParamRange::Any, doc }
+}
+
+/// KVM's parameters, which `kvm-dy` and `kvm-eevdf` add to their scheduler's (whose own
+/// parameters hold `kvm_version`).
 pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "candidates",
@@ -82,12 +99,13 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         range: ParamRange::Any,
         doc: "order in which a PLE exit tries siblings: \"round-robin\" (Linux), \"random\", \"pending-irq-first\"",
     },
-    ParamSpec {
-        name: "boost_pending_irq",
-        default: ParamDefault::Bool(true),
-        range: ParamRange::Any,
-        doc: "a preempted user-mode sibling with a posted interrupt is a candidate (Linux >= 5.3)",
-    },
+    rule("boost_woken", "candidates are ready vCPUs, woken ones included (Linux >= 5.3; else only preempted ones)"),
+    rule("skip_user_mode", "a spinner in kernel mode skips a sibling preempted in user mode (Linux >= 4.13)"),
+    rule("boost_pending_irq", "... unless an interrupt is posted for it (Linux >= 5.13, commit 52acd22faa1a)"),
+    rule("dy_eligible", "a spinning candidate is eligible every other scan (Linux >= 3.7)"),
+    rule("give_up_after_esrch", "a PLE scan stops after 3 failed yield_to (Linux >= 3.8)"),
+    rule("kick_yield", "KVM_HC_KICK_CPU also yields to the kicked vCPU (Linux >= 5.4)"),
+    rule("yield_bail_out", "hypercall yields skip a yielder alone on its run queue (Linux >= 5.15)"),
     ParamSpec {
         name: "preempt_delay_us",
         default: ParamDefault::Int(0),
@@ -105,7 +123,7 @@ pub(crate) trait LinuxSched: Policy {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Candidates {
+enum Order {
     RoundRobin,
     Random,
     PendingIrqFirst,
@@ -126,8 +144,9 @@ struct VcpuState {
 
 pub(crate) struct Kvm<S> {
     sched: S,
-    candidates: Candidates,
-    boost_pending_irq: bool,
+    candidates: Order,
+    /// The release's rules (`kvm_version`), each switch applied.
+    rules: KvmProfile,
     /// The bound of delayed preemption (`sim/preempt_delay.rs`); 0: off.
     preempt_delay_ns: Time,
     /// Per VM: `kvm->last_boosted_vcpu`, an index within the VM.
@@ -138,18 +157,30 @@ pub(crate) struct Kvm<S> {
 }
 
 impl<S: LinuxSched> Kvm<S> {
-    /// KVM on `sched`, configured from `params` (which hold `PARAMS`).
-    pub(crate) fn new(sched: S, params: &Params) -> Result<Self, vsched_model::ConfigError> {
+    /// KVM on `sched`, configured from `params` (which hold `PARAMS`) and the release's
+    /// `profile` (the scheduler's `kvm_version`), each rule's switch winning over it.
+    pub(crate) fn new(sched: S, params: &Params, profile: KvmProfile) -> Result<Self, vsched_model::ConfigError> {
         let candidates = match params.choice("candidates", &["round-robin", "random", "pending-irq-first"])?.as_str() {
-            "random" => Candidates::Random,
-            "pending-irq-first" => Candidates::PendingIrqFirst,
-            _ => Candidates::RoundRobin,
+            "random" => Order::Random,
+            "pending-irq-first" => Order::PendingIrqFirst,
+            _ => Order::RoundRobin,
+        };
+        let woken = params.bool_or("boost_woken", profile.candidates == Candidates::Ready);
+        let rules = KvmProfile {
+            candidates: if woken { Candidates::Ready } else { Candidates::Preempted },
+            skip_user_mode: params.bool_or("skip_user_mode", profile.skip_user_mode),
+            boost_pending_irq: params.bool_or("boost_pending_irq", profile.boost_pending_irq),
+            dy_eligible: params.bool_or("dy_eligible", profile.dy_eligible),
+            give_up_after_esrch: params.bool_or("give_up_after_esrch", profile.give_up_after_esrch),
+            kick_yield: params.bool_or("kick_yield", profile.kick_yield),
+            yield_bail_out: params.bool_or("yield_bail_out", profile.yield_bail_out),
+            ..profile
         };
         let preempt_delay_us = params.int("preempt_delay_us");
         Ok(Kvm {
             sched,
             candidates,
-            boost_pending_irq: params.bool("boost_pending_irq"),
+            rules,
             preempt_delay_ns: preempt_delay_us as Time * NS_PER_US,
             last_boosted: Vec::new(),
             vcpus: Vec::new(),
@@ -161,15 +192,21 @@ impl<S: LinuxSched> Kvm<S> {
     /// `kvm_vcpu_eligible_for_directed_yield` (which flips a spinning candidate's toggle).
     fn eligible(&mut self, cx: &Cx, c: VcpuId, yield_to_kernel_mode: bool) -> bool {
         let s = self.vcpus[c];
-        // `ready` implies Runnable; the state check guards against a stale flag.
-        if !s.ready || cx.state(c) != vsched_model::VcpuState::Runnable {
+        let r = self.rules;
+        // `vcpu->ready` (5.3 on) or `vcpu->preempted` (3.11 to 5.2); either implies Runnable,
+        // and the state check guards against a stale flag.
+        let candidate = match r.candidates {
+            Candidates::Ready => s.ready,
+            Candidates::Preempted => s.preempted,
+        };
+        if !candidate || cx.state(c) != vsched_model::VcpuState::Runnable {
             return false;
         }
-        let irq_posted = self.boost_pending_irq && cx.posted_interrupts() && cx.pending_interrupt(c);
-        if s.preempted && yield_to_kernel_mode && !irq_posted && !cx.guest_in_kernel(c) {
+        let irq_posted = r.boost_pending_irq && cx.posted_interrupts() && cx.pending_interrupt(c);
+        if r.skip_user_mode && s.preempted && yield_to_kernel_mode && !irq_posted && !cx.guest_in_kernel(c) {
             return false;
         }
-        if cx.guest_spinning(c) {
+        if r.dy_eligible && cx.guest_spinning(c) {
             self.vcpus[c].dy_eligible = !s.dy_eligible;
             return s.dy_eligible;
         }
@@ -181,8 +218,8 @@ impl<S: LinuxSched> Kvm<S> {
         self.order.clear();
         self.order.extend((1..=n).map(|k| (last + k) % n));
         match self.candidates {
-            Candidates::RoundRobin => {}
-            Candidates::Random => {
+            Order::RoundRobin => {}
+            Order::Random => {
                 // Fisher-Yates, from the policy's own seeded stream.
                 for i in (1..n).rev() {
                     let j = (cx.rng().next_u64() % (i as u64 + 1)) as usize;
@@ -190,7 +227,7 @@ impl<S: LinuxSched> Kvm<S> {
                 }
             }
             // A stable sort keeps each group in round-robin order.
-            Candidates::PendingIrqFirst => self.order.sort_by_key(|&i| !cx.pending_interrupt(first + i)),
+            Order::PendingIrqFirst => self.order.sort_by_key(|&i| !cx.pending_interrupt(first + i)),
         }
     }
 
@@ -219,6 +256,10 @@ impl<S: LinuxSched> Kvm<S> {
                 }
                 YieldTo::Esrch => {
                     cx.count("kvm_dy.esrch");
+                    // Before 3.8 a failed `yield_to` was not counted: the scan went on.
+                    if !self.rules.give_up_after_esrch {
+                        continue;
+                    }
                     tries -= 1;
                     if tries == 0 {
                         cx.count("kvm_dy.gave_up");
@@ -235,11 +276,12 @@ impl<S: LinuxSched> Kvm<S> {
     }
 
     /// `kvm_sched_yield(me, target)`: the answer to both yield hypercalls. `kvm_vcpu_yield_to`
-    /// returns 0 for a target that is running (core.c `yield_to` checks `task_on_cpu`).
+    /// returns 0 for a target that is running (core.c `yield_to` checks `task_on_cpu`), so a
+    /// yield to oneself fails with or without 5.15's explicit check.
     fn sched_yield(&mut self, cx: &mut Cx, me: VcpuId, target: VcpuId, counters: [&'static str; 2]) {
         cx.count(counters[0]);
         let Some(p) = cx.running_on(me) else { return };
-        if self.sched.single_task_running(p)
+        if (self.rules.yield_bail_out && self.sched.single_task_running(p))
             || target == me
             || !self.vcpus[target].ready
             || cx.state(target) != vsched_model::VcpuState::Runnable
@@ -312,6 +354,8 @@ impl<S: LinuxSched> Policy for Kvm<S> {
             YieldReason::SchedYield { target } => {
                 self.sched_yield(cx, v, target, ["kvm.sched_yield.attempted", "kvm.sched_yield.successful"])
             }
+            // Before 5.4 `KVM_HC_KICK_CPU` only wakes the vCPU (`kvm_pv_kick_cpu_op`).
+            YieldReason::Kick { .. } if !self.rules.kick_yield => {}
             YieldReason::Kick { target } => {
                 self.sched_yield(cx, v, target, ["kvm.kick_yield.attempted", "kvm.kick_yield.successful"])
             }

@@ -8,12 +8,13 @@
 
 use vsched_model::{concat_params, ConfigError, ParamSpec, Params, Policy, PolicyInfo};
 
-use crate::{cfs, kvm};
+use crate::{cfs, kvm, kvm_version};
 
 const PARAMS: [ParamSpec; cfs::PARAMS.len() + kvm::PARAMS.len()] = concat_params(cfs::PARAMS, kvm::PARAMS);
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    Ok(Box::new(kvm::Kvm::new(cfs::from_params(params)?, params)?))
+    let cfs = cfs::from_params(params)?;
+    Ok(Box::new(kvm::Kvm::new(cfs, params, kvm_version::from_params(params, false)?)?))
 }
 
 pub const INFO: PolicyInfo = PolicyInfo {

@@ -2,18 +2,21 @@
 //! PLE handler and yield hypercalls on top (`kvm.rs`).
 //!
 //! Suits: the KVM baseline of today's clouds. Known weakness: EEVDF honours the next buddy
-//! that `yield_to` sets only with PICK_BUDDY (Linux ≥ 6.14, `pick_buddy = true`); on 6.12.0
-//! a directed yield only pushes the yielder's deadline one slice later, so the boosted
-//! sibling runs only if it is then the earliest eligible deadline.
+//! that `yield_to` sets only with PICK_BUDDY (Linux ≥ 6.14 and 6.12.y, `pick_buddy`); on
+//! 6.12.0 (the default `kvm_version`) a directed yield only pushes the yielder's deadline one
+//! slice later, so the boosted sibling runs only if it is then the earliest eligible
+//! deadline. On 6.12.y and current (`kvm_version`), an eligible yielder also forfeits the
+//! rest of its slice (`yield_forfeit`).
 
 use vsched_model::{concat_params, ConfigError, ParamSpec, Params, Policy, PolicyInfo};
 
-use crate::{eevdf, kvm};
+use crate::{eevdf, kvm, kvm_version};
 
 const PARAMS: [ParamSpec; eevdf::PARAMS.len() + kvm::PARAMS.len()] = concat_params(eevdf::PARAMS, kvm::PARAMS);
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
-    Ok(Box::new(kvm::Kvm::new(eevdf::from_params(params)?, params)?))
+    let eevdf = eevdf::from_params(params)?;
+    Ok(Box::new(kvm::Kvm::new(eevdf, params, kvm_version::from_params(params, true)?)?))
 }
 
 pub const INFO: PolicyInfo = PolicyInfo {

@@ -3,6 +3,8 @@
 //! How to add one (or to write one in Python instead): docs/writing-policies.md.
 
 pub mod balance;
+pub mod balance_cfs;
+pub mod balance_eevdf;
 pub mod bcs;
 pub mod cds;
 pub mod cfs;
@@ -23,6 +25,10 @@ pub mod hybrid;
 mod kvm;
 pub mod kvm_dy;
 pub mod kvm_eevdf;
+/// Not a policy: the KVM policies' rules by Linux release (`kvm_version`).
+mod kvm_version;
+/// Not a policy: balance scheduling's sibling rule on `cfs` and `eevdf`.
+mod linux_balance;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
 mod linux_fair;
 pub mod pcs;
@@ -39,6 +45,15 @@ use vsched_model::PolicyInfo;
 
 /// The releases `xen_version` accepts (`credit` and the policies built on it).
 pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
+
+/// The releases `kvm_version` accepts (`cfs`, `eevdf`, `kvm-dy`, `kvm-eevdf`, `balance-cfs`,
+/// `balance-eevdf`), and the host
+/// paravirtual features each offers.
+pub use kvm_version::{pv_refusal as kvm_pv_refusal, NAMES as KVM_VERSIONS};
+
+/// The registered policies that run KVM's PLE handler (`kvm.rs`) and so pay its cost
+/// (`Hardware::kvm_ple_handler_ns`); `cfs` and `eevdf` are KVM with PLE handling off.
+pub const KVM_PLE_HANDLERS: [&str; 2] = [kvm_dy::INFO.name, kvm_eevdf::INFO.name];
 
 /// Every policy, by name.
 pub const REGISTRY: &[PolicyInfo] = &[
@@ -60,6 +75,8 @@ pub const REGISTRY: &[PolicyInfo] = &[
     eevdf::INFO,
     kvm_dy::INFO,
     kvm_eevdf::INFO,
+    balance_cfs::INFO,
+    balance_eevdf::INFO,
 ];
 
 /// Looks a policy up by name.

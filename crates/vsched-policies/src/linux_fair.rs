@@ -74,7 +74,7 @@ pub(crate) fn busiest(
     let nr_p = nr(p);
     (1..n)
         .map(|k| (p + k) % n)
-        .filter(|&q| has_waiting(q) && nr(q) >= (nr_p + min_gap).max(2))
+        .filter(|&q| nr(q) >= (nr_p + min_gap).max(2) && has_waiting(q))
         .max_by_key(|&q| (nr(q), std::cmp::Reverse((q + n - p) % n)))
 }
 

@@ -203,6 +203,12 @@ impl PyCx {
         let v = self.vcpu("last_pcpu", v)?;
         Ok(self.cx()?.last_pcpu(v))
     }
+    /// The one pCPU `v` may run on, if it is bound to one (a KVM host's per-CPU kernel
+    /// thread); a policy must never run it elsewhere.
+    fn pinned(&self, v: VcpuId) -> PyResult<Option<PcpuId>> {
+        let v = self.vcpu("pinned", v)?;
+        Ok(self.cx()?.pinned(v))
+    }
     /// The vCPU `p` is running, or None if idle.
     fn curr(&self, p: PcpuId) -> PyResult<Option<VcpuId>> {
         let p = self.pcpu("curr", p)?;

@@ -162,6 +162,7 @@ pub struct PyDomainInfo {
     first_vcpu: usize,
     online: bool,
     driver: bool,
+    host_threads: bool,
     rx_packets: u64,
     pv: PyParavirt,
     slice_request_ns: Option<u64>,
@@ -189,6 +190,7 @@ impl From<&model::DomainInfo> for PyDomainInfo {
             first_vcpu: d.first_vcpu,
             online: d.online,
             driver: d.driver,
+            host_threads: d.host_threads,
             rx_packets: d.rx_packets,
             pv: PyParavirt {
                 spinlocks: pv.spinlocks,

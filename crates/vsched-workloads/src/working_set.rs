@@ -1,10 +1,12 @@
-//! Each workload's working set: the memory one of its vCPUs keeps reusing, which it must
-//! refill after others evicted it from the caches or after it moved (the engine's
+//! Each workload's working set: the memory one of its guest threads keeps reusing, which it
+//! must refill after others evicted it from the caches or after it moved (the engine's
 //! `sim/cache.rs`). A scenario overrides it with `working_set_kb` in the workload table.
 //!
-//! The NPB models derive it from their problem size, split over the ranks as NPB splits
-//! its grid (each rank's share of the arrays it sweeps every iteration); the others from
-//! what the program touches. Every figure and its source is in docs/realism.md. Only the
+//! It is per thread because every workload model is one program per thread, and each
+//! program is what has a footprint of its own: a compile job (one `cc1` process per `make`
+//! slot), an MPI rank, a loop. The NPB models derive it from their problem size, split over
+//! the ranks as NPB splits its grid (each rank's share of the arrays it sweeps every
+//! iteration); the others from what the program touches. Every figure and its source is in docs/realism.md. Only the
 //! part up to the cache sizes matters: a working set larger than the last-level cache
 //! refills the whole cache either way.
 
@@ -20,7 +22,7 @@ const F64_BYTES: u64 = 8;
 /// The scenario key that overrides the default.
 pub const KEY: &str = "working_set_kb";
 
-/// Bytes each vCPU of workload `name` reuses, given its checked `params`.
+/// Bytes each thread of workload `name` reuses, given its checked `params`.
 pub fn default_bytes(name: &str, params: &Params, ranks: &Ranks) -> u64 {
     let per_rank = |total: u64| total / ranks.world.max(1) as u64;
     match name {

@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 use vsched_model::{
-    hardware, Caches, Clocks, ConfigError, HostConfig, IoConfig, ParamDefault, ParamRange, ParamSpec, DEFAULT_GUEST_HZ,
-    DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
+    hardware, Caches, Clocks, ConfigError, HostConfig, HostThreads, Hypervisor, IoConfig, ParamDefault, ParamRange,
+    ParamSpec, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
 
 use crate::scenario::{err, micros};
@@ -37,6 +37,9 @@ pub(crate) struct HostSection {
     /// The Xen release whose Credit rules `credit` and the policies built on it follow,
     /// unless `[scheduler]` sets its own `xen_version`.
     pub(crate) xen_version: Option<String>,
+    /// The Linux release whose KVM rules the KVM policies follow (and whose paravirtual
+    /// features the host offers), unless `[scheduler]` sets its own `kvm_version`.
+    pub(crate) kvm_version: Option<String>,
     /// "independent" (default) or "lockstep" (see `vsched_model::Clocks`).
     pub(crate) clocks: Option<String>,
     /// A hardware era's preset (`vsched_model::HARDWARE`); the costs above and below override it.
@@ -57,6 +60,14 @@ pub(crate) struct HostSection {
     pub(crate) disk_mb_per_s: Option<f64>,
     pub(crate) blkback_request_us: Option<f64>,
     pub(crate) dom0_idle_wakes_per_s: Option<f64>,
+    /// A KVM host's own threads and tick (`vsched_model::HostThreads`): on by default under a
+    /// KVM policy; the keys below apply while they are on.
+    pub(crate) host_threads: Option<bool>,
+    pub(crate) kthread_wakes_per_s: Option<f64>,
+    pub(crate) kthread_run_us: Option<f64>,
+    pub(crate) virtio_blk_request_us: Option<f64>,
+    pub(crate) vhost_packet_us: Option<f64>,
+    pub(crate) host_tick_us: Option<f64>,
 }
 
 /// `[host] xen_version`, checked as Credit checks its own.
@@ -65,6 +76,14 @@ pub(crate) const HOST_XEN_VERSION: &[ParamSpec] = &[ParamSpec {
     default: ParamDefault::Str("current"),
     range: ParamRange::Any,
     doc: "the Xen release whose Credit rules the host's policy follows",
+}];
+
+/// `[host] kvm_version`, checked as the KVM policies check their own.
+pub(crate) const HOST_KVM_VERSION: &[ParamSpec] = &[ParamSpec {
+    name: "kvm_version",
+    default: ParamDefault::Str("6.1"),
+    range: ParamRange::Any,
+    doc: "the Linux release whose KVM rules the host's policy follows",
 }];
 
 /// The most pCPUs a host may have (and so the most vCPUs of its driver domain).
@@ -132,6 +151,8 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
             }
         },
         io: io_config(h)?,
+        // Known once the policy is (`host_threads`).
+        host_threads: None,
     };
     if matches!(host.preempt_delay_ns, Some(delay) if delay > 100_000_000) {
         return Err(err("host.preempt_delay_us", "expected at most 100000 microseconds (100 ms; 0 = off)"));
@@ -173,6 +194,14 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         ));
     }
     Ok(host)
+}
+
+/// `host.ple_handler_us` under a policy that runs KVM's PLE handler: as given, else the era's cost of KVM's handler
+/// (`Hardware::kvm_ple_handler_ns`; the default `ple_handler_us` is Xen's). Called after
+/// `host_config` has checked the key.
+pub(crate) fn kvm_ple_handler_ns(h: &HostSection) -> Result<vsched_model::Time, ConfigError> {
+    let era = hardware(h.hardware.as_deref().unwrap_or(DEFAULT_HARDWARE)).expect("host_config checked the era");
+    micros("host.ple_handler_us", h.ple_handler_us, era.kvm_ple_handler_ns)
 }
 
 /// `pcpus` splits evenly into sockets of whole cores.
@@ -265,4 +294,56 @@ pub(crate) fn dom0_idle_wakes_per_s(h: &HostSection) -> Result<f64, ConfigError>
             ),
         )),
     }
+}
+
+/// The most wake-ups per second of a pCPU's kernel threads: one per tick at the highest
+/// `CONFIG_HZ` Linux offers (`kernel/Kconfig.hz`), far beyond any measured host.
+const MAX_KTHREAD_WAKES_PER_S: f64 = 1000.0;
+
+/// The host's own threads (`host.host_threads` and its keys) under a policy of `hypervisor`:
+/// on by default for a KVM host, refused for any other (whose I/O runs in a driver domain,
+/// or nowhere); `None` when off. The cost keys are read only while they are on.
+pub(crate) fn host_threads(
+    h: &HostSection,
+    host: &HostConfig,
+    hypervisor: Hypervisor,
+    policy: &str,
+) -> Result<Option<HostThreads>, ConfigError> {
+    let kvm = hypervisor == Hypervisor::Kvm;
+    match h.host_threads {
+        Some(true) if !kvm => {
+            return Err(err(
+                "host.host_threads",
+                format!(
+                    "expected false or no key under policy {policy}, whose hypervisor is {}: host threads are a KVM \
+                     host's (a Xen host's I/O runs in its driver domain, host.dom0_vcpus)",
+                    hypervisor.name()
+                ),
+            ))
+        }
+        Some(false) => return Ok(None),
+        None if !kvm => return Ok(None),
+        _ => {}
+    }
+    let d = HostThreads::defaults(host);
+    let kthread_wakes_per_s = match h.kthread_wakes_per_s {
+        None => d.kthread_wakes_per_s,
+        Some(x) if x.is_finite() && (0.0..=MAX_KTHREAD_WAKES_PER_S).contains(&x) => x,
+        Some(x) => {
+            return Err(err(
+                "host.kthread_wakes_per_s",
+                format!(
+                    "expected a number in 0..={MAX_KTHREAD_WAKES_PER_S} (0 = no per-CPU kernel threads), got {}",
+                    vsched_model::number(x)
+                ),
+            ))
+        }
+    };
+    Ok(Some(HostThreads {
+        kthread_wakes_per_s,
+        kthread_run_ns: micros("host.kthread_run_us", h.kthread_run_us, d.kthread_run_ns)?,
+        virtio_blk_request_ns: micros("host.virtio_blk_request_us", h.virtio_blk_request_us, d.virtio_blk_request_ns)?,
+        vhost_packet_ns: micros("host.vhost_packet_us", h.vhost_packet_us, d.vhost_packet_ns)?,
+        host_tick_ns: micros("host.host_tick_us", h.host_tick_us, d.host_tick_ns)?,
+    }))
 }

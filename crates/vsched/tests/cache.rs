@@ -1,11 +1,13 @@
 //! Issue 17 item 3: cache warmth and topology. Refills computed by hand from the cache
 //! sizes, latencies and working sets (`sim/cache.rs`), on an otherwise free host in
-//! lockstep; and Credit's `_csched_cpu_pick` on a two-socket host.
+//! lockstep; and Credit's `_csched_cpu_pick` on a two-socket host. Issue 54 item 1: warmth
+//! follows what runs (a thread's footprint, or a timer wake's kernel footprint).
 
 mod common;
 use common::*;
 use vsched_model::{
-    Caches, Cx, Decision, HostConfig, Instr, PcpuId, Policy, Simulation, Time, Until, Value, VcpuId, VmType, NS_PER_MS,
+    Caches, Cx, Decision, DomainConfig, Dur, GuestTick, HostConfig, Instr, PcpuId, Policy, Simulation, Time, Until,
+    Value, VcpuId, VmType, KERNEL_FOOTPRINT_BYTES, NS_PER_MS,
 };
 
 const KIB: u64 = 1024;
@@ -64,6 +66,75 @@ fn what_ran_meanwhile_decides_how_much_is_refilled() {
     // share: 16,384 lines from memory (the L2's 4,096 among them).
     let doms = vec![hog("a", 1536), hog("b", 1536)];
     assert_eq!(refill_ns(host(1, 1), doms, 4), 2 * 24_576 * 10 + 2 * 16_384 * 10);
+}
+
+/// The guest kernel's footprint in lines (148 KiB).
+const KERNEL_LINES: Time = KERNEL_FOOTPRINT_BYTES / 64;
+
+#[test]
+fn a_tick_only_wake_refills_the_kernel_footprint_not_the_threads() {
+    // One pCPU under Credit: a 1 MiB hog and a VM whose 1 MiB thread exits at once, its vCPU
+    // then halted but for its idle timer (100 wakes/s, free handlers: 10, 20, ..., 990 ms
+    // before the 995 ms horizon). At 0 both refill 1 MiB cold: 16,384 lines from memory
+    // each. Each wake preempts the hog (BOOST) and touches only the 148 KiB kernel
+    // footprint: cold from memory the first time (2,368 lines at 10 ns); afterwards the
+    // hog's 256 KiB L2 share has evicted it from the L2 (256 - (256 - 148) KiB) but its 1 MiB
+    // left it in the L3 (1 - (2 - 0.145) MiB < 0): 2,368 lines from the L3 at 2 ns. Back
+    // on the core, the hog finds the kernel's 148 KiB gone from its L2 share (148 - (256 -
+    // 256) KiB), still in the L3: 2,368 lines at 2 ns after every wake.
+    let mut idle = domain("idle", VmType::Hit, vec![program(&[])]);
+    idle.working_set_bytes = 1024 * KIB;
+    idle.tick = GuestTick::Tickless { hz: 250, idle_wakes_per_s: 100.0 };
+    let m = Simulation::new(host(1, 1), vec![idle, hog("hog", 1024)], policy("credit", &[]), 1)
+        .run(995 * MS, Until::Horizon, &mut |_| true)
+        .unwrap();
+    let wakes = vm(&m, "idle").timer_wakes;
+    assert_eq!(wakes, 99);
+    let cold = 2 * 16_384 * 10 + KERNEL_LINES * 10;
+    let expected = cold + (wakes - 1) * KERNEL_LINES * 2 + wakes * KERNEL_LINES * 2;
+    assert_eq!((m.host.cache_refill_s * 1e9).round() as Time, expected);
+}
+
+/// A finite VM of `vcpus` vCPUs running one thread per program (thread i starts on vCPU
+/// i mod vcpus), each thread's footprint `working_set_kib`.
+fn threaded(vcpus: usize, working_set_kib: u64, programs: &[&[Instr]]) -> DomainConfig {
+    let mut d = domain("vm", VmType::Hit, programs.iter().map(|p| program(p)).collect());
+    d.guest.vcpus = vcpus;
+    d.guest.finite = true;
+    d.working_set_bytes = working_set_kib * KIB;
+    d
+}
+
+fn ms(n: Time) -> Dur {
+    Dur::Fixed(n * MS)
+}
+
+#[test]
+fn a_guest_switch_refills_the_incoming_thread_and_a_thread_back_on_its_warm_core_pays_nothing() {
+    // One vCPU on one pCPU, two threads of 64 KiB. A computes 1 ms and blocks for 2 ms of
+    // I/O; the guest switches to B, which refills its own 64 KiB cold (1,024 lines from
+    // memory at 10 ns, as A did at 0), computes 1 ms and exits; the vCPU halts. A wakes it
+    // and comes back to the core it left: B's 64 KiB evicted none of A's lines (64 - (256 -
+    // 64) KiB < 0), so A refills nothing.
+    let vm =
+        threaded(1, 64, &[&[Instr::Compute(ms(1)), Instr::Io(ms(2)), Instr::Compute(ms(1))], &[Instr::Compute(ms(1))]]);
+    let m =
+        Simulation::new(host(1, 1), vec![vm], pinned(None), 1).run(100 * MS, Until::AllDone, &mut |_| true).unwrap();
+    assert_eq!((m.host.cache_refill_s * 1e9).round() as Time, 2 * 1_024 * 10);
+}
+
+#[test]
+fn a_thread_that_moves_refills_its_own_footprint() {
+    // Two vCPUs pinned to the two cores of one socket (pinned: vCPU v on pCPU v), three
+    // threads of 64 KiB: A and C on vCPU 0, B on vCPU 1. At 0, A and B refill cold (1,024
+    // lines from memory each); B exits and vCPU 1 halts; A blocks for 1 ms of I/O and C
+    // refills cold on vCPU 0. A's wake finds vCPU 0 busy with C and goes to idle vCPU 1,
+    // on the other core, which is warm for vCPU 1 but not for A: A refills its L2 share
+    // from the L3 (1,024 lines at 2 ns; nothing has left the L3 since).
+    let vm = threaded(2, 64, &[&[Instr::Io(ms(1)), Instr::Compute(ms(1))], &[], &[Instr::Compute(ms(5))]]);
+    let m =
+        Simulation::new(host(2, 1), vec![vm], pinned(None), 1).run(100 * MS, Until::AllDone, &mut |_| true).unwrap();
+    assert_eq!((m.host.cache_refill_s * 1e9).round() as Time, 3 * 1_024 * 10 + 1_024 * 2);
 }
 
 /// Runs vCPU 0 on pCPU 0 for 1 ms, then on pCPU `to` for good.
@@ -142,5 +213,36 @@ fn credit_moves_a_running_vcpu_to_the_idle_socket_until_xen_4_1() {
     }
     for version in ["4.1", "current"] {
         assert_eq!(credit_on_two_sockets(version), (0, false), "{version}");
+    }
+}
+
+/// Issue 54's guest: 64 vCPUs running kernbench with 6 threads (`make -j6`) on 6 pCPUs
+/// under `kvm-dy`, the hardware at its default (nehalem-2010), each thread's working set
+/// `working_set_kb` (None: kernbench's 28 MiB); its completion in seconds.
+fn many_vcpus_few_threads(working_set_kb: Option<u64>, seed: u64) -> f64 {
+    let ws = working_set_kb.map(|k| format!("working_set_kb = {k}\n")).unwrap_or_default();
+    let kb = vm_toml("kb", 64, "", &format!("kind = \"kernbench\"\nthreads = 6\n{ws}"));
+    let m = run(&scenario(6, "name = \"kvm-dy\"", &[kb], "horizon_s = 60\nuntil = \"all_done\""), seed);
+    vm(&m, "kb").completion_s.expect("the build finishes")
+}
+
+#[test]
+fn idle_vcpus_timer_wakes_do_not_refill_the_working_set() {
+    // 58 of the 64 vCPUs are idle and wake for their guest timers, 10.3 times a second each.
+    // Such a wake touches only the kernel's 148 KiB: at most 2,368 lines from memory, 19 µs
+    // at 81 ns per line and 10 in flight, and it evicts at most as many of a thread's lines,
+    // which that thread refills at the same cost. Over the ~0.4 s build that is at most
+    // 58 × 10.3 × 0.4 × 2 × 19 µs ≈ 9 ms of CPU on 6 pCPUs: under 0.4 % of the build. What
+    // separates the two working sets is then only the threads' own refills: each thread
+    // shares the socket's 12 MiB L3 with five others of 28 MiB, so coming back from a job's
+    // fork and exec it refills at most its 12 MiB share from memory, 1.6 ms, 16 jobs per
+    // thread: at most 26 ms of each thread's ~0.39 s, 6.5 %. Hence the bound of 1.10 (with
+    // room for the runs' different interleavings). Before issue 54 each wake refilled the
+    // VM's whole 28 MiB working set up to the L3 share, about 1.6 ms per 3.4 µs tick, and
+    // the build took 1.33-1.37 times as long.
+    for seed in 1..=3 {
+        let (real, small) = (many_vcpus_few_threads(None, seed), many_vcpus_few_threads(Some(8), seed));
+        println!("seed {seed}: {real:.3} s with 28 MiB, {small:.3} s with 8 KiB: {:.3}x", real / small);
+        assert!(real <= 1.10 * small, "seed {seed}: {real} s with 28 MiB against {small} s with 8 KiB");
     }
 }

@@ -181,3 +181,21 @@ pub fn counter(m: &RunMetrics, name: &str) -> u64 {
 pub fn on(spans: &[Span], pcpu: usize) -> Vec<(usize, Time, Time)> {
     spans.iter().filter(|s| s.pcpu == pcpu).map(|s| (s.vcpu, s.start, s.end)).collect()
 }
+
+/// A web server VM of one thread that waits for one client request (arriving at 1 ms), serves
+/// it for 100 µs, sends a 3,000-byte reply (2 packets of the default 1,500-byte MTU) and
+/// computes 1 ms more (while the reply goes out: the run ends with the server).
+pub fn server() -> DomainConfig {
+    let (us, ms) = (vsched_model::NS_PER_US, vsched_model::NS_PER_MS);
+    let p = program(&[
+        Instr::ClientRequest(Dur::Fixed(ms)),
+        Instr::RequestBegin,
+        Instr::Compute(Dur::Fixed(100 * us)),
+        Instr::RequestEnd,
+        Instr::ClientReply { bytes: 3_000 },
+        Instr::Compute(Dur::Fixed(ms)),
+    ]);
+    let mut d = domain("web", VmType::Hit, vec![p]);
+    d.guest.finite = true;
+    d
+}

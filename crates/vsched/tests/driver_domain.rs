@@ -211,22 +211,6 @@ fn a_xen_host_boots_a_driver_domain_by_default_a_kvm_host_none() {
     assert_eq!(names, ["dom0.0", "dom0.1", "hog"]);
 }
 
-/// A server thread that waits for one client request (arriving at 1 ms), serves it for
-/// 100 µs, sends a 3,000-byte reply (2 packets of the default 1,500-byte MTU) and computes
-/// 1 ms more (while dom0 sends the reply: the run ends with the server).
-fn server() -> vsched_model::DomainConfig {
-    let p = program(&[
-        Instr::ClientRequest(Dur::Fixed(MS)),
-        Instr::RequestBegin,
-        Instr::Compute(Dur::Fixed(100 * US)),
-        Instr::RequestEnd,
-        Instr::ClientReply { bytes: 3_000 },
-        Instr::Compute(Dur::Fixed(MS)),
-    ]);
-    let mut d = domain("web", VmType::Hit, vec![p]);
-    d.guest.finite = true;
-    d
-}
 
 #[test]
 fn a_client_request_passes_netback_before_the_server_sees_it() {

@@ -40,10 +40,11 @@ fn accounting_adds_up_under_every_policy() {
             }
             // An idle vCPU runs once, for the dispatch overheads, before it halts, then only
             // for its guest kernel's timer wake-ups: each a dispatch (0.5 + 2 µs), a refill of
-            // a small working set and the 3.4 µs handler, well under 20 µs.
+            // the kernel's 148 KiB footprint (at most 2,368 lines from memory at 81 ns, 10 in
+            // flight: 19.2 µs; issue 54) and the 3.4 µs handler, under 26 µs.
             let idle = vm(&m, "idle");
             assert!(idle.timer_wakes > 0, "{}: an idle tickless guest still wakes", info.name);
-            assert!(idle.cpu_s < 1e-4 + idle.timer_wakes as f64 * 20e-6, "{}: idle ran {} s", info.name, idle.cpu_s);
+            assert!(idle.cpu_s < 1e-4 + idle.timer_wakes as f64 * 26e-6, "{}: idle ran {} s", info.name, idle.cpu_s);
             assert!(vm(&m, "web").requests > 0, "{}: the web VM served", info.name);
             assert!(vm(&m, "hog").cpu_s > 0.0);
         }

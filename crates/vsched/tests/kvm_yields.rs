@@ -63,7 +63,7 @@ fn str(s: &str) -> Value {
 #[test]
 fn a_sibling_preempted_in_user_mode_is_boosted_only_with_a_posted_interrupt() {
     // v2 and v3 were preempted in user mode: neither can hold a kernel lock, so a kernel-mode
-    // spinner skips both. An IPI pending for v3 makes it a candidate (Linux >= 5.3), but KVM
+    // spinner skips both. An IPI pending for v3 makes it a candidate (Linux >= 5.13), but KVM
     // sees it only when the host posts interrupts; `boost_pending_irq = false` is the older
     // rule.
     let (mut world, mut policy) = after_setup(&[]);

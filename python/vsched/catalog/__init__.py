@@ -14,7 +14,8 @@ from functools import cache
 from pathlib import Path
 
 from vsched import _core
-from vsched.catalog.model import Case, Claim, Figure, FigureResult, Paper, Row, Verdict, Why
+from vsched.catalog.model import AtLeast, Case, Claim, Figure, FigureResult, Paper, Row, Verdict
+from vsched.catalog.reasons import Why
 from vsched.runs import Job, make_jobs
 
 __all__ = [
@@ -79,15 +80,22 @@ def figure_result(figure: Figure, reps: int, quick: bool, rows: dict[str, Row]) 
     """The figure's per-seed values from finished `rows` (keyed by job key)."""
     samples: dict[tuple[str, str], list[float]] = {}
     missing: dict[tuple[str, str], int] = {}
+    bounds: dict[tuple[str, str], list[float]] = {}
+    runs: dict[tuple[str, str], list[Row]] = {}
     for case in figure.cases:
+        cell = (case.x, case.series)
         values: list[float] = []
         for job in case_jobs(figure, case, reps, quick):
-            value = (case.metric or figure.metric)(rows[job.key])
+            row = rows[job.key]
+            runs.setdefault(cell, []).append(row)
+            value = (case.metric or figure.metric)(row)
             if value is None:
-                missing[case.x, case.series] = missing.get((case.x, case.series), 0) + 1
+                missing[cell] = missing.get(cell, 0) + 1
+            elif isinstance(value, AtLeast):
+                bounds.setdefault(cell, []).append(value.value)
             elif isinstance(value, Sequence):
                 values.extend(float(v) for v in value)
             else:
                 values.append(float(value))
-        samples[case.x, case.series] = values
-    return FigureResult(figure, samples, missing)
+        samples[cell] = values
+    return FigureResult(figure, samples, missing, bounds, runs)

@@ -6,23 +6,37 @@ figure's *metric* reduces one run (a flat row, see `vsched.runs.flatten`) to one
 its *stat* reduces the seeds to the plotted value (their mean, or their standard deviation
 for the papers' "standard deviation of completion time" figures). A *claim* is one of the
 paper's statements about the figure, written as a check over the plotted values that says
-whether it holds and with which of our numbers. A claim may carry a *why*: the reason it does
-not hold (or would not, where it holds only narrowly), in one of three kinds.
+its verdict (`stats`: one rule for every paper) and our numbers behind it. A claim may carry
+a *why* (`reasons`): the reason it does not hold, as data whose numbers come from the runs.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Union, get_args
+from typing import TYPE_CHECKING, Callable, Literal, Union
+
+from vsched.catalog.stats import Estimate, Outcome, mean_estimate, std_estimate
 
 # Re-exported: a metric is a function of a Row, and the paper modules and `reproduce` import it from here.
 from vsched.runs import Override
 from vsched.runs import Row as Row
 
-Metric = Callable[[Row], Union[float, list[float], None]]
-"""One run's value; None when the run did not produce it (e.g. a VM that did not finish).
-A list (of quantiles) is used by CDF figures."""
+if TYPE_CHECKING:
+    from vsched.catalog.reasons import Why
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """A value known only from below: the completion time of a VM that had not finished when
+    its run stopped is at least the time it had been running."""
+
+    value: float
+
+
+Metric = Callable[[Row], Union[float, list[float], AtLeast, None]]
+"""One run's value; AtLeast for a completion time the run stopped before; None when the run
+did not produce it. A list (of quantiles) is used by CDF figures."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +59,14 @@ class Case:
 
 @dataclass(frozen=True)
 class Verdict:
-    holds: bool
+    outcome: Outcome
     sim: str
     """Our numbers behind the verdict, in one line."""
+
+    @property
+    def holds(self) -> bool:
+        """Holds robustly."""
+        return self.outcome is Outcome.HOLDS
 
 
 @dataclass
@@ -58,7 +77,12 @@ class FigureResult:
     samples: dict[tuple[str, str], list[float]]
     """(x, series) -> one value per seed (for CDF figures: every quantile of every seed)."""
     missing: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(x, series) -> number of seeds whose metric was None (e.g. unfinished runs)."""
+    """(x, series) -> number of seeds whose metric was None (the run did not produce it)."""
+    bounds: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    """(x, series) -> the lower bounds of the seeds whose completion time is not known (the
+    run stopped before the VM finished): how long it had run."""
+    rows: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
+    """(x, series) -> the runs behind the case, one per seed (what reasons measure)."""
     read: set[tuple[str, str]] = field(default_factory=set)
     """The cells read since it was last cleared: which values a claim's verdict rests on."""
 
@@ -75,18 +99,28 @@ class FigureResult:
         return [(x, s) for x in self.xs for s in self.series]
 
     def seeds(self, x: str, series: str) -> list[float]:
-        """The per-seed values of one case (empty when no seed has one)."""
+        """The per-seed values of one case that are known (empty when no seed has one)."""
         self.read.add((x, series))
         return self.samples.get((x, series), [])
 
-    def value(self, x: str, series: str) -> float:
-        """The plotted value: the figure's stat over the seeds (NaN when no seed has one)."""
-        xs = self.seeds(x, series)
-        if not xs:
-            return float("nan")
+    def unfinished(self, x: str, series: str) -> int:
+        """How many seeds of the case stopped before the VM finished."""
+        return len(self.bounds.get((x, series), []))
+
+    def estimate(self, x: str, series: str) -> Estimate:
+        """The plotted statistic over the seeds with its standard error: a lower bound when
+        some runs did not finish, unknown when some runs gave no value."""
+        values = self.seeds(x, series)
+        if self.missing.get((x, series)):
+            return Estimate.none()
+        bounds = self.bounds.get((x, series), [])
         if self.figure.stat == "std":
-            return statistics.stdev(xs) if len(xs) > 1 else 0.0
-        return statistics.fmean(xs)
+            return std_estimate(values, bounds)
+        return mean_estimate(values, bounds)
+
+    def value(self, x: str, series: str) -> float:
+        """The plotted value (NaN when it is unknown)."""
+        return self.estimate(x, series).value
 
     def mean(self, x: str, series: str) -> float:
         xs = self.seeds(x, series)
@@ -95,42 +129,6 @@ class FigureResult:
     def std(self, x: str, series: str) -> float:
         xs = self.seeds(x, series)
         return statistics.stdev(xs) if len(xs) > 1 else 0.0
-
-
-WhyKind = Literal["contradicts", "leaves-out", "lacks-mechanism"]
-"""Why a claim does not hold: the paper states both it and its opposite ("contradicts"), the
-paper does not state what decides it ("leaves-out"), or vsched does not model what decides it
-("lacks-mechanism")."""
-
-WHY_KINDS: tuple[str, ...] = get_args(WhyKind)
-
-WHY_LABELS: dict[str, str] = {
-    "contradicts": "the paper contradicts itself",
-    "leaves-out": "the paper leaves out what decides it",
-    "lacks-mechanism": "vsched lacks a mechanism",
-}
-"""How the report names each kind."""
-
-
-@dataclass(frozen=True)
-class Why:
-    """The reason a claim does not hold, as the report gives it for a failing claim."""
-
-    kind: WhyKind
-    text: str
-    """Markdown, 1–4 sentences. "contradicts": quote both passages (with section or figure);
-    "leaves-out": name the unstated parameter or setup and how it decides the outcome;
-    "lacks-mechanism": name the mechanism vsched does not model."""
-
-    def __post_init__(self) -> None:
-        if self.kind not in WHY_KINDS:
-            raise ValueError(f"Why.kind: expected one of {', '.join(WHY_KINDS)}, got {self.kind!r}")
-        if not self.text.strip():
-            raise ValueError("Why.text: empty")
-
-    @property
-    def label(self) -> str:
-        return WHY_LABELS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -186,42 +184,71 @@ class Paper:
 # Metric helpers: most figures plot one VM's completion time or the mean over clusters.
 
 
+def completion(row: Row, prefix: str) -> float | AtLeast | None:
+    """`prefix`.completion_s of a VM or a virtual cluster (prefix "vm.NAME" or "vc.NAME"); for a
+    VM that had not finished when the run stopped, a lower bound: how long it had run."""
+    value = row.get(f"{prefix}.completion_s")
+    if value is not None:
+        return float(value)
+    if row.get(f"{prefix}.finished") is False or (prefix.startswith("vc.") and f"{prefix}.name" in row):
+        return AtLeast(float(row["sim_s"]) - float(row.get(f"{prefix}.created_s") or 0.0))
+    return None
+
+
 def vm(name: str, metric: str) -> Metric:
-    """The metric of VM `name`, e.g. vm("bsp", "completion_s")."""
+    """The metric of VM `name`, e.g. vm("bsp", "completion_s") (a lower bound if unfinished)."""
+    if metric == "completion_s":
+        return lambda row: completion(row, f"vm.{name}")
     return lambda row: row.get(f"vm.{name}.{metric}")
 
 
-DRIVER_WORKLOAD = "dom0"
-"""The `workload` a report gives a driver domain (docs/scenario.md, "The driver domain")."""
+HOST_WORKLOADS = ("dom0", "host-threads")
+"""The `workload` a report gives a host's own domains, which are not guests: a Xen host's
+driver domain (docs/scenario.md, "The driver domain") and a KVM host's threads (docs/realism.md,
+"A KVM host is never silent")."""
 
 
-def last_vm(metric: str = "completion_s", prefix: str = "") -> Metric:
-    """The largest `metric` over the guest VMs whose name starts with `prefix` (None if any is
-    None). Driver domains are left out: a Xen host has one by default, and it never finishes."""
-
-    def value(row: Row) -> float | None:
-        guests = [
-            k.removesuffix(".workload")
-            for k, w in row.items()
-            if k.startswith(f"vm.{prefix}") and k.endswith(".workload") and w != DRIVER_WORKLOAD
-        ]
-        values = [row.get(f"{g}.{metric}") for g in guests]
-        finished = [float(v) for v in values if v is not None]
-        if not values or len(finished) < len(values):
-            return None
-        return max(finished)
-
-    return value
+def guests(row: Row, prefix: str = "") -> list[str]:
+    """The guest VMs of a run whose name starts with `prefix`, as "vm.NAME" (the host's own
+    domains left out: they serve the guests and never finish)."""
+    return [
+        k.removesuffix(".workload")
+        for k, w in row.items()
+        if k.startswith(f"vm.{prefix}") and k.endswith(".workload") and w not in HOST_WORKLOADS
+    ]
 
 
-def mean_clusters(metric: str = "completion_s") -> Metric:
-    """The mean of `metric` over the virtual clusters (None if any is None)."""
+def slowest(values: list[float | AtLeast | None]) -> float | AtLeast | None:
+    """The largest of several completion times: None if any is unknown, a lower bound if any
+    is one."""
+    if not values or any(v is None for v in values):
+        return None
+    bounds = [v.value for v in values if isinstance(v, AtLeast)]
+    finished = [v for v in values if isinstance(v, float)]
+    if bounds:
+        return AtLeast(max(bounds + finished))
+    return max(finished)
 
-    def value(row: Row) -> float | None:
-        values = [v for k, v in row.items() if k.startswith("vc.") and k.endswith(f".{metric}")]
+
+def last_vm(prefix: str = "") -> Metric:
+    """The total time: the largest completion time over the guest VMs whose name starts with
+    `prefix` (a lower bound if any had not finished; None if there is none)."""
+    return lambda row: slowest([completion(row, g) for g in guests(row, prefix)])
+
+
+def mean_clusters() -> Metric:
+    """The mean completion time over the virtual clusters (a lower bound if any had not
+    finished)."""
+
+    def value(row: Row) -> float | AtLeast | None:
+        names = [k.removesuffix(".name") for k in row if k.startswith("vc.") and k.endswith(".name")]
+        values = [completion(row, n) for n in names]
         if not values or any(v is None for v in values):
             return None
-        return float(statistics.fmean(values))
+        mean = statistics.fmean(
+            v.value if isinstance(v, AtLeast) else float(v) for v in values if v is not None
+        )
+        return AtLeast(mean) if any(isinstance(v, AtLeast) for v in values) else mean
 
     return value
 

@@ -226,7 +226,9 @@ def reproduce(
     """Reproduce the seed papers' experiments and check their claims.
 
     Writes OUT/results.parquet (one row per run), OUT/figures/*.png|svg, OUT/report.md and
-    .html (our numbers beside the paper's, each claim marked holds / does not hold) and
+    .html (our numbers beside the paper's, each claim's verdict under one rule for every paper:
+    holds robustly, holds within noise, does not hold, cannot be decided; each reason's numbers
+    measured from the runs) and
     OUT/claims.json. Finished runs are kept in OUT/runs.jsonl, so an interrupted
     reproduction resumes where it stopped.
     """
@@ -272,10 +274,10 @@ def reproduce(
     for column in ("paper", "figure", "claim", "verdict"):
         table.add_column(column)
     for c in claims:
-        table.add_row(c.paper, c.figure, c.claim, "holds" if c.holds else "does not hold")
+        table.add_row(c.paper, c.figure, c.claim, c.outcome.value)
     stdout.print(table)
     stdout.print(
-        f"{sum(c.holds for c in claims)} of {len(claims)} claims hold; {reproduction.why_summary(claims)}; "
+        f"Claims: {reproduction.headline(claims)}; {reproduction.why_summary(claims)}; "
         f"report in {out / 'report.md'}"
     )
     if markdown_file is not None:

@@ -14,6 +14,7 @@ use super::costart::CoStart;
 use super::disk::IoStats;
 use super::events::Ev;
 use super::guest_kernel;
+use super::host_threads::{self, HostIo, WithHostThreads};
 use super::locks::Lock;
 use super::network::NetStats;
 use super::slab::Slab;
@@ -58,6 +59,9 @@ impl Simulation {
         assert!(n_hosts > 0, "a simulation needs at least one host");
         assert!(domains.windows(2).all(|w| w[0].host <= w[1].host), "domains must be listed host by host");
         assert!(domains.iter().all(|d| d.host < n_hosts), "a domain names a host out of range");
+        // A KVM host's own threads: one more domain after each host's (`host_threads`).
+        let WithHostThreads { domains, host_threads, user_doms } = host_threads::add_domains(&host, domains, n_hosts);
+        let kthreads = host_threads::kthreads_per_host(&host);
         let streams = RngStreams::new(seed);
         let mut vcpus = Vec::new();
         let mut threads: Vec<GuestThread> = Vec::new();
@@ -73,6 +77,7 @@ impl Simulation {
                 doms: 0..0,
                 driver: None,
                 backlog: VecDeque::new(),
+                io: None,
                 disk_free_at: 0,
                 link_free_at: 0,
                 clock_phase: if h == 0 { 0.0 } else { streams.stream(CLOCK_PHASE_STREAM + h as u64).gen::<f64>() },
@@ -124,8 +129,12 @@ impl Simulation {
                 jobs.len() - 1
             });
             let online = cfg.start_at == 0;
-            let started_at =
-                if online && !cfg.driver { clocks::workload_start(&streams, &host, job) } else { cfg.start_at };
+            let is_host = host_threads[d];
+            let started_at = if online && !cfg.driver && !is_host {
+                clocks::workload_start(&streams, &host, job)
+            } else {
+                cfg.start_at
+            };
             if !online {
                 lifecycle.push((cfg.start_at, Ev::Create { d }));
             }
@@ -134,9 +143,22 @@ impl Simulation {
             }
             let start_state =
                 if started_at > 0 && online { ThreadState::Unstarted { at: started_at } } else { ThreadState::Ready };
+            if is_host {
+                let io = n_threads - kthreads;
+                hs.io = Some(HostIo { dom: d, first: first_thread + kthreads, backlogs: vec![VecDeque::new(); io] });
+            }
             // Thread i starts on vCPU i mod n: the first n are the vCPUs' current threads, the
             // others wait in their queues (`guest_sched`).
             for (i, program) in cfg.guest.programs.iter().enumerate() {
+                // A host's kernel thread first wakes at its phase (`host_threads`).
+                let start_state = if is_host && i < kthreads {
+                    match host_threads::kthread_phase(&streams, &host, hs.pcpus.start + i) {
+                        0 => ThreadState::Ready,
+                        at => ThreadState::Unstarted { at },
+                    }
+                } else {
+                    start_state
+                };
                 jobs[job].push(threads.len());
                 threads.push(GuestThread {
                     dom: d,
@@ -152,6 +174,7 @@ impl Simulation {
                     held: Vec::new(),
                     ticket: 0,
                     io_done_at: None,
+                    warmth: None,
                     arrived_at: None,
                     request_start: 0,
                 });
@@ -170,8 +193,9 @@ impl Simulation {
                     state_ns: [0; 4],
                     spin_ns: 0,
                     last_pcpu: None,
-                    warmth: None,
-                    refill_span: (0, 0),
+                    kernel_warmth: None,
+                    touching: None,
+                    refill_spans: Vec::new(),
                     run_from: 0,
                     synced_to: 0,
                     ple_from: 0,
@@ -185,6 +209,7 @@ impl Simulation {
                     timer_wake: false,
                     idle_phase: guest_kernel::idle_phase(&streams, lockstep, cfg.tick, vcpus.len()),
                     delay_until: None,
+                    pinned: (is_host && index < kthreads).then_some(hs.pcpus.start + index),
                 });
                 if online {
                     hs.n_waiting += 1;
@@ -203,6 +228,7 @@ impl Simulation {
                     first_vcpu: local_first,
                     online,
                     driver: cfg.driver,
+                    host_threads: is_host,
                     rx_packets: 0,
                     pv: cfg.pv,
                     slice_request_ns: cfg.slice_request_ns,
@@ -319,7 +345,7 @@ impl Simulation {
             error: None,
             stalled: None,
         };
-        let mut sim = Simulation { core, policies, checks: cfg!(debug_assertions) };
+        let mut sim = Simulation { core, policies, checks: cfg!(debug_assertions), user_doms };
         for (at, ev) in lifecycle {
             sim.core.post(at, ev);
         }

@@ -11,11 +11,13 @@
 //! 2. with a driver domain, the request joins the host's backlog as a pass of one packet
 //!    (`dom0_packet_ns` of dom0 CPU, any dom0 vCPU); the end of the pass wakes the server
 //!    thread at once (the event-channel notification, through the policy's `wake`);
-//!    without one (a KVM host, whose kernel receives the packet) the arrival wakes it;
+//!    on a KVM host with host threads the server VM's vhost-net worker does that pass
+//!    (`vhost_packet_ns`, `host_threads`); without either the arrival wakes it;
 //! 3. the request's latency runs from its arrival at the NIC, so it includes the time it
 //!    waited for dom0 as well as for a pCPU;
 //! 4. `ClientReply { bytes }` queues the reply's packets (`ceil(bytes / mtu)`) for one
-//!    transmit pass in dom0 and goes on: the server does not wait for the wire.
+//!    transmit pass in dom0 (or the vhost worker) and goes on: the server does not wait for
+//!    the wire.
 //!
 //! A request counts as one packet received by the server VM (`rx_packets`, which `cvs-comm`
 //! reads). Not modelled: TCP's connection set-up and acknowledgements (a request is its one
@@ -36,19 +38,20 @@ impl Core {
         let d = self.threads[t].dom;
         let at = self.now() + gap.sample(&mut self.doms[d].rng);
         self.threads[t].state = ThreadState::BlockedIo;
-        // Without a driver domain the arrival is the wake-up itself.
-        let ev = if self.hosts[self.vcpus[v].host].driver.is_some() { Ev::Client { t } } else { Ev::Wake { t } };
+        // Without a backend (a driver domain, a vhost worker) the arrival is the wake-up itself.
+        let ev = if self.net_backend(d).is_some() { Ev::Client { t } } else { Ev::Wake { t } };
         self.post(at, ev);
         self.block(v);
         Step::Wait
     }
 
-    /// A request for thread `t` reached the NIC: it waits for the driver domain's netback.
+    /// A request for thread `t` reached the NIC: it waits for its backend (the driver
+    /// domain's netback, or its VM's vhost worker).
     pub(super) fn client_arrival(&mut self, t: ThreadId) {
         let now = self.now();
         self.threads[t].arrived_at = Some(now);
-        let h = self.host_of(t);
-        self.queue_pass(Pass::ClientRx(t), h);
+        let b = self.net_backend(self.threads[t].dom).expect("a client's request with a backend");
+        self.queue_pass(Pass::ClientRx(t), b);
     }
 
     /// The driver domain received thread `t`'s request: the guest's event channel wakes it.
@@ -59,12 +62,11 @@ impl Core {
         self.post(now, Ev::Wake { t });
     }
 
-    /// `ClientReply { bytes }`: the reply leaves through the driver domain, if there is one.
+    /// `ClientReply { bytes }`: the reply leaves through the backend, if there is one.
     pub(super) fn client_reply(&mut self, v: VcpuId, bytes: u64) -> Step {
-        let h = self.vcpus[v].host;
-        if self.hosts[h].driver.is_some() {
+        if let Some(b) = self.net_backend(self.vcpus[v].dom) {
             let packets = self.network.packets(bytes);
-            self.queue_pass(Pass::ClientTx(packets), h);
+            self.queue_pass(Pass::ClientTx(packets), b);
         }
         Step::Next
     }

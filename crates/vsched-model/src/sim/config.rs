@@ -6,6 +6,7 @@ use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 use super::disk::IoConfig;
 use super::guest_kernel::GuestTick;
 use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
+use super::host_threads::HostThreads;
 use crate::domain::{Paravirt, VmType};
 use crate::guest::{GuestSpec, Instr, ProgramBuilder};
 
@@ -76,6 +77,9 @@ pub struct HostConfig {
     pub workload_start_spread_ns: Time,
     /// The disk and the block backend (`disk`).
     pub io: IoConfig,
+    /// The host's own threads and timer tick, on a KVM host (`host_threads`); `None`: a
+    /// silent host.
+    pub host_threads: Option<HostThreads>,
 }
 
 /// How the pCPUs' timers relate to each other (see `sim/clocks.rs`).
@@ -130,6 +134,7 @@ impl HostConfig {
             // clock, small against any measured run (see docs/realism.md).
             workload_start_spread_ns: 10 * NS_PER_MS,
             io: IoConfig::default(),
+            host_threads: None,
         }
     }
 
@@ -233,8 +238,8 @@ pub struct DomainConfig {
     pub job: Option<String>,
     /// The host's driver domain (dom0): its guest must be [`driver_guest`].
     pub driver: bool,
-    /// The memory its workload keeps reusing: what a vCPU refills after others evicted it
-    /// or after it moved (see `cache`).
+    /// The memory each of its guest threads keeps reusing: what a thread refills after
+    /// others evicted it or after it moved (see `cache`).
     pub working_set_bytes: u64,
     /// Its guest kernel's timer interrupts (see `guest_kernel`).
     pub tick: GuestTick,

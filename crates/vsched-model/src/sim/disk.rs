@@ -20,9 +20,11 @@
 //!    (no CPU time is charged for it: the per-request cost is charged once, at step 2);
 //! 5. the guest vCPU is woken by its event channel (at once; the tickle costs the IPI).
 //!
-//! Without a driver domain (`dom0_vcpus = 0`, e.g. a KVM host, where the host kernel runs
-//! the block driver), steps 2 and 4 vanish: the request goes straight to the disk and its
-//! completion wakes the vCPU at once (the host kernel's interrupt handler).
+//! On a KVM host with host threads (`host_threads`) the VM's QEMU thread takes dom0's part
+//! in steps 1, 2 and 4 (its ioeventfd wakes it; it spends `virtio_blk_request_ns`; the AIO
+//! completion wakes it again, and its irqfd wakes the vCPU). Without either (`dom0_vcpus =
+//! 0` under Xen, `host_threads = false` under KVM), steps 2 and 4 vanish: the request goes
+//! straight to the disk and its completion wakes the vCPU at once.
 //!
 //! Not modelled: the disk's cache, request merging and reordering (elevator, NCQ), and
 //! sequential streams: every request pays the average positioning time, which makes this
@@ -120,32 +122,31 @@ impl Core {
         let req = DiskReq { t, bytes, issued_at: now, stage: DiskStage::Submit };
         let r = self.disk_reqs.insert(req);
         self.threads[t].state = ThreadState::BlockedIo;
-        let h = self.vcpus[v].host;
-        if self.hosts[h].driver.is_some() {
-            self.queue_pass(Pass::Disk(r), h);
-        } else {
-            self.onto_disk(r);
+        match self.disk_backend(self.threads[t].dom) {
+            Some(b) => self.queue_pass(Pass::Disk(r), b),
+            None => self.onto_disk(r),
         }
         self.block(v);
         Step::Wait
     }
 
-    /// The driver-domain CPU time of a pass over disk request `r`.
-    pub(super) fn disk_pass_ns(&self, r: u32) -> Time {
+    /// The backend's CPU time of a pass over disk request `r`, whose submission costs
+    /// `request_ns` (blkback's, or QEMU's virtio-blk).
+    pub(super) fn disk_pass_ns(&self, r: u32, request_ns: Time) -> Time {
         match self.disk_reqs[r].stage {
-            DiskStage::Submit => self.host.io.blkback_request_ns,
+            DiskStage::Submit => request_ns,
             _ => 0,
         }
     }
 
-    /// A driver domain finished its pass over disk request `r`.
+    /// A backend finished its pass over disk request `r`.
     pub(super) fn forward_disk(&mut self, r: u32) {
         match self.disk_reqs[r].stage {
             DiskStage::Submit => self.onto_disk(r),
             // The event-channel notification to the guest: its vCPU wakes at once, as a
             // driver-domain vCPU does (`queue_pass`).
             DiskStage::Complete => self.notify_guest(r, self.now()),
-            DiskStage::OnDisk => unreachable!("a driver domain holds disk requests before and after the disk"),
+            DiskStage::OnDisk => unreachable!("a backend holds disk requests before and after the disk"),
         }
     }
 
@@ -164,15 +165,16 @@ impl Core {
         self.post(start + service, Ev::Disk { r });
     }
 
-    /// The disk finished request `r`: its interrupt goes to the driver domain, or without
-    /// one completes the request at once.
+    /// The disk finished request `r`: its interrupt goes to the driver domain (or, on a KVM
+    /// host with host threads, the host kernel completes the AIO and wakes the VM's QEMU
+    /// thread), or without either the request completes at once.
     pub(super) fn disk_done(&mut self, r: u32) {
-        let h = self.host_of(self.disk_reqs[r].t);
-        if self.hosts[h].driver.is_some() {
-            self.disk_reqs[r].stage = DiskStage::Complete;
-            self.queue_pass(Pass::Disk(r), h);
-        } else {
-            self.notify_guest(r, self.now());
+        match self.disk_backend(self.threads[self.disk_reqs[r].t].dom) {
+            Some(b) => {
+                self.disk_reqs[r].stage = DiskStage::Complete;
+                self.queue_pass(Pass::Disk(r), b);
+            }
+            None => self.notify_guest(r, self.now()),
         }
     }
 

@@ -108,6 +108,11 @@ impl Core {
                     self.vcpus[v].state
                 ));
             }
+            if let Some(q) = self.vcpus[v].pinned.filter(|&q| q != p) {
+                return Err(format!(
+                    "unusable decision at t={now} ns: pCPU {p} was given vCPU {v}, a kernel thread bound to pCPU {q}"
+                ));
+            }
         }
         if prev != d.next {
             if let Some(u) = prev {
@@ -127,7 +132,9 @@ impl Core {
                 }
                 let woke_at = vc.woke_at;
                 let refill = self.refill(v, p);
-                self.vcpus[v].refill_span = (now + overhead, now + overhead + refill);
+                if refill > 0 {
+                    self.vcpus[v].refill_spans.push((now + overhead, now + overhead + refill));
+                }
                 overhead += refill;
                 overhead += self.guest_ticks_at_entry(v);
                 if let Some(w) = woke_at {

@@ -249,6 +249,8 @@ impl Simulation {
             Ev::Tick { p } => {
                 let h = core.pcpus[p].host;
                 let local = p - core.hosts[h].pcpus.start;
+                // The tick interrupts what runs before the scheduler's part of it runs.
+                core.host_tick(p);
                 with_cx(core, h, Some(p), |cx| self.policies[h].tick(cx, local));
                 if let Some(period) = self.policies[h].tick_period_ns() {
                     let drifts = super::clocks::ticks_drift(&core.host, self.policies[h].as_ref());

@@ -21,8 +21,9 @@
 //! - **Halted vCPU**: with a periodic kernel it wakes at every tick instant; with a tickless
 //!   one it wakes `idle_wakes_per_s` times a second on a clock of its own (phase drawn from
 //!   the run's seed). A wake goes through the policy's `wake`; when the vCPU is scheduled it
-//!   runs the handler (`timer_irq_ns`) and halts again, unless its thread was woken
-//!   meanwhile, in which case the thread goes on. Hypervisor timer slop delays each firing
+//!   refills only its kernel's cache footprint (`cache`), runs the handler (`timer_irq_ns`)
+//!   and halts again, unless its thread was woken meanwhile, in which case the thread goes
+//!   on (refilling its own footprint first). Hypervisor timer slop delays each firing
 //!   like every hypervisor timer (`clocks`).
 //! - `GuestTick::Off`: no guest timer at all, the dead guest of hand-checked traces.
 //!
@@ -228,11 +229,16 @@ impl Core {
     }
 
     /// A vCPU up for its timer only finished the handler: it halts again if its thread has
-    /// nothing to run (true), or its thread goes on.
+    /// nothing to run (true), or its thread goes on, at once (false) or after refilling its
+    /// footprint (true: its guest event is re-armed for then; `cache`).
     pub(super) fn timer_handler_done(&mut self, v: VcpuId) -> bool {
         self.vcpus[v].timer_wake = false;
         if self.curr_thread(v).state.halted() {
             self.block(v);
+            return true;
+        }
+        if self.retouch(v) {
+            self.arm(v);
             return true;
         }
         false

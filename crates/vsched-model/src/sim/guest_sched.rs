@@ -11,8 +11,9 @@
 //! - **Placement.** Thread `i` of a VM with `n` vCPUs starts on vCPU `i mod n`, first
 //!   threads first: vCPU `k` runs thread `k`, the others wait in its run queue (FIFO).
 //! - **Blocking.** A thread that blocks (I/O, a blocking barrier or receive, exit) is
-//!   switched out: its vCPU runs the head of its run queue, paying `thread_switch_ns`, and
-//!   halts only when the queue is empty. A paravirtual lock waiter that halts (`pv_wait`)
+//!   switched out: its vCPU runs the head of its run queue, paying `thread_switch_ns` and
+//!   the refill of that thread's cache footprint (`cache`), and halts only when the queue is
+//!   empty. A paravirtual lock waiter that halts (`pv_wait`)
 //!   halts the vCPU itself: it waits with preemption disabled. Before a VM's workload starts
 //!   (`clocks`) its vCPUs halt with their threads queued.
 //! - **Time slices.** At each guest tick (`guest_kernel`) the running thread is preempted if
@@ -134,14 +135,16 @@ impl Core {
     }
 
     /// Running vCPU `v` switches to thread `next` (taken off its queue), paying a guest
-    /// context switch.
+    /// context switch, then the refill of `next`'s footprint (`cache`).
     fn switch_to(&mut self, v: VcpuId, next: ThreadId) {
         self.sync(v);
+        self.leave_caches(v, self.now());
         let vc = &mut self.vcpus[v];
         let prev = std::mem::replace(&mut vc.curr, next);
         vc.guest_slice_ns = 0;
         debug_assert_eq!(self.threads[next].vcpu, v, "a queued thread waits in its own vCPU's queue");
         self.stall(v, self.host.thread_switch_ns);
+        self.retouch(v);
         self.arm(v);
         self.trace_state(v);
         // A mutex owner switched out is off its CPU: its spinners see it.

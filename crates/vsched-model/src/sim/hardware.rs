@@ -18,7 +18,11 @@ pub struct Hardware {
     pub ipi_handler_ns: Time,
     pub spin_iteration_cycles: u64,
     pub vm_exit_ns: Time,
+    /// Xen's PLE handler beyond the exit (no measurement found: 0).
     pub ple_handler_ns: Time,
+    /// KVM's PLE handler beyond the exit (`kvm_vcpu_on_spin`'s scan and `yield_to`), which a
+    /// scenario under a KVM policy pays instead of `ple_handler_ns`.
+    pub kvm_ple_handler_ns: Time,
     pub posted_interrupts: bool,
     pub ipi_virtualization: bool,
     pub idle_wake_ns: Time,
@@ -61,6 +65,11 @@ const TIMER_IRQ_NS: Time = 3_400;
 /// blocking thread's system call, the switch, the woken thread's return): our measurement on
 /// a virtualized machine (`scripts/thread_switch.c`, docs/realism.md), the same in every era.
 const THREAD_SWITCH_NS: Time = 2_100;
+/// KVM's PLE handler beyond the exit: the kernel work of a `sched_yield()` that picks the
+/// caller again (run-queue lock, `update_curr`, one pass of the scheduler), net of the system
+/// call around it: our measurement on a virtualized machine (`scripts/lone_yield.c`,
+/// docs/realism.md), the same in every era.
+const KVM_PLE_HANDLER_NS: Time = 1_500;
 /// One VM exit and entry, "direct cost" (the hardware world switch out and back): 2,000
 /// cycles on a Xeon X5570 under KVM (Landau et al., SplitX, §1). No bare measurement of a
 /// later generation was found, so later presets keep the cycle count.
@@ -81,6 +90,7 @@ const SKYLAKE_2017: Hardware = Hardware {
     spin_iteration_cycles: 16,
     vm_exit_ns: exit_ns(2.4),
     ple_handler_ns: 0,
+    kvm_ple_handler_ns: KVM_PLE_HANDLER_NS,
     posted_interrupts: true,
     ipi_virtualization: false,
     // C1E exit latency, `skx_cstates`.
@@ -115,6 +125,7 @@ pub const HARDWARE: &[Hardware] = &[
         spin_iteration_cycles: 16,
         vm_exit_ns: exit_ns(2.8),
         ple_handler_ns: 0,
+        kvm_ple_handler_ns: KVM_PLE_HANDLER_NS,
         // Posted interrupts arrive with Ivy Bridge-EP (bhyve's support was tested on a Xeon
         // E5-2620 v2).
         posted_interrupts: false,
@@ -167,6 +178,7 @@ pub const HARDWARE: &[Hardware] = &[
         spin_iteration_cycles: 16,
         vm_exit_ns: 0,
         ple_handler_ns: 0,
+        kvm_ple_handler_ns: 0,
         posted_interrupts: true,
         ipi_virtualization: true,
         idle_wake_ns: 0,

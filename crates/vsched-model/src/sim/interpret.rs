@@ -280,11 +280,13 @@ impl Core {
     }
 
     /// Halted vCPU `v`, or one up for its guest timer, goes on with its (new) current
-    /// thread: a halted one becomes runnable and is returned (the policy must hear of it).
+    /// thread: a halted one becomes runnable and is returned (the policy must hear of it). One
+    /// up for its timer and running now touches its thread's footprint (`cache`).
     pub(super) fn resume_vcpu(&mut self, v: VcpuId) -> Option<VcpuId> {
         let vc = &mut self.vcpus[v];
         if vc.timer_wake {
             vc.timer_wake = false;
+            self.retouch(v);
             self.arm(v);
             return None;
         }

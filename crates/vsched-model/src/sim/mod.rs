@@ -26,6 +26,7 @@
 //! | `mutex` | the kernel mutex with optimistic spinning |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
 //! | `disk` | disk requests through the driver domain's blkback |
+//! | `host_threads` | a KVM host's own threads: per-CPU kernel threads, each VM's QEMU and vhost threads, the host tick |
 //! | `costart` | the co-start skew metric |
 //! | `collect` | closing the books and building the report |
 //! | `tracing` | what the simulator tells a trace: vCPU activity, runnable vCPUs, instants |
@@ -68,6 +69,7 @@ mod events;
 mod guest_kernel;
 mod guest_sched;
 mod hardware;
+mod host_threads;
 mod interpret;
 mod irq;
 mod lifecycle;
@@ -87,10 +89,15 @@ mod world;
 
 use vsched_engine::Time;
 
+pub use cache::KERNEL_FOOTPRINT_BYTES;
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
+pub use host_threads::{
+    host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS,
+    DEFAULT_VIRTIO_BLK_REQUEST_NS,
+};
 
 use crate::ids::DomId;
 use crate::policy::Policy;
@@ -137,6 +144,9 @@ pub struct Simulation {
     /// Check the simulator's and the policies' invariants after every event (always in
     /// debug builds; `--check` in release builds).
     checks: bool,
+    /// Where each domain the caller listed is in `core.doms`: the simulator adds a KVM host's
+    /// own threads after each host's domains (`host_threads`).
+    user_doms: Vec<DomId>,
 }
 
 /// How a run ends.
@@ -168,6 +178,7 @@ impl Simulation {
     /// At `at`, domain `d` becomes of type `ty` (the policy hears of it through
     /// `vm_type_changed`). Call before `run`.
     pub fn schedule_type_change(&mut self, at: Time, d: DomId, ty: VmType) {
+        let d = self.user_doms[d];
         self.core.post(at, Ev::SetType { d, ty });
     }
 

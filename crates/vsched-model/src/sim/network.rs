@@ -11,6 +11,10 @@
 //!   driver domain, one pass through the sender's (transmit) and one through the receiver's
 //!   (receive).
 //!
+//! On a KVM host with host threads (`host_threads`) each VM's vhost-net worker is its
+//! backend: a message to another VM passes the sender's worker (transmit), the bridge or the
+//! wire, then the receiver's worker (receive), `vhost_packet_ns` per packet each time.
+//!
 //! A message is carried as one unit; its packets (`ceil(bytes / mtu)`, at least one) only set
 //! the driver domain's work and the receiving VM's `rx_packets`. The receiving NIC does not
 //! serialize (no incast contention).
@@ -31,6 +35,7 @@ use vsched_engine::Time;
 
 use super::config::NetworkConfig;
 use super::events::Ev;
+use super::host_threads::Backend;
 use super::interpret::Step;
 use super::state::{Core, ThreadState};
 use super::RunError;
@@ -116,26 +121,36 @@ impl Core {
             let at = now + net.shm_latency_ns + NetworkConfig::transfer_ns(bytes, net.shm_bandwidth_gbps);
             self.post(at, Ev::Net { m });
         } else if from_host == to_host {
-            if self.hosts[from_host].driver.is_some() {
-                self.queue_msg(m, Stage::Bridge, from_host);
-            } else {
-                self.over_bridge(m);
+            match self.net_backend(d) {
+                // One driver domain serves both VMs: one pass, then the bridge.
+                Some(Backend::Driver(h)) => self.queue_msg(m, Stage::Bridge, Backend::Driver(h)),
+                // The sender's vhost worker transmits, the receiver's receives (`Wire`).
+                Some(b) => self.queue_msg(m, Stage::Transmit, b),
+                None => self.over_bridge(m),
             }
-        } else if self.hosts[from_host].driver.is_some() {
-            self.queue_msg(m, Stage::Transmit, from_host);
+        } else if let Some(b) = self.net_backend(d) {
+            self.queue_msg(m, Stage::Transmit, b);
         } else {
             self.onto_wire(m);
         }
     }
 
-    /// Queues message `m` for host `h`'s driver domain, at `stage`.
-    fn queue_msg(&mut self, m: u32, stage: Stage, h: usize) {
+    /// Queues message `m` for backend `b`, at `stage`.
+    fn queue_msg(&mut self, m: u32, stage: Stage, b: Backend) {
         self.msgs[m].stage = stage;
-        self.queue_pass(Pass::Net(m), h);
+        self.queue_pass(Pass::Net(m), b);
+    }
+
+    /// Queues a pass for backend `b` and wakes it if it waits for work.
+    pub(super) fn queue_pass(&mut self, pass: Pass, b: Backend) {
+        match b {
+            Backend::Driver(h) => self.queue_driver_pass(pass, h),
+            Backend::Thread { h, io } => self.queue_io_pass(pass, h, io),
+        }
     }
 
     /// Queues a pass for host `h`'s driver domain and wakes one of its idle vCPUs.
-    pub(super) fn queue_pass(&mut self, pass: Pass, h: usize) {
+    fn queue_driver_pass(&mut self, pass: Pass, h: usize) {
         self.hosts[h].backlog.push_back(pass);
         let driver = self.hosts[h].driver.expect("a host with a backlog has a driver");
         let idle = self.doms[driver].threads.clone().find(|&u| self.threads[u].state == ThreadState::BlockedNet);
@@ -150,9 +165,12 @@ impl Core {
         }
     }
 
-    /// A driver domain finished its pass over message `m`.
+    /// A backend finished its pass over message `m`.
     fn forward(&mut self, m: u32) {
         match self.msgs[m].stage {
+            // Only a VM's vhost worker transmits to a VM of its own host (a driver domain
+            // bridges in one pass): over the bridge to the receiver's.
+            Stage::Transmit if self.host_of(self.msgs[m].src) == self.host_of(self.msgs[m].dst) => self.bridge_hop(m),
             Stage::Transmit => self.onto_wire(m),
             Stage::Bridge => self.over_bridge(m),
             Stage::Receive => self.deliver(m),
@@ -167,6 +185,17 @@ impl Core {
         let at =
             self.now() + net.intra_host_latency_ns + NetworkConfig::transfer_ns(bytes, net.intra_host_bandwidth_gbps);
         self.msgs[m].stage = Stage::Deliver;
+        self.post(at, Ev::Net { m });
+    }
+
+    /// Over the bridge to the receiving VM's vhost worker, which receives it when it arrives
+    /// (the `Wire` stage's end).
+    fn bridge_hop(&mut self, m: u32) {
+        let net = &self.network;
+        let bytes = self.msgs[m].bytes;
+        let at =
+            self.now() + net.intra_host_latency_ns + NetworkConfig::transfer_ns(bytes, net.intra_host_bandwidth_gbps);
+        self.msgs[m].stage = Stage::Wire;
         self.post(at, Ev::Net { m });
     }
 
@@ -185,14 +214,10 @@ impl Core {
     /// A timed stage of message `m` ended.
     pub(super) fn net_stage_done(&mut self, m: u32) {
         match self.msgs[m].stage {
-            Stage::Wire => {
-                let h = self.host_of(self.msgs[m].dst);
-                if self.hosts[h].driver.is_some() {
-                    self.queue_msg(m, Stage::Receive, h);
-                } else {
-                    self.deliver(m);
-                }
-            }
+            Stage::Wire => match self.net_backend(self.threads[self.msgs[m].dst].dom) {
+                Some(b) => self.queue_msg(m, Stage::Receive, b),
+                None => self.deliver(m),
+            },
             Stage::Deliver => self.deliver(m),
             Stage::Transmit | Stage::Bridge | Stage::Receive => unreachable!("driver stages end in NetServe"),
         }
@@ -259,24 +284,35 @@ impl Core {
         }
     }
 
-    /// `NetServe` (a driver-domain vCPU): forward the pass it finished, serve a timer wake it
-    /// owes if any, else take the next pass from the host's backlog and spend its CPU time on
-    /// it; block when there is nothing to do.
+    /// `NetServe` (a driver-domain vCPU, or a KVM host's I/O thread): forward the pass it
+    /// finished, else take the next pass from its backlog (the host's, or its own) and spend
+    /// its CPU time on it; block when there is nothing to do.
     pub(super) fn net_serve(&mut self, v: VcpuId, d: DomId) -> Step {
-        let h = self.vcpus[v].host;
-        if self.hosts[h].driver != Some(d) {
+        let Some(backend) = self.served_by(self.vcpus[v].curr, d) else {
             let name = &self.doms[d].info.name;
-            self.error
-                .get_or_insert(RunError::Workload(format!("guest error: VM {name:?} is not its host's driver domain")));
+            self.error.get_or_insert(RunError::Workload(format!(
+                "guest error: VM {name:?} is not its host's driver domain or I/O thread"
+            )));
             return Step::Wait;
-        }
+        };
         match self.curr_thread_mut(v).pass.take() {
             Some(Pass::Net(m)) => self.forward(m),
             Some(Pass::Disk(r)) => self.forward_disk(r),
             Some(Pass::ClientRx(t)) => self.forward_client_rx(t),
             Some(Pass::ClientTx(_)) | None => {}
         }
-        let Some(pass) = self.hosts[h].backlog.pop_front() else {
+        let (next, packet_ns, request_ns) = match backend {
+            Backend::Driver(h) => {
+                (self.hosts[h].backlog.pop_front(), self.network.dom0_packet_ns, self.host.io.blkback_request_ns)
+            }
+            Backend::Thread { h, io } => {
+                let ht = self.host.host_threads.as_ref().expect("a host with I/O threads has their costs");
+                let (packet_ns, request_ns) = (ht.vhost_packet_ns, ht.virtio_blk_request_ns);
+                let backlog = &mut self.hosts[h].io.as_mut().expect("a host with I/O threads").backlogs[io];
+                (backlog.pop_front(), packet_ns, request_ns)
+            }
+        };
+        let Some(pass) = next else {
             self.curr_thread_mut(v).state = ThreadState::BlockedNet;
             self.block(v);
             return Step::Wait;
@@ -284,12 +320,12 @@ impl Core {
         let work = match pass {
             Pass::Net(m) => {
                 self.net.driver_passes += 1;
-                self.msgs[m].packets * self.network.dom0_packet_ns
+                self.msgs[m].packets * packet_ns
             }
-            Pass::Disk(r) => self.disk_pass_ns(r),
+            Pass::Disk(r) => self.disk_pass_ns(r, request_ns),
             // A client's request is one packet; a reply, its packets (`client`).
-            Pass::ClientRx(_) => self.network.dom0_packet_ns,
-            Pass::ClientTx(packets) => packets * self.network.dom0_packet_ns,
+            Pass::ClientRx(_) => packet_ns,
+            Pass::ClientTx(packets) => packets * packet_ns,
         };
         let th = self.curr_thread_mut(v);
         th.pass = Some(pass);

@@ -7,11 +7,12 @@ use std::collections::VecDeque;
 
 use vsched_engine::{EventQueue, StreamRng, Ticket, Time};
 
-use super::cache::{CacheFills, Warmth};
+use super::cache::{CacheFills, Toucher, Warmth};
 use super::config::{HostConfig, NetworkConfig};
 use super::costart::CoStart;
 use super::disk::{DiskReq, IoStats};
 use super::guest_kernel::GuestTick;
+use super::host_threads::HostIo;
 use super::locks::Lock;
 use super::network::{Msg, NetStats, Pass};
 use super::packed_event::PackedEv;
@@ -137,6 +138,8 @@ pub(super) struct GuestThread {
     pub(super) ticket: u64,
     /// When the I/O that delivers the next request completed.
     pub(super) io_done_at: Option<Time>,
+    /// Where its footprint is warm (`cache`).
+    pub(super) warmth: Option<Warmth>,
     /// When a client's request for it reached the NIC, before the driver domain received
     /// it (`client`): the request's latency starts there.
     pub(super) arrived_at: Option<Time>,
@@ -161,11 +164,13 @@ pub(super) struct Vcpu {
     pub(super) state_ns: [Time; 4],
     pub(super) spin_ns: Time,
     pub(super) last_pcpu: Option<PcpuId>,
-    /// Where its working set is warm (`cache`).
-    pub(super) warmth: Option<Warmth>,
-    /// The refill stall of its last switch-in, `[start, end)`: counted in the host's
-    /// `cache_refill_ns` for the part it sat through, when it leaves (`cache`).
-    pub(super) refill_span: (Time, Time),
+    /// Where its guest kernel's own footprint is warm, and whose footprint it touches while
+    /// it runs: its thread's or its kernel's (`cache`).
+    pub(super) kernel_warmth: Option<Warmth>,
+    pub(super) touching: Option<Toucher>,
+    /// The refill stalls since it was switched in, `[start, end)` each: counted in the
+    /// host's `cache_refill_ns` for the part it sat through, when it leaves (`cache`).
+    pub(super) refill_spans: Vec<(Time, Time)>,
     /// Guest code runs from here on (after the dispatch overheads).
     pub(super) run_from: Time,
     /// Progress has been accounted up to here.
@@ -191,6 +196,9 @@ pub(super) struct Vcpu {
     /// The end of the grace a reschedule was put off to, inside a marked critical section
     /// (`preempt_delay`).
     pub(super) delay_until: Option<Time>,
+    /// The one pCPU it may run on (global id): a host's per-CPU kernel thread
+    /// (`host_threads`).
+    pub(super) pinned: Option<PcpuId>,
 }
 
 pub(super) struct Pcpu {
@@ -276,6 +284,8 @@ pub(super) struct HostState {
     pub(super) driver: Option<DomId>,
     /// Passes (messages, disk requests) waiting for the driver domain.
     pub(super) backlog: VecDeque<Pass>,
+    /// Its host threads, on a KVM host that has them (`host_threads`).
+    pub(super) io: Option<HostIo>,
     /// When the disk is free (`disk`).
     pub(super) disk_free_at: Time,
     /// When the outgoing link is free.

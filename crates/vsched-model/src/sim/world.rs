@@ -114,6 +114,10 @@ impl World for HostView<'_> {
         self.core.host.posted_interrupts
     }
 
+    fn pinned(&self, v: VcpuId) -> Option<PcpuId> {
+        self.vc(v).pinned.map(|p| p - self.pcpu_base)
+    }
+
     fn resched(&mut self, p: PcpuId) -> bool {
         let now = self.core.queue.now();
         let p = self.pcpu_base + p;

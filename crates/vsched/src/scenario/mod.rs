@@ -92,7 +92,8 @@ pub struct VmSpec {
     pub job: Option<String>,
     /// Its vCPUs' place in its job.
     pub ranks: Ranks,
-    /// What each vCPU reuses in the caches (`working_set_kb`, or the workload's default).
+    /// What each guest thread reuses in the caches (`working_set_kb`, or the workload's
+    /// default).
     pub working_set_bytes: u64,
     /// Its guest kernel's timer interrupts (`guest_tick`, `guest_hz`, `idle_wakes_per_s`).
     pub tick: GuestTick,

@@ -9,12 +9,12 @@ use super::values::{err, to_params};
 use crate::external::{is_external_name, PolicyResolver, PolicySource};
 
 /// The policy `[scheduler]` names, its parameters checked: a registered policy, or one that
-/// `resolver` finds (an external name, see `external`). `xen_version` is the host's release,
-/// the default of a registered policy that follows Xen's versions; `field` is where the name
-/// was given, for errors.
+/// `resolver` finds (an external name, see `external`). `releases` are the host's
+/// (`xen_version`, `kvm_version`), each the default of a registered policy that declares that
+/// parameter; `field` is where the name was given, for errors.
 pub(super) fn policy_source(
     scheduler: &NamedSection,
-    xen_version: Option<&str>,
+    releases: [(&str, Option<&str>); 2],
     field: &str,
     resolver: Option<&dyn PolicyResolver>,
 ) -> Result<PolicySource, ConfigError> {
@@ -35,9 +35,11 @@ pub(super) fn policy_source(
             ),
         )
     })?;
-    if let Some(version) = xen_version {
-        if info.params.iter().any(|p| p.name == "xen_version") && !given.contains_key("xen_version") {
-            given.insert("xen_version".into(), Value::Str(version.to_string()));
+    for (key, version) in releases {
+        if let Some(version) = version {
+            if info.params.iter().any(|p| p.name == key) && !given.contains_key(key) {
+                given.insert(key.into(), Value::Str(version.to_string()));
+            }
         }
     }
     let params = Params::check("scheduler", info.params, &given)?;

@@ -38,15 +38,27 @@ pub(super) fn validate(
     policy_field: &str,
     resolver: Option<&dyn PolicyResolver>,
 ) -> Result<Scenario, ConfigError> {
-    let host = host::host_config(&f.host)?;
+    let mut host = host::host_config(&f.host)?;
     let mut budget = Budget::new(max_memory);
     let policy = policy(&f.host, &f.scheduler, policy_field, resolver)?;
+    // KVM's PLE handler costs what we measured where it runs: `kvm-dy`, `kvm-eevdf`, and a
+    // Python policy for KVM (which sees the exits); not under `cfs` and `eevdf`, KVM with PLE
+    // handling off.
+    let handles_ple = match &policy {
+        PolicySource::Builtin { info, .. } => vsched_policies::KVM_PLE_HANDLERS.contains(&info.name),
+        PolicySource::External(_) => policy.hypervisor() == Hypervisor::Kvm,
+    };
+    if handles_ple {
+        host.ple_handler_ns = host::kvm_ple_handler_ns(&f.host)?;
+    }
     // Build once now so range errors surface at validation time.
     let built = policy.build()?;
+    host.host_threads = host::host_threads(&f.host, &host, policy.hypervisor(), policy.name())?;
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
     let network = network_config(&f.network)?;
     let dom0 = driver_domain(&f.host, &host, &policy, hosts, &mut budget)?;
-    let mut user = user_vms(&f, hosts, dom0.vcpus > 0, &mut budget)?;
+    let mut user = user_vms(&f, hosts, dom0.vcpus > 0, host.host_threads.is_some(), &mut budget)?;
+    kvm_features(&f, &policy)?;
     let run = run(&f.run)?;
     lifetimes(&f.vm, run.horizon_s, &mut user)?;
     let (vms, table_of) = simulation_order(user, hosts, &dom0);
@@ -78,8 +90,8 @@ pub(super) fn validate(
     })
 }
 
-/// `[scheduler]`, after the host's `xen_version` (the default of the policies that follow
-/// Xen's releases) is checked.
+/// `[scheduler]`, after the host's `xen_version` and `kvm_version` (the defaults of the
+/// policies that follow Xen's and Linux's releases) are checked.
 fn policy(
     h: &HostSection,
     scheduler: &NamedSection,
@@ -91,7 +103,40 @@ fn policy(
         Params::check("host", host::HOST_XEN_VERSION, &host_given)?
             .choice("xen_version", &vsched_policies::XEN_VERSIONS)?;
     }
-    policy_source(scheduler, h.xen_version.as_deref(), policy_field, resolver)
+    if let Some(version) = &h.kvm_version {
+        let host_given = [("kvm_version".to_string(), Value::Str(version.clone()))].into_iter().collect();
+        Params::check("host", host::HOST_KVM_VERSION, &host_given)?
+            .choice("kvm_version", &vsched_policies::KVM_VERSIONS)?;
+    }
+    let releases = [("xen_version", h.xen_version.as_deref()), ("kvm_version", h.kvm_version.as_deref())];
+    policy_source(scheduler, releases, policy_field, resolver)
+}
+
+/// Refuses a paravirtual feature a VM asks for that the KVM host's release does not offer
+/// (`kvm_version` of a KVM policy, `vsched_policies::kvm_pv_refusal`). Xen policies and
+/// Python policies ignore the KVM features, so nothing is refused under them.
+fn kvm_features(f: &ScenarioFile, policy: &PolicySource) -> Result<(), ConfigError> {
+    let PolicySource::Builtin { info, params } = policy else { return Ok(()) };
+    if !info.params.iter().any(|p| p.name == "kvm_version") {
+        return Ok(());
+    }
+    let version = params.str("kvm_version");
+    let vms =
+        f.vm.iter()
+            .enumerate()
+            .map(|(i, v)| (format!("vm[{i}]"), [v.pv_spinlocks, v.pv_steal_time, v.pv_tlb_flush, v.pv_sched_yield]));
+    let clusters = f.virtual_cluster.iter().enumerate().map(|(c, v)| {
+        (format!("virtual_cluster[{c}]"), [v.pv_spinlocks, v.pv_steal_time, v.pv_tlb_flush, v.pv_sched_yield])
+    });
+    for (table, asks) in vms.chain(clusters) {
+        let keys = ["pv_spinlocks", "pv_steal_time", "pv_tlb_flush", "pv_sched_yield"];
+        for (key, on) in keys.into_iter().zip(asks) {
+            if let Some(why) = on.filter(|&on| on).and_then(|_| vsched_policies::kvm_pv_refusal(version, key)) {
+                return Err(err(format!("{table}.{key}"), why));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `[cluster]`: the number of hosts, and whether their clocks are aligned.
@@ -135,7 +180,10 @@ fn driver_domain(
             format!("expected an integer in 0..={} (0 = no driver domain), got {vcpus}", host::MAX_PCPUS),
         ));
     }
-    budget.hosts(hosts, host.pcpus + vcpus as usize)?;
+    // A KVM host's kernel threads, one per pCPU (its VMs' I/O threads are charged nowhere:
+    // two threads without vCPU state beside each VM's own).
+    let kthreads = host.host_threads.as_ref().filter(|ht| ht.kthread_wakes_per_s > 0.0).map_or(0, |_| host.pcpus);
+    budget.hosts(hosts, host.pcpus + vcpus as usize + kthreads)?;
     let weight = h.dom0_weight.unwrap_or(DEFAULT_WEIGHT);
     let tick = dom0_tick(host::dom0_idle_wakes_per_s(h)?);
     if weight == 0 || weight > MAX_WEIGHT {
@@ -144,10 +192,12 @@ fn driver_domain(
     Ok(DriverDomain { vcpus, weight, tick })
 }
 
-/// The names given so far: each must be unique, and none may be a driver domain's.
+/// The names given so far: each must be unique, and none may be a driver domain's or a
+/// KVM host's host threads'.
 struct Names {
     taken: HashSet<String>,
     dom0: bool,
+    host_threads: bool,
 }
 
 impl Names {
@@ -167,6 +217,14 @@ impl Names {
                 ),
             ));
         }
+        if self.host_threads && (name == "host-threads" || name.starts_with("host-threads.")) {
+            return Err(err(
+                path,
+                format!(
+                    "expected a name other than {name:?}, which names the host's own threads (a KVM host has them by default; host.host_threads = false removes them)"
+                ),
+            ));
+        }
         self.taken.insert(name.to_string());
         Ok(())
     }
@@ -178,13 +236,14 @@ fn user_vms(
     f: &ScenarioFile,
     hosts: usize,
     dom0: bool,
+    host_threads: bool,
     budget: &mut Budget,
 ) -> Result<Vec<(Option<usize>, VmSpec)>, ConfigError> {
     if f.vm.is_empty() && f.virtual_cluster.is_empty() {
         return Err(err("vm", "expected at least one [[vm]] or [[virtual_cluster]] table"));
     }
     let mut user = Vec::new();
-    let mut names = Names { taken: HashSet::new(), dom0 };
+    let mut names = Names { taken: HashSet::new(), dom0, host_threads };
     for (i, v) in f.vm.iter().enumerate() {
         let at = |field: &str| format!("vm[{i}].{field}");
         names.claim(at("name"), &v.name)?;
@@ -403,6 +462,7 @@ fn domain_infos(vms: &[VmSpec], events: &[EventSpec], hosts: usize) -> Vec<Vec<D
             first_vcpu: 0,
             online: true,
             driver: matches!(v.guest, Guest::Driver),
+            host_threads: false,
             rx_packets: 0,
             pv: v.pv,
             slice_request_ns: v.slice_request_ns,
