@@ -131,6 +131,8 @@ fn ratio(a: f64, b: f64) -> f64 {
 pub(crate) struct VmTally {
     pub(crate) workload: &'static str,
     pub(crate) finite: bool,
+    /// When its workload started (the simulator's seeded offset, `Simulation::workload_starts`).
+    pub(crate) started_at: Time,
     pub(crate) finished_at: Option<Time>,
     /// Guest spin time from its counters, seconds.
     pub(crate) spin_s: f64,
@@ -177,7 +179,8 @@ impl Books {
                     vcpus: info.vcpus,
                     weight: info.weight,
                     cap: info.cap,
-                    completion_s: tally.finished_at.map(secs),
+                    // Timed from its own start, as in the simulator (`sim/collect.rs`).
+                    completion_s: tally.finished_at.map(|t| secs(t - tally.started_at)),
                     finished: tally.finite.then_some(tally.finished_at.is_some()),
                     created_s: Some(0.0),
                     destroyed_s: None,

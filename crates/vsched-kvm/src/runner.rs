@@ -17,14 +17,18 @@
 //!   exiting does in the simulator: `sleep`, then `pick_next` on its pCPU. A vCPU whose guest
 //!   ended while it was stopped (the event and the stop crossed) blocks when next given a
 //!   pCPU, as a real hypervisor sees it: it runs, halts at once;
-//! - `wake`: never called (real guests here do not block and wake; every vCPU is inserted
-//!   runnable at time 0), `yield_`: never called (no pause-loop exits on kvm_pvm, and none
-//!   are synthesized yet: docs/real-vcpus.md).
+//! - a VM's start: each VM starts its workload at the instant the simulator starts it (the
+//!   seeded offsets of `host.workload_start_spread_ms`, read from the simulation of the same
+//!   scenario and seed: `Simulation::workload_starts`). Every vCPU is inserted runnable at
+//!   time 0; one given a pCPU before its VM's start halts at once (`sleep`), as a guest with
+//!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
+//!   which is Credit's BOOST. Real guests block at no other time;
+//! - `yield_`: never called (no pause-loop exits on kvm_pvm, and none are synthesized yet:
+//!   docs/real-vcpus.md).
 //!
 //! Approximations, against the simulator: ticks, slices and timers fire when the loop gets
 //! to them, late by the host's wake-up latency (measured: `scheduler_late_us`); the
-//! simulator's timer slop and workload start spread are not added (the real host has its own
-//! jitter); VMs start at time 0.
+//! simulator's timer slop is not added (the real host has its own jitter).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -130,6 +134,10 @@ struct Runner<'a, B: Backend> {
     started_on: Vec<Option<usize>>,
     /// vCPUs whose guest program ended.
     exited: Vec<bool>,
+    /// vCPUs whose VM has not started its workload yet.
+    unstarted: Vec<bool>,
+    /// When each VM starts its workload, and whether it has.
+    starts: Vec<(Time, bool)>,
     vm_of: Vec<usize>,
     vms: Vec<VmTally>,
     /// vCPUs of each VM still running their program.
@@ -155,6 +163,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         plan: &'a RunPlan<'a>,
     ) -> Self {
         let world = RealWorld::new(scenario, seed);
+        let starts: Vec<Time> = scenario.build(seed).workload_starts();
         let vm_of: Vec<usize> =
             vms.iter().enumerate().flat_map(|(d, vm)| std::iter::repeat_n(d, vm.guest.vcpus)).collect();
         let n_pcpus = scenario.host.pcpus;
@@ -179,12 +188,16 @@ impl<'a, B: Backend> Runner<'a, B> {
             plan,
             started_on: vec![None; vm_of.len()],
             exited: vec![false; vm_of.len()],
+            unstarted: vm_of.iter().map(|&d| starts[d] > 0).collect(),
+            starts: starts.iter().map(|&at| (at, at == 0)).collect(),
             vms: vms
                 .iter()
                 .zip(&scenario.vms)
-                .map(|(vm, spec)| VmTally {
+                .zip(&starts)
+                .map(|((vm, spec), &started_at)| VmTally {
                     workload: spec.workload_name(),
                     finite: vm.guest.finite,
+                    started_at,
                     finished_at: None,
                     spin_s: 0.0,
                     lock_holder_preemptions: 0,
@@ -248,9 +261,32 @@ impl<'a, B: Backend> Runner<'a, B> {
         }
     }
 
-    /// The earliest slice end or tick.
+    /// The earliest slice end, tick or VM start.
     fn next_deadline(&self) -> Option<Time> {
-        self.slice_end.iter().chain(&self.next_tick).flatten().copied().min()
+        let start = self.starts.iter().filter(|(_, done)| !done).map(|&(at, _)| at).min();
+        self.slice_end.iter().chain(&self.next_tick).flatten().copied().chain(start).min()
+    }
+
+    /// The VMs due to start their workload: their vCPUs may run it now, and each that halted
+    /// meanwhile is woken (first in an instant, as a guest thread's start in the simulator).
+    fn start_due_vms(&mut self, now: Time) -> Result<(), RealError> {
+        for d in 0..self.starts.len() {
+            let (at, done) = self.starts[d];
+            if done || at > now {
+                continue;
+            }
+            self.starts[d].1 = true;
+            self.late(at);
+            for v in (0..self.vm_of.len()).filter(|&v| self.vm_of[v] == d) {
+                self.unstarted[v] = false;
+                if self.world.state(v) == VcpuState::Blocked {
+                    self.world.set_state(v, VcpuState::Runnable);
+                    self.world.with_cx(None, |cx| self.policy.wake(cx, v));
+                    self.check_failure()?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Everything due at the clock's current instant, in the simulator's order.
@@ -258,6 +294,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         let now = self.world.tick_clock();
         let backend = &*self.backend;
         self.world.observe_guests(|v| backend.activity(v));
+        self.start_due_vms(now)?;
         while let Some((at, id)) = self.world.take_due_timer() {
             self.late(at);
             self.world.with_cx(None, |cx| self.policy.timer(cx, id));
@@ -325,7 +362,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             }
             self.world.set_curr(p, Some(v));
             self.world.set_state(v, VcpuState::Running(p));
-            if !self.has_exited(v) {
+            if !self.unstarted[v] && !self.has_exited(v) {
                 let cpu = self.plan.host_cpus[p];
                 self.backend.start(v, cpu)?;
                 self.started_on[v] = Some(cpu);
@@ -336,7 +373,8 @@ impl<'a, B: Backend> Runner<'a, B> {
                 );
                 return Ok(());
             }
-            // Its guest ended while it was stopped: it halts as soon as it runs.
+            // Its VM has not started, or its guest ended while it was stopped: it halts as soon
+            // as it runs.
             self.block(p, v);
             prev = Some(v);
         }

@@ -129,8 +129,9 @@ impl Policy for FailsAfter {
     fn vcpu_insert(&mut self, _cx: &mut Cx, v: VcpuId) {
         self.queue.push_back(v);
     }
-    fn wake(&mut self, _cx: &mut Cx, v: VcpuId) {
+    fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         self.queue.push_back(v);
+        cx.kick_idle_from(0);
     }
     fn pick_next(&mut self, cx: &mut Cx, _pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
         if self.picks == 0 {
@@ -347,4 +348,28 @@ fn a_backend_that_refuses_a_guest_refuses_the_run_before_it_starts() {
     );
     assert_eq!(outcome, Err(RealError::Scenario("vm[0].workload.kind: expected a test".into())));
     assert!(!built.get());
+}
+
+#[test]
+fn each_vm_starts_its_workload_when_the_simulator_starts_it_woken_by_the_policy() {
+    let _serial = serial();
+    // Two hogs, each alone on a pCPU, whose workloads start at seeded offsets in [0, 400 ms).
+    let text =
+        scenario_text(2, "name = \"credit\"", &[("a", 1, HOG), ("b", 1, HOG)], "horizon_s = 0.6\nseed = 3\nreps = 1")
+            .replace("dom0_vcpus = 0\n", "dom0_vcpus = 0\nworkload_start_spread_ms = 400\n");
+    let starts = Scenario::parse(&text).unwrap().build(3).workload_starts();
+    assert!(starts.iter().any(|&s| s > 100_000_000), "the seed gives a late start: {starts:?}");
+    let report = report(&text, &RealOptions::default(), never).unwrap();
+    for (name, start) in ["a", "b"].into_iter().zip(&starts) {
+        let cpu = vm(&report, 0, name)["cpu_s"].as_f64().unwrap();
+        let after_start = 0.6 - *start as f64 / 1e9;
+        // Before its start a vCPU given its pCPU halts at once; 50 ms covers the loop's
+        // lateness on a busy machine (a start, a slice end or a tick that fires late).
+        assert!(cpu <= after_start + 0.05, "{name}: {cpu} s of CPU, started at {start} ns");
+        assert!(cpu >= after_start - 0.15, "{name}: {cpu} s of CPU, started at {start} ns");
+    }
+    // Each VM that started late halted first and was woken at its start: Credit BOOSTs it.
+    let boosts = report["runs"][0]["host"]["policy_counters"]["credit.boosts"].as_u64().unwrap_or(0);
+    let late = starts.iter().filter(|&&s| s > 0).count() as u64;
+    assert!(boosts >= late, "{boosts} boosts for {late} late starts");
 }

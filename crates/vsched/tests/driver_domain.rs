@@ -211,7 +211,6 @@ fn a_xen_host_boots_a_driver_domain_by_default_a_kvm_host_none() {
     assert_eq!(names, ["dom0.0", "dom0.1", "hog"]);
 }
 
-
 #[test]
 fn a_client_request_passes_netback_before_the_server_sees_it() {
     let packet = vsched_model::NetworkConfig::default().dom0_packet_ns;

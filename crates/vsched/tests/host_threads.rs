@@ -76,7 +76,6 @@ fn a_disk_request_costs_the_vms_qemu_thread_its_virtio_blk_request() {
     assert_eq!(vm(&m, "host-threads").vcpus, 4);
 }
 
-
 #[test]
 fn a_client_request_and_its_reply_cost_the_vms_vhost_worker_per_packet() {
     // The arrival at 1 ms wakes the VM's vhost worker (running 2 µs later), which receives

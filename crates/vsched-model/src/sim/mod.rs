@@ -182,6 +182,14 @@ impl Simulation {
         self.core.post(at, Ev::SetType { d, ty });
     }
 
+    /// When each of the caller's domains starts its workload, in ns (a domain created
+    /// mid-run: its creation): the seeded offsets of `HostConfig::workload_start_spread_ns`,
+    /// 0 in lockstep. The real-vCPU runner starts its VMs at these same instants, so both
+    /// worlds follow one rule.
+    pub fn workload_starts(&self) -> Vec<Time> {
+        self.user_doms.iter().map(|&d| self.core.doms[d].started_at).collect()
+    }
+
     /// Checks the simulator's invariants and the policies' `check` after every event, as
     /// debug builds always do; a broken one ends the run with [`RunError::Policy`].
     pub fn enable_checks(&mut self) {
