@@ -227,6 +227,30 @@ def test_ctrl_c_stops_a_real_run_with_exit_130(tmp_path: Path) -> None:
     assert (run.returncode, out, err) == (130, "", "interrupted\n")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals a child process")
+def test_sigint_stops_a_real_run_started_with_sigint_ignored(tmp_path: Path) -> None:
+    # What a shell does to `vsched real ... &` in a script: the child starts with SIGINT
+    # ignored, and Python then installs no handler of its own.
+    path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "cpu_hog"')
+    run = subprocess.Popen(
+        [sys.executable, "-m", "vsched", "real", str(path), "--policy", "rr", "--deadline-s", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "VSCHED_REAL_BACKEND": "fake"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    time.sleep(3)
+    run.send_signal(signal.SIGINT)
+    try:
+        out, err = run.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.communicate()
+        pytest.fail("SIGINT was ignored: the run went on")
+    assert (run.returncode, out, err) == (130, "", "interrupted\n")
+
+
 # ---- On real vCPUs, where this machine has them ----
 
 

@@ -2,6 +2,7 @@
 real vCPUs, or checked without running.
 """
 
+import signal
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -121,6 +122,15 @@ def run(
             stdout.print(f"wrote {written}")
 
 
+def honour_interrupts() -> None:
+    """Takes SIGINT back if this process started with it ignored: a POSIX shell starts a
+    script's background job (`vsched real ... &`) so, and Python then installs no handler,
+    so `kill -INT` would leave real vCPUs running until the deadline. Ctrl-C and SIGINT stop
+    a real run (exit 130) wherever it runs."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @app.command()
 def real(
     scenario: Annotated[
@@ -177,6 +187,7 @@ def real(
     ] = None,
 ) -> None:
     """Run a scenario on real vCPUs (KVM) under a vsched policy and print what `vsched run` prints."""
+    honour_interrupts()
     check_input_file("SCENARIO", scenario)
     if baseline is not None:
         if not compare:
