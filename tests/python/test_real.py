@@ -104,6 +104,34 @@ def test_more_pcpus_than_host_cpus_are_refused(cli: Cli, tmp_path: Path) -> None
     )
 
 
+def test_more_vcpus_than_the_machine_takes_are_refused_naming_the_vm(cli: Cli, tmp_path: Path) -> None:
+    # 32 vCPUs per host CPU at most (admission.rs): one 32-vCPU VM per host CPU fits, and
+    # the next one crosses the bound.
+    usable = len(os.sched_getaffinity(0))
+    vms = "".join(
+        f'[[vm]]\nname = "v{i}"\nvcpus = 32\n[vm.workload]\nkind = "cpu_hog"\n' for i in range(usable + 1)
+    )
+    text = f'[host]\npcpus = 1\ndom0_vcpus = 0\n[scheduler]\nname = "rr"\n{vms}[run]\nhorizon_s = 1\n'
+    assert refusal(cli("real", scenario_file(tmp_path, text))) == (
+        f"vm[{usable}].vcpus: expected at most {32 * usable} vCPUs in all on real vCPUs (32 per host CPU this"
+        f" process may use, {usable} here), got {32 * (usable + 1)} with this VM's"
+    )
+
+
+def test_more_guest_memory_than_the_machine_has_is_refused(cli: Cli, tmp_path: Path) -> None:
+    available = next(
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemAvailable:")
+    )
+    vms = available // (16 << 30) + 2  # VMs of 16 GiB each (the largest --memory-per-vm) that do not fit
+    body = "".join(f'[[vm]]\nname = "v{i}"\nvcpus = 1\n[vm.workload]\nkind = "cpu_hog"\n' for i in range(vms))
+    text = f'[host]\npcpus = 1\ndom0_vcpus = 0\n[scheduler]\nname = "rr"\n{body}[run]\nhorizon_s = 1\n'
+    message = refusal(cli("real", scenario_file(tmp_path, text), "--memory-per-vm", "16G"))
+    assert message.startswith("--memory-per-vm: expected at most "), message
+    assert f"the {vms} VMs' guest memory must fit in the " in message and message.endswith("got 16384 MiB")
+
+
 SPIN_VM = 'vcpus = 1\n[vm.workload]\nkind = "spinlock"'
 HOG_VM = 'vcpus = 1\n[vm.workload]\nkind = "cpu_hog"'
 

@@ -19,6 +19,63 @@ pub fn kvm_device_path() -> String {
     std::env::var(KVM_DEVICE_VARIABLE).unwrap_or_else(|_| DEFAULT_KVM_DEVICE.to_string())
 }
 
+/// The most vCPUs a run may have per host CPU this process may use. **Our choice**: 8 times
+/// the largest overcommit of the seed papers (4 vCPUs per pCPU, seed 001's VOR 4), so that
+/// every setup they study fits with room; each vCPU is a host thread with its own KVM vCPU,
+/// and a run of 5,000 of them on 2 CPUs once drove this machine's load average to about 900.
+pub const MAX_VCPUS_PER_HOST_CPU: usize = 32;
+
+/// The memory this machine has for new work (`MemAvailable` of `/proc/meminfo`), bytes;
+/// `None` where it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses a run larger than this machine: more than [`MAX_VCPUS_PER_HOST_CPU`] vCPUs per
+/// host CPU (naming the VM whose vCPUs cross the bound), or more guest memory in all than
+/// `available_bytes` (naming `--memory-per-vm`, the size each VM gets).
+pub fn check_size(
+    scenario: &Scenario,
+    host_cpus: usize,
+    memory_per_vm_bytes: u64,
+    available_bytes: Option<u64>,
+) -> Result<(), ConfigError> {
+    let most = MAX_VCPUS_PER_HOST_CPU * host_cpus;
+    let mut vcpus = 0;
+    for (i, vm) in scenario.vms.iter().enumerate() {
+        vcpus += vm.vcpus;
+        if vcpus > most {
+            return Err(ConfigError::new(
+                format!("vm[{i}].vcpus"),
+                format!(
+                    "expected at most {most} vCPUs in all on real vCPUs ({MAX_VCPUS_PER_HOST_CPU} per host CPU \
+                     this process may use, {host_cpus} here), got {vcpus} with this VM's"
+                ),
+            ));
+        }
+    }
+    let vms = scenario.vms.len() as u64;
+    if let Some(available) = available_bytes {
+        if vms.saturating_mul(memory_per_vm_bytes) > available {
+            const MIB: u64 = 1 << 20;
+            return Err(ConfigError::new(
+                "--memory-per-vm",
+                format!(
+                    "expected at most {} MiB per VM: the {vms} VMs' guest memory must fit in the {} MiB this \
+                     machine has available (MemAvailable), got {} MiB",
+                    available / vms.max(1) / MIB,
+                    available / MIB,
+                    memory_per_vm_bytes / MIB
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The host CPUs this process may run on, in increasing order: pCPU i of a run is the i-th.
 pub fn host_cpus() -> Result<Vec<usize>, String> {
     // SAFETY: `cpu_set_t` is plain data; `sched_getaffinity` writes at most its size.

@@ -144,6 +144,7 @@ pub fn run_real_json_with<B: Backend>(
     }
     let host_cpus = admission::host_cpus().map_err(RealError::Backend)?;
     admission::check_scenario(&scenario, host_cpus.len())?;
+    admission::check_size(&scenario, host_cpus.len(), memory_per_vm_bytes, admission::available_memory())?;
     let host_cpus = &host_cpus[..scenario.host.pcpus];
     let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
     let mut first_vcpu = 0;
