@@ -31,6 +31,23 @@ _U64_MAX = 2**64 - 1
 
 # The per-VM figures a comparison sets side by side, in its rows' order.
 COMPARED = ("completion_s", "cpu_share", "spin_share")
+
+
+class DisturbedHost(Exception):
+    """A comparison refused because most of its real runs shared their CPUs with other work."""
+
+
+def disturbed(runs: Sequence[dict[str, Any]]) -> int:
+    """How many of these real runs other processes disturbed: took more than
+    `isolation.disturbed_above` of their host CPUs (crates/vsched-kvm/src/isolation.rs)."""
+    return sum(run.get("isolation", {}).get("disturbed") is True for run in runs)
+
+
+def _disturbed_above(runs: Sequence[dict[str, Any]]) -> str:
+    share = runs[0].get("isolation", {}).get("disturbed_above") if runs else None
+    return "the threshold" if share is None else f"{share:.0%}"
+
+
 SLOWDOWN = "slowdown"
 
 
@@ -205,7 +222,18 @@ def compare(
     )
     real = _joined(real_runs, seed)
     real_baseline = _joined(baseline_runs, seed) if baseline_runs else None
+    runs = real["runs"] + ([] if real_baseline is None else real_baseline["runs"])
+    spoiled = disturbed(runs)
+    if 2 * spoiled > len(runs):
+        raise DisturbedHost(
+            f"{spoiled} of {len(runs)} real runs were disturbed: other processes took more than "
+            f"{_disturbed_above(runs)} of their host CPUs (isolation.others_share in `vsched real --json`); "
+            "compare on a quiet host"
+        )
     result = comparison(sim, real, sim_baseline, real_baseline)
+    result["disturbed_runs"] = spoiled
+    result["real_runs"] = len(runs)
+    result["disturbed_above"] = _disturbed_above(runs)
     result["reports"] = {
         "sim": sim,
         "real": real,
@@ -245,6 +273,12 @@ def comparison_table(result: dict[str, Any]) -> Group:
     against = f", slowdown against {result['baseline']}" if result["baseline"] else ""
     last_seed = result["seed"] + result["reps"] - 1
     backend = "" if result.get("backend") in (None, "kvm") else f" ({result['backend']} backend)"
+    spoiled = result.get("disturbed_runs", 0)
+    if spoiled:
+        against += (
+            f"; {spoiled} of {result['real_runs']} real runs disturbed (others took over "
+            f"{result['disturbed_above']} of their CPUs)"
+        )
     title = (
         f"{result['scenario']}, policy {result['policy']}: simulator against real vCPUs{backend}, "
         f"median [min–max] over {result['reps']} runs (seeds {result['seed']}..{last_seed})"

@@ -207,6 +207,10 @@ def test_real_json_has_the_schema_of_run_json(cli: Cli, tmp_path: Path) -> None:
     # The fake's vCPU finishes after 100 ms of CPU; it shared one pCPU with the hog.
     assert spin["finished"] is True and 0.1 <= spin["completion_s"] < 10
     assert spin["ple_exits"] is None and real["runs"][0]["host"]["cache_refill_s"] is None
+    # What other processes took of the run's host CPUs, and whether that disturbed it.
+    isolation = real["runs"][0]["isolation"]
+    assert set(isolation) == {"others_cpu_s", "others_share", "disturbed", "disturbed_above"}
+    assert isolation["others_cpu_s"] >= 0 and isolation["disturbed_above"] == 0.05
 
 
 @pytest.mark.usefixtures("fake")
@@ -277,6 +281,32 @@ def test_sigint_stops_a_real_run_started_with_sigint_ignored(tmp_path: Path) -> 
         run.communicate()
         pytest.fail("SIGINT was ignored: the run went on")
     assert (run.returncode, out, err) == (130, "", "interrupted\n")
+
+
+@pytest.mark.usefixtures("fake")
+def test_a_comparison_most_of_whose_real_runs_were_disturbed_is_refused(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = vsched.real.run_json
+
+    def busy_host(*args: Any, **kwargs: Any) -> str:
+        report = json.loads(original(*args, **kwargs))
+        for run in report["runs"]:
+            run["isolation"]["disturbed"] = True
+        return json.dumps(report)
+
+    hog = SCENARIOS / "spinlock-hog.toml"
+    monkeypatch.setattr(vsched.real, "run_json", busy_host)
+    result = cli("real", hog, "--compare", "--reps", "2")
+    assert result.exit_code == 1, result
+    assert result.stderr_lines == [
+        "error: 2 of 2 real runs were disturbed: other processes took more than 5% of their host CPUs"
+        " (isolation.others_share in `vsched real --json`); compare on a quiet host"
+    ]
+    assert (
+        vsched.real.disturbed([{"isolation": {"disturbed": True}}, {"isolation": {"disturbed": False}}, {}])
+        == 1
+    )
 
 
 # ---- On real vCPUs, where this machine has them ----

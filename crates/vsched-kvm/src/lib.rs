@@ -11,6 +11,7 @@ pub mod backend;
 pub mod error;
 pub mod fake;
 pub mod guest_code;
+pub mod isolation;
 pub mod machine;
 pub mod real_report;
 pub mod runner;

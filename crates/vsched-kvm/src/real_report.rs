@@ -18,11 +18,11 @@ use vsched::scenario::{check_reps, Scenario};
 use vsched_engine::{ns_to_secs, secs_to_ns};
 use vsched_model::GuestSpec;
 
-use crate::admission;
 use crate::backend::{Backend, BackendError, Limits, VmSpec};
 use crate::error::RealError;
 use crate::fake::FakeBackend;
 use crate::runner::{self, Control, RunPlan};
+use crate::{admission, isolation};
 
 /// The wall-clock deadline of one run when `--deadline-s` is not given: the scenario's
 /// horizon still applies if it is shorter.
@@ -167,18 +167,21 @@ pub fn run_real_json_with<B: Backend>(
     let mut records = Vec::with_capacity(reps as usize);
     let mut lateness = Vec::with_capacity(reps as usize);
     let mut executed = Vec::with_capacity(reps as usize);
+    let mut isolated = Vec::with_capacity(reps as usize);
     let mut nice = 0;
     for rep in 0..reps {
         control.rep.store(rep, Ordering::Relaxed);
         let run_seed = seed.wrapping_add(rep as u64);
         let mut backend = build(&vms, &limits, run_seed)?;
         nice = runner::prepare_scheduler_thread();
+        let before = isolation::sample(host_cpus);
         let started = Instant::now();
         let run = runner::run(&scenario, &vms, run_seed, &mut backend, &plan, control).map_err(|e| match e {
             RealError::Policy(m) => RealError::Policy(format!("policy {}: {m}", scenario.policy.name())),
             other => other,
         })?;
         let wall_s = started.elapsed().as_secs_f64();
+        isolated.push(isolation::report(before, isolation::sample(host_cpus), host_cpus.len(), wall_s));
         drop(backend);
         let late_us = |q: Option<u64>| q.map(|ns| ns as f64 / 1e3);
         executed.push(run.guest_executed_s.clone());
@@ -197,8 +200,10 @@ pub fn run_real_json_with<B: Backend>(
         "memory_per_vm_bytes": memory_per_vm_bytes,
         "scheduler_nice": nice,
     });
-    for ((run, late), executed) in doc["runs"].as_array_mut().expect("runs").iter_mut().zip(lateness).zip(executed) {
+    let runs = doc["runs"].as_array_mut().expect("runs").iter_mut();
+    for (((run, late), executed), isolation) in runs.zip(lateness).zip(executed).zip(isolated) {
         run["scheduler_late_us"] = late;
+        run["isolation"] = isolation;
         for (vm, seconds) in run["vms"].as_array_mut().expect("vms").iter_mut().zip(executed) {
             vm["guest_executed_s"] = json!(seconds);
         }

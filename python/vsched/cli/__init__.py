@@ -20,6 +20,7 @@ from typing import NoReturn, Optional, cast
 import typer
 
 import vsched
+import vsched.real
 from vsched.cli.app import app
 from vsched.cli.errors import (
     EXIT_BAD_INPUT,
@@ -69,7 +70,8 @@ def interrupted() -> NoReturn:
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point of the `vsched` console script: whatever happens, one line on stderr and
-    an exit code (2 bad input, 1 a policy bug or an internal error, 130 Ctrl-C)."""
+    an exit code (2 bad input, 1 a policy bug, an internal error or a real-vCPU comparison
+    on a host too busy to trust, 130 Ctrl-C)."""
     try:
         command = typer.main.get_command(app)
         exit_code = command.main(args=argv, prog_name="vsched", standalone_mode=False)
@@ -83,6 +85,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         fail(message)
     except JobFailed as error:
         fail(str(error), error.exit_code)
+    except vsched.real.DisturbedHost as error:
+        fail(str(error), EXIT_INTERNAL_ERROR)
     except OSError as error:
         fail(describe_os_error(error))
     except vsched.PolicyError as error:

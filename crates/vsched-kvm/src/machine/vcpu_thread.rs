@@ -25,8 +25,13 @@ use crate::backend::{BackendError, BackendEvent};
 use crate::guest_code::layout::DONE_ADDR;
 
 /// How long the scheduler waits for a vCPU thread to acknowledge: to be up and parked after
-/// `spawn`, or out of guest code after `stop` (which takes ~50-70 µs at p50 here).
-const ACK_TIMEOUT: Duration = Duration::from_secs(1);
+/// `spawn`, or out of guest code after `stop` (which takes ~50-70 µs at p50 on an idle host).
+/// On a loaded host the thread may wait that long for a CPU: a stop kicks it again every
+/// [`KICK_AGAIN`] and gives up only after this, so load delays a run but does not fail it
+/// (two runs of 30 at a load average of ~15 failed with a 1 s bound).
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a stop that is not acknowledged kicks the vCPU thread again.
+const KICK_AGAIN: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Command {
@@ -167,13 +172,22 @@ impl VcpuThread {
         drop(shared);
         kick(self.pthread());
         let deadline = Instant::now() + ACK_TIMEOUT;
+        let mut next_kick = Instant::now() + KICK_AGAIN;
         let mut shared = c.lock();
         while shared.phase == Phase::Running {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(BackendError::Failed(format!("{} did not stop within {ACK_TIMEOUT:?}", c.label)));
             }
-            shared = c.changed.wait_timeout(shared, left).unwrap_or_else(|e| e.into_inner()).0;
+            if now >= next_kick {
+                drop(shared);
+                kick(self.pthread());
+                next_kick = now + KICK_AGAIN;
+                shared = c.lock();
+                continue;
+            }
+            let wait = next_kick.min(deadline).saturating_duration_since(now);
+            shared = c.changed.wait_timeout(shared, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
         Ok(())
     }
