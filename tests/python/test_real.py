@@ -25,7 +25,8 @@ from helpers import CliResult
 
 Cli = Callable[..., CliResult]
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "real"
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios" / "real"
 UNAVAILABLE = vsched.real.unavailable_reason()
 needs_kvm = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no real vCPUs here: {UNAVAILABLE}")
 # The message of every refusal while the KVM machine (issue 18, part A) is not merged.
@@ -372,3 +373,39 @@ def test_compare_on_real_vcpus(cli: Cli) -> None:
     figures = json.loads(result.stdout)["vms"][0]["figures"]
     for key in ("completion_s", "cpu_share", "spin_share", "slowdown"):
         assert figures[key]["real"]["runs"] == 2 and figures[key]["real_over_sim"] is not None, key
+
+
+@pytest.mark.usefixtures("fake")
+def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: Path) -> None:
+    # scripts/real_suite.py on the fake backend (its figures mean nothing: the fake runs no
+    # guest code): one row per shipped scenario for the policy asked, and the summary line.
+    out = tmp_path / "suite.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "real_suite.py"),
+            "--reps",
+            "1",
+            "--policies",
+            "rr",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("| scenario | policy | slowdown sim | slowdown real | real/sim |")
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    assert [(r["scenario"], r["policy"]) for r in rows] == [("barrier-hog", "rr"), ("spinlock-hog", "rr")]
+    assert lines[-1].endswith(
+        "compared pairs agree within 15% (slowdown, real over simulated); 0 not compared."
+    )
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "real_suite.py"), "--policies", "nope"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--policies: expected registered policies" in bad.stderr
