@@ -243,8 +243,11 @@ def test_compare_sets_the_simulator_beside_real_vcpus(cli: Cli, tmp_path: Path) 
         assert fragment in table
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals a child process")
-def test_ctrl_c_stops_a_real_run_with_exit_130(tmp_path: Path) -> None:
+def interrupt_a_real_run(tmp_path: Path, ignore_sigint: bool) -> tuple[int, str, str]:
+    """Starts `vsched real` on two hogs (on the fake backend: it would last its 600 s
+    deadline), sends it SIGINT 3 s in, and returns its exit code, stdout and stderr; fails
+    the test if the run goes on. With `ignore_sigint`, the child starts with SIGINT ignored,
+    as a shell starts a script's background job (`vsched real ... &`)."""
     path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "cpu_hog"')
     run = subprocess.Popen(
         [sys.executable, "-m", "vsched", "real", str(path), "--policy", "rr", "--deadline-s", "600"],
@@ -252,26 +255,7 @@ def test_ctrl_c_stops_a_real_run_with_exit_130(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "VSCHED_REAL_BACKEND": "fake"},
-    )
-    # Hogs never finish: the run would last the 600 s deadline. Signal it well into it.
-    time.sleep(3)
-    run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=30)
-    assert (run.returncode, out, err) == (130, "", "interrupted\n")
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals a child process")
-def test_sigint_stops_a_real_run_started_with_sigint_ignored(tmp_path: Path) -> None:
-    # What a shell does to `vsched real ... &` in a script: the child starts with SIGINT
-    # ignored, and Python then installs no handler of its own.
-    path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "cpu_hog"')
-    run = subprocess.Popen(
-        [sys.executable, "-m", "vsched", "real", str(path), "--policy", "rr", "--deadline-s", "600"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "VSCHED_REAL_BACKEND": "fake"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
     )
     time.sleep(3)
     run.send_signal(signal.SIGINT)
@@ -281,7 +265,18 @@ def test_sigint_stops_a_real_run_started_with_sigint_ignored(tmp_path: Path) -> 
         run.kill()
         run.communicate()
         pytest.fail("SIGINT was ignored: the run went on")
-    assert (run.returncode, out, err) == (130, "", "interrupted\n")
+    return run.returncode, out, err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals a child process")
+def test_ctrl_c_stops_a_real_run_with_exit_130(tmp_path: Path) -> None:
+    assert interrupt_a_real_run(tmp_path, ignore_sigint=False) == (130, "", "interrupted\n")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals a child process")
+def test_sigint_stops_a_real_run_started_with_sigint_ignored(tmp_path: Path) -> None:
+    # Python installs no SIGINT handler of its own when it starts with the signal ignored.
+    assert interrupt_a_real_run(tmp_path, ignore_sigint=True) == (130, "", "interrupted\n")
 
 
 @pytest.mark.usefixtures("fake")

@@ -199,3 +199,24 @@ pub fn server() -> DomainConfig {
     d.guest.finite = true;
     d
 }
+
+/// `kvm-dy` with `tunable_scaling = "none"` and `params`, driven by hand (`hand_world::Bench`)
+/// through the set-up its yield tests share (tests/kvm_yields.rs header): 2 pCPUs, one VM of
+/// 4 vCPUs; after the first 4 ms tick v0 runs on pCPU 0, v1 on pCPU 1, and v2, v3 wait,
+/// preempted. The reschedule requests are cleared.
+pub fn kvm_dy_after_setup(params: &[(&str, Value)]) -> (vsched_model::hand_world::Bench, Box<dyn Policy>) {
+    use vsched_model::hand_world::{start, Bench};
+    let mut all = vec![("tunable_scaling", Value::Str("none".into()))];
+    all.extend(params.iter().cloned());
+    let mut policy = policy("kvm-dy", &all);
+    let mut world = Bench::new(2, 4);
+    start(&mut world, policy.as_mut());
+    assert_eq!(world.curr, vec![Some(2), Some(3)]);
+    for p in 0..2 {
+        world.tick(policy.as_mut(), p, 4 * vsched_model::NS_PER_MS);
+        world.schedule(policy.as_mut(), p);
+    }
+    assert_eq!(world.curr, vec![Some(0), Some(1)]);
+    world.resched.clear();
+    (world, policy)
+}

@@ -23,18 +23,9 @@ fn str(s: &str) -> Value {
 
 /// `kvm-dy` at release `version` (with `params`), after the set-up of the header.
 fn after_setup(version: &str, params: &[(&str, Value)]) -> (Bench, Box<dyn Policy>) {
-    let mut all = vec![("tunable_scaling", str("none")), ("kvm_version", str(version))];
+    let mut all = vec![("kvm_version", str(version))];
     all.extend(params.iter().cloned());
-    let mut policy = policy("kvm-dy", &all);
-    let mut world = Bench::new(2, 4);
-    start(&mut world, policy.as_mut());
-    for p in 0..2 {
-        world.tick(policy.as_mut(), p, 4 * MS);
-        world.schedule(policy.as_mut(), p);
-    }
-    assert_eq!(world.curr, vec![Some(0), Some(1)]);
-    world.resched.clear();
-    (world, policy)
+    kvm_dy_after_setup(&all)
 }
 
 /// The reschedules `v`'s yield asked for (and clears them).

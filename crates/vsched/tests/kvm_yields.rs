@@ -24,19 +24,7 @@ const US: Time = NS_PER_US;
 
 /// `kvm-dy` with `tunable_scaling = "none"` and `params`, after the set-up of the header.
 fn after_setup(params: &[(&str, Value)]) -> (Bench, Box<dyn Policy>) {
-    let mut all = vec![("tunable_scaling", Value::Str("none".into()))];
-    all.extend(params.iter().cloned());
-    let mut policy = policy("kvm-dy", &all);
-    let mut world = Bench::new(2, 4);
-    start(&mut world, policy.as_mut());
-    assert_eq!(world.curr, vec![Some(2), Some(3)]);
-    for p in 0..2 {
-        world.tick(policy.as_mut(), p, 4 * MS);
-        world.schedule(policy.as_mut(), p);
-    }
-    assert_eq!(world.curr, vec![Some(0), Some(1)]);
-    world.resched.clear();
-    (world, policy)
+    kvm_dy_after_setup(params)
 }
 
 /// The sibling v0's pause-loop exit yielded to, read off the reschedule requests (and
