@@ -166,13 +166,12 @@ impl Cfs {
 
     /// Balance scheduling's mask for `v` now (linux_balance.rs), if the rule is on.
     fn mask(&self, cx: &Cx, v: VcpuId) -> Option<Mask> {
-        (self.balance && linux_balance::covers(cx, v)).then(|| Mask::of(cx, v, |u| self.rq_of(u)))
+        linux_balance::mask(self.balance, cx, v, |u| self.rq_of(u))
     }
 
     /// `can_migrate_task`'s affinity test: may `v` move to `p`?
     fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
-        self.se[v].pinned.is_none()
-            && (!(self.balance && linux_balance::covers(cx, v)) || Mask::allows_on(cx, v, p, |u| self.rq_of(u)))
+        self.se[v].pinned.is_none() && linux_balance::may_move(self.balance, cx, v, p, |u| self.rq_of(u))
     }
 
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.

@@ -247,7 +247,7 @@ impl Eevdf {
 
     /// Balance scheduling's mask for `u` now (linux_balance.rs), if the rule is on.
     fn mask(&self, cx: &Cx, u: VcpuId) -> Option<Mask> {
-        (self.balance && linux_balance::covers(cx, u)).then(|| Mask::of(cx, u, |w| self.rq_of(w)))
+        linux_balance::mask(self.balance, cx, u, |w| self.rq_of(w))
     }
 
     /// `can_migrate_task`: a delayed vCPU stays (see the header), a thread bound to its pCPU
@@ -255,7 +255,7 @@ impl Eevdf {
     fn may_move(&self, cx: &Cx, u: VcpuId, p: PcpuId) -> bool {
         !self.se[u].delayed
             && self.se[u].pinned.is_none()
-            && (!(self.balance && linux_balance::covers(cx, u)) || Mask::allows_on(cx, u, p, |w| self.rq_of(w)))
+            && linux_balance::may_move(self.balance, cx, u, p, |w| self.rq_of(w))
     }
 
     /// `cfs_rq->nr_running`: queued entities, delayed ones and a runnable `curr` included.

@@ -56,8 +56,19 @@ pub(crate) const CROWDED: &str = "balance.crowded_placements";
 /// Whether the rule covers `v`: a guest's vCPU thread. A KVM host's own threads (kernel
 /// threads, QEMU and vhost threads; `DomainInfo::host_threads`) are not a VM's vCPUs and keep
 /// the base's placement.
-pub(crate) fn covers(cx: &Cx, v: VcpuId) -> bool {
+fn covers(cx: &Cx, v: VcpuId) -> bool {
     !cx.domain(cx.dom_of(v)).host_threads
+}
+
+/// `v`'s mask now, if the rule is `on` and covers it (else the base decides alone).
+pub(crate) fn mask(on: bool, cx: &Cx, v: VcpuId, rq_of: impl Fn(VcpuId) -> Option<PcpuId>) -> Option<Mask> {
+    (on && covers(cx, v)).then(|| Mask::of(cx, v, rq_of))
+}
+
+/// `can_migrate_task`'s affinity test under the rule: may `v` move to `p`? Always, if the
+/// rule is off or does not cover `v`.
+pub(crate) fn may_move(on: bool, cx: &Cx, v: VcpuId, p: PcpuId, rq_of: impl Fn(VcpuId) -> Option<PcpuId>) -> bool {
+    !(on && covers(cx, v)) || Mask::allows_on(cx, v, p, rq_of)
 }
 
 /// Balance scheduling's affinity mask for one vCPU at one decision.
