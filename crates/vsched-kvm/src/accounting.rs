@@ -138,6 +138,8 @@ pub(crate) struct VmTally {
     pub(crate) spin_s: f64,
     pub(crate) lock_holder_preemptions: u64,
     pub(crate) lock_waiter_preemptions: u64,
+    /// Pause-loop exits, from its guest's counters.
+    pub(crate) ple_exits: u64,
     pub(crate) co_launches: u64,
 }
 
@@ -190,7 +192,7 @@ impl Books {
                     spin_share: (cpu_ns > 0).then(|| tally.spin_s / cpu_s),
                     lock_holder_preemptions: tally.lock_holder_preemptions,
                     lock_waiter_preemptions: tally.lock_waiter_preemptions,
-                    ple_exits: 0,
+                    ple_exits: tally.ple_exits,
                     wake_latency_us_mean: None,
                     cpu_share: ratio(cpu_ns as f64, capacity),
                     weight_share: ratio(info.weight as f64, total_weight),
@@ -232,7 +234,7 @@ impl Books {
             migrations: measured.migrations,
             cache_refill_s: 0.0,
             sched_invocations: measured.sched_invocations,
-            ple_exits: 0,
+            ple_exits: vms.iter().map(|t| t.ple_exits).sum(),
             co_launches,
             co_launches_per_s: ratio(co_launches as f64, secs(end)),
             co_ipis: measured.co_ipis,

@@ -23,6 +23,8 @@ pub struct GuestCounters {
     pub barriers: u64,
     /// Cycles of compute the guest did while the vCPU ran (same rule as `spin_cycles`).
     pub compute_cycles: u64,
+    /// Pause-loop exits the guest made (kernel-mode spinning that reached its window).
+    pub ple_exits: u64,
 }
 
 /// What the guest of a vCPU is doing now, as its code last wrote it.
@@ -45,6 +47,9 @@ pub enum GuestActivity {
 pub enum BackendEvent {
     /// The guest program of `vcpu` ended; the vCPU will not run guest code again.
     Finished { vcpu: usize },
+    /// `vcpu`'s kernel-mode spinning reached its pause-loop window. The vCPU went back to
+    /// guest code at once; the scheduler answers (`yield_`) when it gets the event.
+    PauseLoopExit { vcpu: usize },
     /// `vcpu` stopped for a reason the backend cannot recover from (an unexpected exit, a
     /// failed ioctl): the run fails with this message.
     Failed { vcpu: usize, message: String },
@@ -83,11 +88,28 @@ pub struct VmSpec<'a> {
     pub first_vcpu: usize,
 }
 
-/// Limits a backend enforces.
+/// What a backend builds its VMs with.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct MachineSettings {
     /// Guest memory of one VM, at most.
     pub memory_per_vm_bytes: u64,
+    /// Pause-loop exiting of the guests' kernel-mode spinning; `None`: off.
+    pub ple: Option<PleWindow>,
+}
+
+/// The pause-loop window of a guest's kernel-mode spinning, in TSC cycles of running
+/// (`ple_scaling` derives it from the scenario's host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PleWindow {
+    /// The window at the start, and again each time the vCPU is scheduled in.
+    pub base_cycles: u64,
+    /// Growth factor at each exit (1: fixed, as Xen; 2: KVM's `ple_window_grow`).
+    pub grow: u32,
+    /// The window never grows past this.
+    pub max_cycles: u64,
+    /// An exit that keeps the vCPU out of guest code longer than this means it was stopped
+    /// meanwhile (a descheduling); a shorter one is the exit's own cost.
+    pub exit_gap_cycles: u64,
 }
 
 /// Runs vCPUs as the scheduler says. Every method is called from the scheduler's thread.
@@ -102,6 +124,11 @@ pub trait Backend {
     fn stop(&mut self, vcpu: usize) -> Result<(), BackendError>;
     /// What `vcpu`'s guest is doing now (racy by nature: the guest may change it next).
     fn activity(&self, vcpu: usize) -> GuestActivity;
+    /// Whether `vcpu`'s guest is in kernel mode now (waiting for or holding a kernel-mode
+    /// lock); as racy as `activity`.
+    fn in_kernel(&self, _vcpu: usize) -> bool {
+        false
+    }
     fn counters(&self, vcpu: usize) -> GuestCounters;
     /// Waits for the next event until `deadline`; `None` when the deadline passed first.
     fn next_event(&mut self, deadline: Instant) -> Option<BackendEvent>;

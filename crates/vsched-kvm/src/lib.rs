@@ -13,11 +13,14 @@ pub mod fake;
 pub mod guest_code;
 pub mod isolation;
 pub mod machine;
+pub mod ple_scaling;
 pub mod real_report;
 pub mod runner;
 pub mod world;
 
-pub use backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};
+pub use backend::{
+    Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, MachineSettings, PleWindow, VmSpec,
+};
 pub use error::RealError;
 pub use real_report::{run_real_json, run_real_json_with, unavailable_reason, RealOptions};
 pub use runner::Control;

@@ -18,9 +18,10 @@ use vsched::scenario::{check_reps, Scenario};
 use vsched_engine::{ns_to_secs, secs_to_ns};
 use vsched_model::GuestSpec;
 
-use crate::backend::{Backend, BackendError, Limits, VmSpec};
+use crate::backend::{Backend, BackendError, MachineSettings, VmSpec};
 use crate::error::RealError;
 use crate::fake::FakeBackend;
+use crate::ple_scaling::{self, ExitCost};
 use crate::runner::{self, Control, RunPlan};
 use crate::{admission, isolation};
 
@@ -34,10 +35,9 @@ pub const DEFAULT_MEMORY_PER_VM: u64 = 64 << 20;
 /// The range `--memory-per-vm` may take: from 1 MiB (page tables, code, counters) to 16 GiB.
 pub const MEMORY_PER_VM_RANGE: std::ops::RangeInclusive<u64> = (1 << 20)..=(16 << 30);
 
-/// Per-VM figures real vCPUs cannot measure: no PLE on kvm_pvm, no guest kernel (ticks,
-/// timers, paravirtual features, IPIs), no I/O or serving workloads, no co-start record.
+/// Per-VM figures real vCPUs cannot measure: no guest kernel (ticks, timers, paravirtual
+/// features, IPIs), no I/O or serving workloads, no co-start record.
 pub const VM_UNMEASURED: &[&str] = &[
-    "ple_exits",
     "requests",
     "costarts",
     "ipi_syncs",
@@ -53,8 +53,8 @@ pub const VM_UNMEASURED: &[&str] = &[
     "messages_received",
     "rx_packets",
 ];
-/// Host figures real vCPUs cannot measure: cache refills are not observed, no PLE.
-pub const HOST_UNMEASURED: &[&str] = &["cache_refill_s", "ple_exits"];
+/// Host figures real vCPUs cannot measure: cache refills are not observed.
+pub const HOST_UNMEASURED: &[&str] = &["cache_refill_s"];
 
 /// Options of `vsched real` that override the scenario.
 #[derive(Debug, Clone, Default)]
@@ -93,30 +93,34 @@ pub const FAKE_WORK: std::time::Duration = std::time::Duration::from_millis(100)
 /// backend instead when [`BACKEND_VARIABLE`] says so).
 pub fn run_real_json(toml_text: &str, opts: &RealOptions, control: &Control) -> Result<String, RealError> {
     if fake_backend_requested() {
-        let build = |vms: &[VmSpec], _: &Limits, _| FakeBackend::new(vms, |vm| vm.guest.finite.then_some(FAKE_WORK));
-        return run_real_json_with(toml_text, opts, control, "fake", |_| Ok(()), build);
+        let build =
+            |vms: &[VmSpec], _: &MachineSettings, _| FakeBackend::new(vms, |vm| vm.guest.finite.then_some(FAKE_WORK));
+        // Fake vCPUs never spin: no pause-loop exits to scale.
+        return run_real_json_with(toml_text, opts, control, "fake", |_, _| Ok(None), build);
     }
-    let check = |vms: &[VmSpec]| -> Result<(), BackendError> {
+    let check = |vms: &[VmSpec], host_cpu: usize| -> Result<Option<ExitCost>, BackendError> {
         // The guests first: a workload the machine cannot run is refused on any host.
         for vm in vms {
             crate::machine::check_supported(vm)?;
         }
-        crate::machine::kvm_available()
+        crate::machine::kvm_available()?;
+        crate::machine::ple_exit_ns(host_cpu).map(Some)
     };
     run_real_json_with(toml_text, opts, control, "kvm", check, crate::machine::KvmBackend::new)
 }
 
 /// As [`run_real_json`] on any backend: `check` refuses what it cannot run before anything
-/// is built, `build` makes the backend of one repetition (its VMs, limits and seed), named
-/// `backend_name` in the report. Each backend is dropped (its VMs and threads cleaned up) as
+/// is built and gives the cost of one pause-loop exit, measured on the host CPU it is given
+/// (`None`: the backend raises none), `build` makes the backend of one repetition (its VMs,
+/// settings and seed), named `backend_name` in the report. Each backend is dropped (its VMs and threads cleaned up) as
 /// soon as its repetition ends, whatever way it ends.
 pub fn run_real_json_with<B: Backend>(
     toml_text: &str,
     opts: &RealOptions,
     control: &Control,
     backend_name: &str,
-    check: impl FnOnce(&[VmSpec]) -> Result<(), BackendError>,
-    mut build: impl FnMut(&[VmSpec], &Limits, u64) -> Result<B, BackendError>,
+    check: impl FnOnce(&[VmSpec], usize) -> Result<Option<ExitCost>, BackendError>,
+    mut build: impl FnMut(&[VmSpec], &MachineSettings, u64) -> Result<B, BackendError>,
 ) -> Result<String, RealError> {
     if opts.policy.as_deref().is_some_and(vsched::external::is_external_name) {
         return Err(RealError::Scenario(
@@ -159,8 +163,10 @@ pub fn run_real_json_with<B: Backend>(
             spec
         })
         .collect();
-    check(&vms)?;
-    let limits = Limits { memory_per_vm_bytes };
+    let exit_cost = check(&vms, host_cpus[0])?;
+    let policy_grow = scenario.policy.build()?.ple_window_grow();
+    let ple = exit_cost.and_then(|cost| ple_scaling::real_window(&scenario.host, policy_grow, cost));
+    let settings = MachineSettings { memory_per_vm_bytes, ple };
     let plan = RunPlan { host_cpus, end_ns: secs_to_ns(deadline_s).min(scenario.horizon), until: scenario.until };
     control.reps.store(reps, Ordering::Relaxed);
     control.end_ns.store(plan.end_ns, Ordering::Relaxed);
@@ -172,7 +178,7 @@ pub fn run_real_json_with<B: Backend>(
     for rep in 0..reps {
         control.rep.store(rep, Ordering::Relaxed);
         let run_seed = seed.wrapping_add(rep as u64);
-        let mut backend = build(&vms, &limits, run_seed)?;
+        let mut backend = build(&vms, &settings, run_seed)?;
         nice = runner::prepare_scheduler_thread();
         let before = isolation::sample(host_cpus);
         let started = Instant::now();
@@ -199,6 +205,9 @@ pub fn run_real_json_with<B: Backend>(
         "deadline_s": ns_to_secs(plan.end_ns),
         "memory_per_vm_bytes": memory_per_vm_bytes,
         "scheduler_nice": nice,
+        "ple_exit_us": exit_cost.map(|c| c.exit_ns as f64 / 1e3),
+        "ple_window_stretch": exit_cost.map(|c| ple_scaling::stretch(&scenario.host, c.exit_ns)),
+        "ple_window_us": ple.zip(exit_cost).map(|(w, c)| w.base_cycles as f64 * 1e6 / c.tsc_hz as f64),
     });
     let runs = doc["runs"].as_array_mut().expect("runs").iter_mut();
     for (((run, late), executed), isolation) in runs.zip(lateness).zip(executed).zip(isolated) {

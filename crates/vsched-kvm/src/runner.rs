@@ -23,8 +23,12 @@
 //!   time 0; one given a pCPU before its VM's start halts at once (`sleep`), as a guest with
 //!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
 //!   which is Credit's BOOST. Real guests block at no other time;
-//! - `yield_`: never called (no pause-loop exits on kvm_pvm, and none are synthesized yet:
-//!   docs/real-vcpus.md).
+//! - a pause-loop exit (`BackendEvent::PauseLoopExit`, synthesized by the guest code of a
+//!   kernel-mode lock, `ple_scaling`): `yield_` with `PauseLoopExit` on the spinner's pCPU,
+//!   as the simulator calls it, if the vCPU still runs and still spins (the guest went on
+//!   meanwhile, and may have taken the lock: a yield that arrives after the wait ended is
+//!   dropped, as no hardware exit would have been raised then); its reschedules follow in
+//!   the next step.
 //!
 //! Approximations, against the simulator: ticks, slices and timers fire when the loop gets
 //! to them, late by the host's wake-up latency (measured: `scheduler_late_us`); the
@@ -34,7 +38,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use vsched::scenario::Scenario;
 use vsched_engine::{Rng, RngStreams, Time, NS_PER_MS};
-use vsched_model::{Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState, World};
+use vsched_model::{
+    Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState, World, YieldReason,
+};
 
 use crate::accounting::{HostTally, VmTally};
 use crate::backend::{Backend, BackendEvent, GuestActivity, VmSpec};
@@ -202,6 +208,7 @@ impl<'a, B: Backend> Runner<'a, B> {
                     spin_s: 0.0,
                     lock_holder_preemptions: 0,
                     lock_waiter_preemptions: 0,
+                    ple_exits: 0,
                     co_launches: 0,
                 })
                 .collect(),
@@ -253,6 +260,7 @@ impl<'a, B: Backend> Runner<'a, B> {
                 self.world.tick_clock();
                 match event {
                     BackendEvent::Finished { vcpu } => self.finished(vcpu)?,
+                    BackendEvent::PauseLoopExit { vcpu } => self.pause_loop_exit(vcpu)?,
                     BackendEvent::Failed { vcpu, message } => {
                         return Err(RealError::Backend(format!("real vCPUs failed: vCPU {vcpu}: {message}")))
                     }
@@ -293,7 +301,7 @@ impl<'a, B: Backend> Runner<'a, B> {
     fn step(&mut self) -> Result<(), RealError> {
         let now = self.world.tick_clock();
         let backend = &*self.backend;
-        self.world.observe_guests(|v| backend.activity(v));
+        self.world.observe_guests(|v| (backend.activity(v), backend.in_kernel(v)));
         self.start_due_vms(now)?;
         while let Some((at, id)) = self.world.take_due_timer() {
             self.late(at);
@@ -449,6 +457,17 @@ impl<'a, B: Backend> Runner<'a, B> {
         self.world.with_cx(Some(p), |cx| self.policy.sleep(cx, v));
     }
 
+    /// `v`'s guest raised a pause-loop exit: the policy hears of it if `v` still runs and
+    /// spins (module notes).
+    fn pause_loop_exit(&mut self, v: VcpuId) -> Result<(), RealError> {
+        let VcpuState::Running(p) = self.world.state(v) else { return Ok(()) };
+        if self.started_on[v].is_none() || self.backend.activity(v) != GuestActivity::LockWait {
+            return Ok(());
+        }
+        self.world.with_cx(Some(p), |cx| self.policy.yield_(cx, v, YieldReason::PauseLoopExit));
+        self.check_failure()
+    }
+
     /// The backend says `v`'s program ended.
     fn finished(&mut self, v: VcpuId) -> Result<(), RealError> {
         self.exit(v);
@@ -510,6 +529,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         for v in 0..self.exited.len() {
             let counters = self.backend.counters(v);
             self.vms[self.vm_of[v]].spin_s += counters.spin_cycles as f64 / tsc_hz;
+            self.vms[self.vm_of[v]].ple_exits += counters.ple_exits;
             guest_executed_s[self.vm_of[v]] += (counters.spin_cycles + counters.compute_cycles) as f64 / tsc_hz;
         }
         for (tally, &launches) in self.vms.iter_mut().zip(&self.world.co_launches) {

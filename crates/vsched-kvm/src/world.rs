@@ -8,7 +8,8 @@
 //! - `state`, `curr`, `last_pcpu`: as the runner last set them (it starts and stops vCPUs);
 //! - `guest_spinning`: the guest's own activity word (`Backend::activity`) says it waits for
 //!   a lock or at a barrier, sampled by the runner before each step (`observe_guests`);
-//! - `guest_in_kernel`: always false, the guest code runs in ring 3 without a kernel;
+//! - `guest_in_kernel`: the activity word says the guest waits for or holds a kernel-mode
+//!   lock (whose code runs in ring 3 too: there is no guest kernel, `Backend::in_kernel`);
 //! - no interrupts are ever pending, none are posted.
 //!
 //! Actions: `resched(p)` marks `p` for `pick_next` as soon as the runner's loop gets to it.
@@ -51,6 +52,7 @@ pub struct RealWorld {
     resched_order: VecDeque<PcpuId>,
     marked: Vec<bool>,
     spinning: Vec<bool>,
+    in_kernel: Vec<bool>,
     /// Policy timers: (due, order of setting, id), earliest first.
     timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
     timers_set: u64,
@@ -108,6 +110,7 @@ impl RealWorld {
             resched_order: VecDeque::new(),
             marked: vec![false; n_pcpus],
             spinning: vec![false; n_vcpus],
+            in_kernel: vec![false; n_vcpus],
             timers: BinaryHeap::new(),
             timers_set: 0,
             counters: BTreeMap::new(),
@@ -137,10 +140,13 @@ impl RealWorld {
         self.started + std::time::Duration::from_nanos(at)
     }
 
-    /// Samples what each guest shows the hypervisor (`activity` of vCPU `v`).
-    pub fn observe_guests(&mut self, activity: impl Fn(VcpuId) -> GuestActivity) {
-        for (v, spinning) in self.spinning.iter_mut().enumerate() {
-            *spinning = matches!(activity(v), GuestActivity::LockWait | GuestActivity::BarrierWait);
+    /// Samples what each guest shows the hypervisor: what vCPU `v` does and whether it is
+    /// in kernel mode (`observe(v)`).
+    pub fn observe_guests(&mut self, observe: impl Fn(VcpuId) -> (GuestActivity, bool)) {
+        for v in 0..self.spinning.len() {
+            let (activity, in_kernel) = observe(v);
+            self.spinning[v] = matches!(activity, GuestActivity::LockWait | GuestActivity::BarrierWait);
+            self.in_kernel[v] = in_kernel;
         }
     }
 
@@ -268,9 +274,8 @@ impl World for RealWorld {
     fn resched_pending(&self, p: PcpuId) -> bool {
         self.marked[p]
     }
-    /// The guest code runs in ring 3 and has no kernel.
-    fn guest_in_kernel(&self, _v: VcpuId) -> bool {
-        false
+    fn guest_in_kernel(&self, v: VcpuId) -> bool {
+        self.in_kernel[v]
     }
     fn guest_spinning(&self, v: VcpuId) -> bool {
         self.spinning[v]

@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use vsched_kvm::guest_code::random_tables::ns_to_cycles;
 use vsched_kvm::machine::{check_supported, kvm_available, KvmBackend};
-use vsched_kvm::{Backend, BackendError, BackendEvent, GuestActivity, Limits, VmSpec};
+use vsched_kvm::{Backend, BackendError, BackendEvent, GuestActivity, MachineSettings, VmSpec};
 use vsched_model::{
     BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Params, ProgramBuilder, Value, NS_PER_MS, NS_PER_US,
 };
 use vsched_workloads::{Ranks, WorkloadInfo};
 
-const LIMITS: Limits = Limits { memory_per_vm_bytes: 64 << 20 };
+const LIMITS: MachineSettings = MachineSettings { memory_per_vm_bytes: 64 << 20, ple: None };
 /// Longest a test's guest may take to finish on a busy shared host.
 const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -86,6 +86,7 @@ fn wait_finished(backend: &mut KvmBackend, finished: &mut [bool]) {
         match backend.next_event(deadline) {
             Some(BackendEvent::Finished { vcpu }) => finished[vcpu] = true,
             Some(BackendEvent::Failed { message, .. }) => panic!("a vCPU failed: {message}"),
+            Some(BackendEvent::PauseLoopExit { .. }) => {}
             None => panic!("not finished within {RUN_TIMEOUT:?}: {finished:?}"),
         }
     }
@@ -243,6 +244,7 @@ fn many_stops_and_starts_mid_run_lose_nothing() {
             match event {
                 BackendEvent::Finished { vcpu } => finished[vcpu] = true,
                 BackendEvent::Failed { message, .. } => panic!("{message}"),
+                BackendEvent::PauseLoopExit { .. } => panic!("user-mode locks raise no pause-loop exit"),
             }
         }
         for v in 0..2 {
@@ -340,9 +342,8 @@ fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     assert_eq!(message, "real vCPUs run ticket and tas spinlocks only, not \"mcs\"");
     assert_eq!(refusal(&spinlock(&[("lock_kind", Value::Str("mutex".into()))])).0, "vm[2].workload.lock_kind");
 
-    let (field, message) = refusal(&spinlock(&[]));
-    assert_eq!(field, "vm[2].workload.mode", "spinlock spins in kernel mode by default");
-    assert_eq!(message, "real vCPUs run guest code in ring 3 only; use mode = \"user\"");
+    let kernel_mode = spinlock(&[]);
+    assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &kernel_mode, first_vcpu: 0 }).is_ok());
 
     let (field, message) = refusal(&spinlock(&[user.clone(), ("threads", Value::Int(3))]));
     assert_eq!(field, "vm[2].workload.threads");
@@ -370,13 +371,64 @@ fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &supported, first_vcpu: 0 }).is_ok());
 }
 
+/// A vCPU that spins on a lock it holds itself, in kernel or user mode: the first Lock takes
+/// it, the second never does.
+fn self_deadlock(kernel: bool) -> GuestSpec {
+    let lock = || Instr::Lock { choice: LockChoice::Fixed(0), kernel };
+    let mut b = ProgramBuilder::new();
+    b.push(lock()).push(lock()).push(Instr::Unlock).push(Instr::Unlock).push(Instr::Exit);
+    GuestSpec { programs: vec![b.build()], vcpus: 1, locks: 1, lock_kind: LockKind::Tas, finite: true, idle_vcpus: 0 }
+}
+
+#[test]
+fn kernel_mode_spinning_raises_pause_loop_exits_at_its_window_and_user_mode_none() {
+    let _turn = serial();
+    if !have_kvm() {
+        return;
+    }
+    let cpu = host_cpus()[0];
+    let tsc_hz = vsched_kvm::machine::tsc::tsc_hz();
+    // A window of 200 µs of spinning: over 100 ms of running, at most 500 exits, and at
+    // least one (the host may take the CPU away, but not for all of it: the stop below comes
+    // after the guest has run, as the counters show).
+    let window = ns_to_cycles(200 * NS_PER_US, tsc_hz);
+    let ple = vsched_kvm::PleWindow { base_cycles: window, grow: 1, max_cycles: window, exit_gap_cycles: u64::MAX };
+    let settings = MachineSettings { ple: Some(ple), ..LIMITS };
+    for kernel in [true, false] {
+        let guest = self_deadlock(kernel);
+        let mut backend = KvmBackend::new(&one_vm(&guest), &settings, 1).unwrap();
+        backend.start(0, cpu).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let in_kernel = backend.in_kernel(0);
+        assert_eq!(backend.activity(0), GuestActivity::LockWait);
+        backend.stop(0).unwrap();
+        let c = backend.counters(0);
+        assert!(c.spin_cycles > window, "it spun: {c:?}");
+        let mut reported = 0;
+        while let Some(event) = backend.next_event(Instant::now()) {
+            match event {
+                BackendEvent::PauseLoopExit { vcpu: 0 } => reported += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(reported, c.ple_exits, "each exit is reported once");
+        assert_eq!(in_kernel, kernel);
+        if kernel {
+            // Exits only after a whole window of spinning each.
+            assert!(c.ple_exits >= 1 && c.ple_exits <= c.spin_cycles / window, "{c:?}");
+        } else {
+            assert_eq!(c.ple_exits, 0, "user-mode spinning raises no pause-loop exit");
+        }
+    }
+}
+
 /// (The image is the code generator's, which a build without the `kvm` feature lacks.)
 #[cfg(feature = "kvm")]
 #[test]
 fn a_guest_larger_than_the_memory_cap_is_refused_before_kvm_is_touched() {
     let _turn = serial();
     let guest = lock_guest(2, LockKind::Ticket, 4, 10_000, 5, 1);
-    let tiny = Limits { memory_per_vm_bytes: 64 << 10 };
+    let tiny = MachineSettings { memory_per_vm_bytes: 64 << 10, ple: None };
     match KvmBackend::new(&one_vm(&guest), &tiny, 1) {
         Err(BackendError::Unsupported { field, message }) => {
             assert_eq!(field, "vm[0].workload");

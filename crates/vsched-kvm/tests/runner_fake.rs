@@ -15,7 +15,9 @@ use vsched::scenario::Scenario;
 use vsched::{ExternalPolicy, PolicyResolver};
 use vsched_kvm::fake::FakeBackend;
 use vsched_kvm::runner::{self, RunPlan};
-use vsched_kvm::{admission, run_real_json_with, BackendError, Control, Limits, RealError, RealOptions, VmSpec};
+use vsched_kvm::{
+    admission, run_real_json_with, BackendError, Control, MachineSettings, RealError, RealOptions, VmSpec,
+};
 use vsched_model::{ConfigError, Cx, Decision, GuestSpec, Hypervisor, PcpuId, Policy, Until, Value, VcpuId};
 
 /// One test at a time: they measure CPU shares on a machine with few CPUs.
@@ -46,7 +48,7 @@ fn report(text: &str, opts: &RealOptions, work: fn(&str) -> Option<Duration>) ->
         opts,
         &control,
         "fake",
-        |_| Ok(()),
+        |_, _| Ok(None),
         |vms, _, _| FakeBackend::new(vms, |vm| work(vm.name)),
     )?;
     Ok(serde_json::from_str(&json).expect("JSON"))
@@ -285,7 +287,7 @@ fn the_stop_flag_interrupts_a_run_and_cleans_up() {
         &RealOptions::default(),
         &control,
         "fake",
-        |_| Ok(()),
+        |_, _| Ok(None),
         |vms, _, _| FakeBackend::new(vms, |_| None),
     );
     stopper.join().unwrap();
@@ -318,8 +320,10 @@ fn the_report_has_the_simulator_report_keys_and_nulls_what_it_cannot_measure() {
     assert!(executed > 0.0 && executed <= given, "{executed} {given}");
     assert_eq!(keys(&real["runs"][0]["host"]), keys(&simulated["runs"][0]["host"]));
     assert_eq!(keys(&real["summary"]["vms"][0]), keys(&simulated["summary"]["vms"][0]));
-    assert_eq!(real["runs"][0]["vms"][0]["ple_exits"], Json::Null);
-    assert_eq!(real["summary"]["vms"][0]["ple_exits_mean"], Json::Null);
+    assert_eq!(real["runs"][0]["vms"][0]["guest_ticks"], Json::Null);
+    assert_eq!(real["summary"]["vms"][0]["guest_ticks_mean"], Json::Null);
+    // Pause-loop exits are counted by the guests (the fake's never spin: 0).
+    assert_eq!(real["runs"][0]["vms"][0]["ple_exits"], 0);
     assert_eq!(real["runs"][1]["host"]["cache_refill_s"], Json::Null);
     assert_eq!(real["runs"][1]["seed"], 2);
     assert!(real["runs"][0]["host"]["policy_counters"].is_object());
@@ -331,7 +335,7 @@ fn the_report_has_the_simulator_report_keys_and_nulls_what_it_cannot_measure() {
 fn a_backend_that_refuses_a_guest_refuses_the_run_before_it_starts() {
     let _serial = serial();
     let text = scenario_text(1, "name = \"rr\"", &[("a", 1, HOG)], "horizon_s = 5");
-    let refuse = |_: &[VmSpec]| {
+    let refuse = |_: &[VmSpec], _| {
         Err(BackendError::Unsupported { field: "vm[0].workload.kind".into(), message: "expected a test".into() })
     };
     let built = std::cell::Cell::new(false);
@@ -341,7 +345,7 @@ fn a_backend_that_refuses_a_guest_refuses_the_run_before_it_starts() {
         &Control::default(),
         "fake",
         refuse,
-        |vms, _: &Limits, _| {
+        |vms, _: &MachineSettings, _| {
             built.set(true);
             FakeBackend::new(vms, |_| None)
         },

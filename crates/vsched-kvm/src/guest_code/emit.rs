@@ -10,6 +10,16 @@
 //! thread preempted on the host), the gap counts for nothing, and the guest notes when it
 //! resumed. So a compute of `d` lasts `d` cycles of *running*, and spin cycles are cycles the
 //! vCPU ran while waiting, as the simulator counts them (`sim/interpret.rs`, `sync`).
+//!
+//! Pause-loop exits are synthesized (`ple_check`): the code of a kernel-mode lock runs in
+//! ring 3 like any other, but its spin loop adds the running cycles it spins to a count and,
+//! when the count reaches the vCPU's window, writes to `PLE_EXIT_ADDR`, an exit the vCPU's
+//! thread reports to the scheduler. The window restarts after each exit and whenever the
+//! guest notices it was descheduled (VT-x restarts its count at each VM entry); it grows at
+//! each exit by the hypervisor's factor up to its maximum, and returns to its base when the
+//! vCPU is scheduled in again (KVM's `grow_ple_window` / `shrink_ple_window`, as
+//! `vsched_model::sim::ple` models them). The window's length is `PleWindow`'s, scaled to
+//! this machine's exit cost (`ple_scaling`).
 
 use iced_x86::code_asm::*;
 use iced_x86::IcedError;
@@ -17,6 +27,7 @@ use vsched_model::{BarrierWait, Dur, Instr, LockChoice, LockKind};
 
 use super::layout::*;
 use super::random_tables::ns_to_cycles;
+use crate::backend::PleWindow;
 
 /// Where one random instruction's draws are: guest address, entries, and the slot of its
 /// cursor among the vCPU's.
@@ -39,12 +50,14 @@ pub struct EmitContext<'a> {
     /// A TSC gap longer than this (cycles) between two checks means the vCPU was not
     /// running.
     pub gap_cycles: u64,
+    /// Pause-loop exiting of kernel-mode spinning; `None`: off.
+    pub ple: Option<PleWindow>,
 }
 
 /// Assembles `program` for address `ip`. Errors name what is malformed (a program
 /// `machine::check_supported` accepted never errs).
 pub fn assemble(program: &[Instr], context: &EmitContext, ip: u64) -> Result<Vec<u8>, String> {
-    let mut e = Emitter { a: CodeAssembler::new(64).map_err(asm_err)?, context, held: 0, loops: Vec::new() };
+    let mut e = Emitter { a: CodeAssembler::new(64).map_err(asm_err)?, context, held: Vec::new(), loops: Vec::new() };
     e.program(program).map_err(|err| match err {
         EmitError::Asm(err) => asm_err(err),
         EmitError::Malformed(m) => m,
@@ -72,8 +85,9 @@ type Emitted = Result<(), EmitError>;
 struct Emitter<'a> {
     a: CodeAssembler,
     context: &'a EmitContext<'a>,
-    /// Locks held at this point of the program.
-    held: usize,
+    /// Locks held at this point of the program, by nesting depth: whether each is a
+    /// kernel-mode one.
+    held: Vec<bool>,
     /// Open loops: the label of each body, and whether it runs forever.
     loops: Vec<(CodeLabel, bool)>,
 }
@@ -89,6 +103,10 @@ impl Emitter<'_> {
         self.a.mov(r14, SHARED_ADDR)?;
         self.read_tsc()?;
         self.a.mov(qword_ptr(at(r15, LAST_TSC)), rax)?;
+        if let Some(ple) = self.context.ple {
+            self.a.mov(rax, ple.base_cycles)?;
+            self.a.mov(qword_ptr(at(r15, PLE_WINDOW)), rax)?;
+        }
         for (i, instr) in program.iter().enumerate() {
             self.instr(i, instr)?;
         }
@@ -98,7 +116,7 @@ impl Emitter<'_> {
     fn instr(&mut self, i: usize, instr: &Instr) -> Emitted {
         match instr {
             Instr::Compute(dur) => self.compute(i, *dur),
-            Instr::Lock { choice, kernel: false } => self.lock(i, *choice),
+            Instr::Lock { choice, kernel } => self.lock(i, *choice, *kernel),
             Instr::Unlock => self.unlock(),
             Instr::Barrier(BarrierWait::Spin) => self.barrier(),
             Instr::Repeat { times, .. } => self.repeat(*times),
@@ -127,11 +145,24 @@ impl Emitter<'_> {
         self.a.cmp(rcx, rdx)?;
         let mut ran = self.a.create_label();
         self.a.jbe(ran)?;
-        self.a.mov(qword_ptr(at(r15, RESUME_TSC)), rax)?;
-        self.a.inc(qword_ptr(at(r15, GAPS)))?;
+        self.descheduled()?;
         self.a.xor(ecx, ecx)?;
         self.a.set_label(&mut ran)?;
         self.a.add(qword_ptr(at(r15, counter)), rcx)?;
+        Ok(())
+    }
+
+    /// Notes that the vCPU was not running until `rax` (the TSC): when it resumed, one more
+    /// gap, and (scheduled in again) its pause-loop count restarts and its window shrinks
+    /// back to its base. Clobbers `rcx`.
+    fn descheduled(&mut self) -> Emitted {
+        self.a.mov(qword_ptr(at(r15, RESUME_TSC)), rax)?;
+        self.a.inc(qword_ptr(at(r15, GAPS)))?;
+        if let Some(ple) = self.context.ple {
+            self.a.mov(qword_ptr(at(r15, PLE_SPUN)), 0)?;
+            self.a.mov(rcx, ple.base_cycles)?;
+            self.a.mov(qword_ptr(at(r15, PLE_WINDOW)), rcx)?;
+        }
         Ok(())
     }
 
@@ -198,13 +229,64 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// The spin loop's accounting: `tick` into the spin counter, then, for a kernel-mode
+    /// lock, the pause-loop check. Clobbers `rax`, `rcx`, `rdx`.
+    fn spin_tick(&mut self, kernel: bool) -> Emitted {
+        self.tick(SPIN_CYCLES)?;
+        match (kernel, self.context.ple) {
+            (true, Some(ple)) => self.ple_check(ple),
+            _ => Ok(()),
+        }
+    }
+
+    /// Adds the cycles just spun (`rcx`) to the pause-loop count and exits when it reaches
+    /// the window: the count restarts, the window grows (up to its maximum), the exit
+    /// counter goes up, and the write to `PLE_EXIT_ADDR` leaves guest code until the vCPU's
+    /// thread resumes it. The exit's own time is the hypervisor's, neither spinning nor
+    /// computing; an exit longer than `ple.exit_gap_cycles` means the vCPU was stopped
+    /// during it, a descheduling like any other.
+    fn ple_check(&mut self, ple: PleWindow) -> Emitted {
+        let mut below = self.a.create_label();
+        self.a.add(qword_ptr(at(r15, PLE_SPUN)), rcx)?;
+        self.a.mov(rax, qword_ptr(at(r15, PLE_SPUN)))?;
+        self.a.cmp(rax, qword_ptr(at(r15, PLE_WINDOW)))?;
+        self.a.jb(below)?;
+        self.a.mov(qword_ptr(at(r15, PLE_SPUN)), 0)?;
+        self.a.inc(qword_ptr(at(r15, PLE_EXITS)))?;
+        if ple.grow > 1 {
+            self.a.mov(rax, qword_ptr(at(r15, PLE_WINDOW)))?;
+            self.a.mov(rcx, u64::from(ple.grow))?;
+            self.a.imul_2(rax, rcx)?;
+            self.a.mov(rcx, ple.max_cycles)?;
+            self.a.cmp(rax, rcx)?;
+            self.a.cmova(rax, rcx)?;
+            self.a.mov(qword_ptr(at(r15, PLE_WINDOW)), rax)?;
+        }
+        self.a.mov(eax, PLE_EXIT_ADDR as u32)?;
+        self.a.mov(byte_ptr(rax), 0u32)?;
+        self.read_tsc()?;
+        self.a.mov(rcx, rax)?;
+        self.a.sub(rcx, qword_ptr(at(r15, LAST_TSC)))?;
+        self.a.mov(qword_ptr(at(r15, LAST_TSC)), rax)?;
+        self.a.mov(rdx, ple.exit_gap_cycles)?;
+        self.a.cmp(rcx, rdx)?;
+        self.a.jbe(below)?;
+        self.descheduled()?;
+        self.a.set_label(&mut below)?;
+        self.a.nop()?;
+        Ok(())
+    }
+
     /// `Lock`: spins with `PAUSE` until the lock is this thread's, then counts the
-    /// acquisition, starts its hold time and bumps the lock's witness.
-    fn lock(&mut self, i: usize, choice: LockChoice) -> Emitted {
-        if self.held == MAX_LOCK_DEPTH {
+    /// acquisition, starts its hold time and bumps the lock's witness. A kernel-mode lock
+    /// runs the same code (in ring 3: there is no guest kernel), marks its activity as in
+    /// kernel, and raises pause-loop exits while it spins.
+    fn lock(&mut self, i: usize, choice: LockChoice, kernel: bool) -> Emitted {
+        if self.held.len() == MAX_LOCK_DEPTH {
             return Err(EmitError::Malformed(format!("more than {MAX_LOCK_DEPTH} locks held at once")));
         }
-        self.set_activity(ACTIVITY_LOCK_WAIT)?;
+        let mode = if kernel { ACTIVITY_IN_KERNEL } else { 0 };
+        self.set_activity(ACTIVITY_LOCK_WAIT | mode)?;
         match choice {
             LockChoice::Fixed(l) => self.a.mov(esi, (SHARED_ADDR + LOCKS + LINE * u64::from(l)) as u32)?,
             LockChoice::Uniform => self.next_draw(i, rsi)?,
@@ -222,7 +304,7 @@ impl Emitter<'_> {
                 self.a.cmp(dword_ptr(at(rsi, LOCK_SERVING)), edi)?;
                 self.a.je(got)?;
                 self.a.pause()?;
-                self.tick(SPIN_CYCLES)?;
+                self.spin_tick(kernel)?;
                 self.a.jmp(check)?;
             }
             // Test-and-test-and-set (the simulator's tas: whoever executes when the lock is
@@ -238,7 +320,7 @@ impl Emitter<'_> {
                 self.a.jz(got)?;
                 self.a.set_label(&mut spin)?;
                 self.a.pause()?;
-                self.tick(SPIN_CYCLES)?;
+                self.spin_tick(kernel)?;
                 self.a.cmp(dword_ptr(at(rsi, LOCK_WORD)), 0)?;
                 self.a.jne(spin)?;
                 self.a.jmp(attempt)?;
@@ -249,23 +331,23 @@ impl Emitter<'_> {
         // The witness is read here and written back last, a window of a few dozen cycles in
         // which a second holder would lose an increment.
         self.a.mov(r8, qword_ptr(at(rsi, LOCK_WITNESS)))?;
-        let depth = 8 * self.held as u64;
+        let depth = 8 * self.held.len() as u64;
         self.a.mov(qword_ptr(at(r15, HELD + depth)), rsi)?;
         self.read_tsc()?;
         self.a.mov(qword_ptr(at(r15, HOLD_START + depth)), rax)?;
         self.a.inc(qword_ptr(at(r15, ACQUISITIONS)))?;
         self.a.inc(r8)?;
         self.a.mov(qword_ptr(at(rsi, LOCK_WITNESS)), r8)?;
-        self.held += 1;
-        self.set_activity(ACTIVITY_LOCK_HELD)
+        self.held.push(kernel);
+        self.set_activity(ACTIVITY_LOCK_HELD | mode)
     }
 
     /// `Unlock`: releases the lock taken last and adds its hold time.
     fn unlock(&mut self) -> Emitted {
-        let Some(depth) = self.held.checked_sub(1) else {
+        if self.held.pop().is_none() {
             return Err(EmitError::Malformed("an unlock without a lock held".into()));
-        };
-        self.held = depth;
+        }
+        let depth = self.held.len();
         let slot = 8 * depth as u64;
         self.a.mov(rsi, qword_ptr(at(r15, HELD + slot)))?;
         self.read_tsc()?;
@@ -277,7 +359,10 @@ impl Emitter<'_> {
             LockKind::Ticket => self.a.add(dword_ptr(at(rsi, LOCK_SERVING)), 1)?,
             _ => self.a.mov(dword_ptr(at(rsi, LOCK_WORD)), 0u32)?,
         }
-        self.set_activity(if depth == 0 { ACTIVITY_COMPUTE } else { ACTIVITY_LOCK_HELD })
+        match self.held.last() {
+            None => self.set_activity(ACTIVITY_COMPUTE),
+            Some(&kernel) => self.set_activity(ACTIVITY_LOCK_HELD | if kernel { ACTIVITY_IN_KERNEL } else { 0 }),
+        }
     }
 
     /// `Barrier(Spin)`: a sense-reversing centralized barrier (Mellor-Crummey and Scott,

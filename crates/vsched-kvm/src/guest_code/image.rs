@@ -6,6 +6,7 @@ use super::emit::{self, EmitContext, TablePlace};
 use super::layout::*;
 use super::random_tables::{draw_tables, ns_to_cycles, vcpu_stream};
 use super::{boot, DESCHEDULED_GAP_NS};
+use crate::backend::MachineSettings;
 
 /// Where a vCPU's code starts and where its private area (counters) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +32,13 @@ pub enum ImageError {
 }
 
 /// Builds the guest memory of a VM whose first vCPU is global vCPU `first_vcpu`, refusing
-/// one larger than `max_bytes`.
+/// one larger than `settings.memory_per_vm_bytes`.
 pub fn build_image(
     guest: &GuestSpec,
     first_vcpu: usize,
     seed: u64,
     tsc_hz: u64,
-    max_bytes: u64,
+    settings: &MachineSettings,
 ) -> Result<GuestImage, ImageError> {
     let programs = &guest.programs[..guest.vcpus.min(guest.programs.len())];
     let private_start = first_private_addr(guest.locks);
@@ -74,6 +75,7 @@ pub fn build_image(
             tables: &places[i],
             tsc_hz,
             gap_cycles,
+            ple: settings.ple,
         };
         let bytes = emit::assemble(program, &cx, next).map_err(ImageError::Malformed)?;
         vcpus.push(VcpuImage { entry: next, private_base });
@@ -82,7 +84,7 @@ pub fn build_image(
     }
 
     let size = align_up(next, PAGE);
-    let limit = max_bytes.min(MAX_GUEST_MEMORY);
+    let limit = settings.memory_per_vm_bytes.min(MAX_GUEST_MEMORY);
     if size > limit {
         return Err(ImageError::TooLarge { needed: size, limit });
     }
@@ -112,6 +114,10 @@ mod tests {
 
     use super::*;
 
+    fn mem(memory_per_vm_bytes: u64) -> MachineSettings {
+        MachineSettings { memory_per_vm_bytes, ple: None }
+    }
+
     fn spinlock_guest(vcpus: usize, locks: u32, kind: LockKind) -> GuestSpec {
         let mut b = ProgramBuilder::new();
         let choice = if locks == 1 { LockChoice::Fixed(0) } else { LockChoice::Uniform };
@@ -128,17 +134,17 @@ mod tests {
     #[test]
     fn an_image_is_the_same_bytes_for_the_same_guest_and_seed() {
         let guest = spinlock_guest(2, 3, LockKind::Tas);
-        let a = build_image(&guest, 4, 11, 2_000_000_000, 1 << 30).unwrap();
-        let b = build_image(&guest, 4, 11, 2_000_000_000, 1 << 30).unwrap();
+        let a = build_image(&guest, 4, 11, 2_000_000_000, &mem(1 << 30)).unwrap();
+        let b = build_image(&guest, 4, 11, 2_000_000_000, &mem(1 << 30)).unwrap();
         assert!(a.memory == b.memory && a.vcpus == b.vcpus);
-        let other_seed = build_image(&guest, 4, 12, 2_000_000_000, 1 << 30).unwrap();
+        let other_seed = build_image(&guest, 4, 12, 2_000_000_000, &mem(1 << 30)).unwrap();
         assert!(a.memory != other_seed.memory, "the random tables follow the seed");
     }
 
     #[test]
     fn each_vcpu_has_its_own_page_and_code_after_its_data() {
         let guest = spinlock_guest(3, 1, LockKind::Ticket);
-        let image = build_image(&guest, 0, 1, 3_000_000_000, 1 << 30).unwrap();
+        let image = build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap();
         let bases: Vec<u64> = image.vcpus.iter().map(|v| v.private_base).collect();
         assert_eq!(bases, [SHARED_ADDR + PAGE, SHARED_ADDR + 2 * PAGE, SHARED_ADDR + 3 * PAGE]);
         for v in &image.vcpus {
@@ -150,9 +156,9 @@ mod tests {
     #[test]
     fn the_memory_cap_is_enforced_before_anything_is_allocated() {
         let guest = spinlock_guest(2, 1, LockKind::Ticket);
-        let needed = build_image(&guest, 0, 1, 3_000_000_000, 1 << 30).unwrap().memory.len() as u64;
+        let needed = build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap().memory.len() as u64;
         assert_eq!(
-            build_image(&guest, 0, 1, 3_000_000_000, needed - 1).err(),
+            build_image(&guest, 0, 1, 3_000_000_000, &mem(needed - 1)).err(),
             Some(ImageError::TooLarge { needed, limit: needed - 1 })
         );
     }
@@ -162,7 +168,7 @@ mod tests {
         let mut b = ProgramBuilder::new();
         b.repeat(Some(3)).push(Instr::Compute(Dur::Fixed(1000))).push(Instr::Barrier(BarrierWait::Spin)).end_repeat();
         let guest = GuestSpec::lockless(vec![b.build(); 3], true).on_vcpus(5);
-        let image = build_image(&guest, 0, 1, 3_000_000_000, 1 << 30).unwrap();
+        let image = build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap();
         let at = (SHARED_ADDR + BARRIER_COUNT) as usize;
         assert_eq!(u32::from_le_bytes(image.memory[at..at + 4].try_into().unwrap()), 3, "idle vCPUs take no part");
         assert_eq!(image.vcpus.len(), 5);
@@ -173,10 +179,10 @@ mod tests {
         let mut b = ProgramBuilder::new();
         b.push(Instr::Unlock);
         let guest = GuestSpec::lockless(vec![b.build()], true);
-        assert!(matches!(build_image(&guest, 0, 1, 3_000_000_000, 1 << 30), Err(ImageError::Malformed(_))));
+        assert!(matches!(build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)), Err(ImageError::Malformed(_))));
         let mut b = ProgramBuilder::new();
         b.push(Instr::IpiSync);
         let guest = GuestSpec::lockless(vec![b.build()], true);
-        assert!(matches!(build_image(&guest, 0, 1, 3_000_000_000, 1 << 30), Err(ImageError::Malformed(_))));
+        assert!(matches!(build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)), Err(ImageError::Malformed(_))));
     }
 }

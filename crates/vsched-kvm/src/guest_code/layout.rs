@@ -37,6 +37,9 @@ pub const MAX_GUEST_MEMORY: u64 = (1 << 30) - (2 << 20);
 /// tables map it but no memory slot backs it, so the write exits to the host as MMIO.
 /// (Not an `out`: `kvm_pvm` drops IOPL 3 at the first exit, and ring 3 then faults.)
 pub const DONE_ADDR: u64 = MAX_GUEST_MEMORY;
+/// The guest writes here when its kernel-mode spinning reaches its pause-loop window: the
+/// synthesized pause-loop exit (`emit`, `ple_check`). Same unbacked page, its own line.
+pub const PLE_EXIT_ADDR: u64 = DONE_ADDR + LINE;
 
 /// Shared area: the barrier's arrival count and its sense, each on its own line; the locks
 /// follow, one line each.
@@ -51,8 +54,8 @@ pub const LOCK_SERVING: u64 = 4;
 /// section, so that a broken mutual exclusion loses increments and shows.
 pub const LOCK_WITNESS: u64 = 8;
 
-/// Private area of a vCPU, relative to its base. The five `GuestCounters`, the activity
-/// word and two diagnostics the host reads, one line each.
+/// Private area of a vCPU, relative to its base. The `GuestCounters`, the activity word and
+/// two diagnostics the host reads, one line each.
 pub const ACQUISITIONS: u64 = 0;
 pub const SPIN_CYCLES: u64 = LINE;
 pub const HOLD_CYCLES: u64 = 2 * LINE;
@@ -64,12 +67,17 @@ pub const ACTIVITY: u64 = 5 * LINE;
 pub const RESUME_TSC: u64 = 6 * LINE;
 /// How many such gaps the guest noticed.
 pub const GAPS: u64 = 7 * LINE;
-/// The vCPU's own state, read by the host never: the TSC at its last check, and its
-/// barrier sense.
-pub const LAST_TSC: u64 = 8 * LINE;
-pub const SENSE: u64 = 8 * LINE + 8;
+/// Pause-loop exits the guest made.
+pub const PLE_EXITS: u64 = 8 * LINE;
+/// The vCPU's own state, read by the host never: the TSC at its last check, its barrier
+/// sense, the running cycles it has spun in kernel mode since its pause-loop window last
+/// restarted, and that window (cycles; it grows at each exit where the hypervisor grows it).
+pub const LAST_TSC: u64 = 9 * LINE;
+pub const SENSE: u64 = LAST_TSC + 8;
+pub const PLE_SPUN: u64 = LAST_TSC + 16;
+pub const PLE_WINDOW: u64 = LAST_TSC + 24;
 /// Addresses of the locks held, by nesting depth.
-pub const HELD: u64 = 9 * LINE;
+pub const HELD: u64 = 10 * LINE;
 /// The TSC at which each held lock was acquired, by nesting depth.
 pub const HOLD_START: u64 = HELD + 8 * MAX_LOCK_DEPTH as u64;
 /// Iterations left of each open finite loop, by nesting depth.
@@ -95,6 +103,9 @@ pub const ACTIVITY_LOCK_WAIT: u32 = 1;
 pub const ACTIVITY_LOCK_HELD: u32 = 2;
 pub const ACTIVITY_BARRIER_WAIT: u32 = 3;
 pub const ACTIVITY_DONE: u32 = 4;
+/// Added to the activity while the guest waits for or holds a kernel-mode lock: what a
+/// hypervisor reads as "the vCPU is in guest kernel mode" (`Cx::guest_in_kernel`).
+pub const ACTIVITY_IN_KERNEL: u32 = 0x10;
 
 /// Rounds `x` up to a multiple of `to` (a power of two).
 pub const fn align_up(x: u64, to: u64) -> u64 {
@@ -117,11 +128,13 @@ mod tests {
 
     #[test]
     fn private_state_fits_its_page_and_host_words_have_lines_of_their_own() {
-        let host_words = [ACQUISITIONS, SPIN_CYCLES, HOLD_CYCLES, BARRIERS, COMPUTE_CYCLES, ACTIVITY, RESUME_TSC, GAPS];
+        let host_words =
+            [ACQUISITIONS, SPIN_CYCLES, HOLD_CYCLES, BARRIERS, COMPUTE_CYCLES, ACTIVITY, RESUME_TSC, GAPS, PLE_EXITS];
         for pair in host_words.windows(2) {
             assert!(pair[1] - pair[0] >= LINE);
         }
-        const { assert!(LAST_TSC >= GAPS + LINE) };
+        const { assert!(LAST_TSC >= PLE_EXITS + LINE) };
+        const { assert!(PLE_WINDOW + 8 <= HELD) };
         const { assert!(MAX_RANDOM_INSTRS >= 64, "room for the cursors of 64 random instructions") };
         const { assert!(TABLE_CURSORS + 8 * MAX_RANDOM_INSTRS as u64 <= PRIVATE_SIZE) };
     }

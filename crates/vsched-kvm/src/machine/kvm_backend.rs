@@ -13,7 +13,7 @@ use super::tsc;
 use super::vcpu_thread::VcpuThread;
 use super::vm::{self, Vm};
 use crate::admission::kvm_device_path;
-use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};
+use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, MachineSettings, VmSpec};
 use crate::guest_code::layout::*;
 use crate::guest_code::{build_image, ImageError};
 
@@ -76,9 +76,9 @@ pub struct KvmBackend {
 impl KvmBackend {
     /// Builds `vms` (their vCPUs numbered from 0 over all of them, in order) with every vCPU
     /// stopped. Refuses, before touching `/dev/kvm`, a guest real vCPUs cannot run or one
-    /// whose memory would exceed `limits`; the random draws of global vCPU `v` come from
+    /// whose memory would exceed `settings`; the random draws of global vCPU `v` come from
     /// stream `v` of `seed`.
-    pub fn new(vms: &[VmSpec], limits: &Limits, seed: u64) -> Result<KvmBackend, BackendError> {
+    pub fn new(vms: &[VmSpec], settings: &MachineSettings, seed: u64) -> Result<KvmBackend, BackendError> {
         let mut expected_first = 0;
         for spec in vms {
             check_supported(spec)?;
@@ -94,8 +94,8 @@ impl KvmBackend {
         let tsc_hz = tsc::tsc_hz();
         let mut images = Vec::with_capacity(vms.len());
         for spec in vms {
-            let image = build_image(spec.guest, spec.first_vcpu, seed, tsc_hz, limits.memory_per_vm_bytes)
-                .map_err(|e| image_refusal(spec, e))?;
+            let image =
+                build_image(spec.guest, spec.first_vcpu, seed, tsc_hz, settings).map_err(|e| image_refusal(spec, e))?;
             images.push(image);
         }
         let kvm = open_kvm()?;
@@ -190,13 +190,17 @@ impl Backend for KvmBackend {
     }
 
     fn activity(&self, vcpu: usize) -> GuestActivity {
-        match self.word(vcpu, ACTIVITY) as u32 {
+        match self.word(vcpu, ACTIVITY) as u32 & !ACTIVITY_IN_KERNEL {
             ACTIVITY_LOCK_WAIT => GuestActivity::LockWait,
             ACTIVITY_LOCK_HELD => GuestActivity::LockHeld,
             ACTIVITY_BARRIER_WAIT => GuestActivity::BarrierWait,
             ACTIVITY_DONE => GuestActivity::Done,
             _ => GuestActivity::Compute,
         }
+    }
+
+    fn in_kernel(&self, vcpu: usize) -> bool {
+        self.word(vcpu, ACTIVITY) as u32 & ACTIVITY_IN_KERNEL != 0
     }
 
     fn counters(&self, vcpu: usize) -> GuestCounters {
@@ -206,6 +210,7 @@ impl Backend for KvmBackend {
             hold_cycles: self.word(vcpu, HOLD_CYCLES),
             barriers: self.word(vcpu, BARRIERS),
             compute_cycles: self.word(vcpu, COMPUTE_CYCLES),
+            ple_exits: self.word(vcpu, PLE_EXITS),
         }
     }
 

@@ -18,17 +18,19 @@
 //! `kvm_pvm` (this host's `/dev/kvm`: page-table-based virtualization inside a KVM guest)
 //! ring-0 and real-mode guest code is emulated instruction by instruction (~2 µs a loop
 //! iteration) while ring-3 code runs natively. Identity-mapped 2 MiB pages with the user
-//! bit; no interrupts, no stack. Supported: `Compute` (TSC-timed loops), user-mode ticket
-//! and test-and-set spinlocks with `PAUSE` in the spin loop, `Unlock`, spinning
+//! bit; no interrupts, no stack. Supported: `Compute` (TSC-timed loops), ticket and
+//! test-and-set spinlocks with `PAUSE` in the spin loop (kernel-mode ones run in ring 3 too,
+//! and raise synthesized pause-loop exits: `ple_scaling`), `Unlock`, spinning
 //! sense-reversing barriers among the VM's working threads (not its `idle_vcpus`), finite
 //! and endless loops, `Exit`. Everything else is refused by `check_supported`, which names
-//! the scenario field to change; so is a guest whose image exceeds `Limits`.
+//! the scenario field to change; so is a guest whose image exceeds `MachineSettings`.
 //!
 //! The guest reports through counters in its memory, one cache line each (the
 //! `GuestCounters`, and the `GuestActivity` word it writes as it enters and leaves each
-//! phase), never by exits: its only exit is the write that says it finished, an MMIO write
+//! phase), never by exits: it exits only to say it finished, with an MMIO write
 //! to a mapped page no memory backs (not an `out`: `kvm_pvm` drops IOPL 3 at the first
-//! exit). Random draws (jittered computes, locks chosen at random) are made on the host from
+//! exit), and to raise a pause-loop exit, with a write to the same page. Random draws
+//! (jittered computes, locks chosen at random) are made on the host from
 //! `vsched_engine` streams seeded from (seed, global vCPU) with the simulator's
 //! distributions, and stored in tables the guest cycles through (`random_tables`).
 //!
@@ -39,9 +41,10 @@
 //!   the vCPU thread's CPU time to 0.03 % on this host (see that constant for how it was
 //!   picked). Guest RDTSC reads the host TSC here, so guest and scheduler share one clock;
 //!   `tsc::tsc_hz` calibrates it against `CLOCK_MONOTONIC` once per process.
-//! - No pause-loop exits: this host has no PLE, and PLE only fires at CPL 0 anyway, while
-//!   our spinning is at CPL 3. A policy that wants them must synthesize them from the spin
-//!   counters and the activity word.
+//! - No hardware pause-loop exits: this host has no PLE, and PLE only fires at CPL 0 anyway,
+//!   while our spinning is at CPL 3. The guest code synthesizes them for kernel-mode locks
+//!   (an MMIO write after a window of spinning, `ple_scaling`), which its thread reports as
+//!   `BackendEvent::PauseLoopExit` without waiting for the scheduler's answer.
 //! - Exits are expensive (an I/O exit round trip ~90 µs, `KVM_RUN` with `immediate_exit`
 //!   ~10 µs), hence the counters in memory. Stop and start latencies: `kvm_costs`.
 //! - Hold times include preemptions (they are what lock-holder preemption lengthens); spin
@@ -65,6 +68,8 @@ mod support;
 pub use support::check_supported;
 
 #[cfg(all(feature = "kvm", target_os = "linux", target_arch = "x86_64"))]
+mod exit_cost;
+#[cfg(all(feature = "kvm", target_os = "linux", target_arch = "x86_64"))]
 mod kvm_backend;
 #[cfg(all(feature = "kvm", target_os = "linux", target_arch = "x86_64"))]
 mod thread_setup;
@@ -76,9 +81,11 @@ mod vcpu_thread;
 mod vm;
 
 #[cfg(all(feature = "kvm", target_os = "linux", target_arch = "x86_64"))]
+pub use exit_cost::ple_exit_ns;
+#[cfg(all(feature = "kvm", target_os = "linux", target_arch = "x86_64"))]
 pub use kvm_backend::{kvm_available, KvmBackend};
 
 #[cfg(not(all(feature = "kvm", target_os = "linux", target_arch = "x86_64")))]
 mod unavailable;
 #[cfg(not(all(feature = "kvm", target_os = "linux", target_arch = "x86_64")))]
-pub use unavailable::{kvm_available, KvmBackend};
+pub use unavailable::{kvm_available, ple_exit_ns, KvmBackend};

@@ -3,12 +3,17 @@
 
 use std::time::Instant;
 
-use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, Limits, VmSpec};
+use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, MachineSettings, VmSpec};
 
 const WHY: &str = "this build of vsched has no KVM backend (it needs Linux on x86-64 and the `kvm` feature)";
 
 /// Always `Unavailable` in this build.
 pub fn kvm_available() -> Result<(), BackendError> {
+    Err(BackendError::Unavailable(WHY.into()))
+}
+
+/// Always `Unavailable` in this build.
+pub fn ple_exit_ns(_host_cpu: usize) -> Result<crate::ple_scaling::ExitCost, BackendError> {
     Err(BackendError::Unavailable(WHY.into()))
 }
 
@@ -19,7 +24,7 @@ pub struct KvmBackend {
 
 impl KvmBackend {
     /// Refuses: `Unavailable`.
-    pub fn new(_vms: &[VmSpec], _limits: &Limits, _seed: u64) -> Result<KvmBackend, BackendError> {
+    pub fn new(_vms: &[VmSpec], _limits: &MachineSettings, _seed: u64) -> Result<KvmBackend, BackendError> {
         Err(BackendError::Unavailable(WHY.into()))
     }
 

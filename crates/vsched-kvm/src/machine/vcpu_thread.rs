@@ -22,7 +22,7 @@ use kvm_ioctls::{VcpuExit, VcpuFd};
 
 use super::thread_setup::{become_vcpu_thread, kick, pin};
 use crate::backend::{BackendError, BackendEvent};
-use crate::guest_code::layout::DONE_ADDR;
+use crate::guest_code::layout::{DONE_ADDR, PLE_EXIT_ADDR};
 
 /// How long the scheduler waits for a vCPU thread to acknowledge: to be up and parked after
 /// `spawn`, or out of guest code after `stop` (which takes ~50-70 µs at p50 on an idle host).
@@ -260,7 +260,7 @@ impl VcpuControl {
 }
 
 fn thread_main(mut vcpu: VcpuFd, control: &VcpuControl, events: &Sender<BackendEvent>) -> VcpuFd {
-    let outcome = catch_unwind(AssertUnwindSafe(|| run_loop(&mut vcpu, control)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| run_loop(&mut vcpu, control, events)));
     let failure = match &outcome {
         Ok(Err(message)) => Some(message.clone()),
         Err(_) => Some("its thread panicked".to_string()),
@@ -286,8 +286,13 @@ fn thread_main(mut vcpu: VcpuFd, control: &VcpuControl, events: &Sender<BackendE
 }
 
 /// Runs guest code whenever told, until the guest ends (`Some(Finished)`), the backend
-/// quits (`None`) or something fails.
-fn run_loop(vcpu: &mut VcpuFd, control: &VcpuControl) -> Result<Option<BackendEvent>, String> {
+/// quits (`None`) or something fails. A pause-loop exit is reported and the guest resumed
+/// at once, unless a stop came meanwhile.
+fn run_loop(
+    vcpu: &mut VcpuFd,
+    control: &VcpuControl,
+    events: &Sender<BackendEvent>,
+) -> Result<Option<BackendEvent>, String> {
     let tid = become_vcpu_thread()?;
     {
         let mut shared = control.lock();
@@ -318,6 +323,10 @@ fn run_loop(vcpu: &mut VcpuFd, control: &VcpuControl) -> Result<Option<BackendEv
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {}
             Ok(VcpuExit::Intr) => {}
             Ok(VcpuExit::MmioWrite(DONE_ADDR, _)) => return Ok(Some(BackendEvent::Finished { vcpu: control.index })),
+            Ok(VcpuExit::MmioWrite(PLE_EXIT_ADDR, _)) => {
+                // The scheduler may be gone already (it is dropping the backend).
+                let _ = events.send(BackendEvent::PauseLoopExit { vcpu: control.index });
+            }
             Ok(exit) => {
                 let what = format!("{exit:?}");
                 let rip = vcpu.get_regs().map(|r| format!("{:#x}", r.rip)).unwrap_or_else(|_| "unknown".into());

@@ -142,7 +142,7 @@ impl HostConfig {
         (self.ple_window_cycles > 0).then(|| self.cycles_ns(self.ple_window_cycles))
     }
 
-    pub(crate) fn cycles_ns(&self, cycles: u64) -> Time {
+    pub fn cycles_ns(&self, cycles: u64) -> Time {
         ((cycles as f64) / self.cpu_ghz).round().max(1.0) as Time
     }
 
