@@ -420,7 +420,8 @@ def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: P
     # A pair is not compared when most of its real runs were disturbed, which a busy test
     # machine may do to the fake's runs too: the counts add up either way.
     summary = re.fullmatch(
-        r"(\d+) of (\d+) compared pairs agree within 15% \(slowdown, real over simulated\); (\d+) not compared\.",
+        r"(\d+) of (\d+) compared pairs agree within 15% \(slowdown, real over simulated\); "
+        r"(\d+) not compared\.",
         lines[-1],
     )
     assert summary is not None, lines[-1]
