@@ -38,8 +38,20 @@ pub enum GuestActivity {
     LockHeld,
     /// Waiting at a barrier.
     BarrierWait,
+    /// Halted (blocked) until the host wakes it: at a blocking barrier, or asleep.
+    Halted,
     /// The program ended.
     Done,
+}
+
+/// What a halted vCPU waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestWait {
+    /// A word of its memory to take a value (a blocking barrier's release); `released`:
+    /// it has it now.
+    Release { released: bool },
+    /// A sleep of this many TSC cycles from its halt (`u64::MAX`: for ever).
+    Sleep { cycles: u64 },
 }
 
 /// Something a vCPU did on its own.
@@ -50,6 +62,12 @@ pub enum BackendEvent {
     /// `vcpu`'s kernel-mode spinning reached its pause-loop window. The vCPU went back to
     /// guest code at once; the scheduler answers (`yield_`) when it gets the event.
     PauseLoopExit { vcpu: usize },
+    /// `vcpu` halted: it left guest code and waits to be started again; what it waits for
+    /// is `Backend::wait`.
+    Halted { vcpu: usize },
+    /// `vcpu` released a blocking barrier of its VM and went on: the VM's vCPUs halted on it
+    /// may run again.
+    Wake { vcpu: usize },
     /// `vcpu` stopped for a reason the backend cannot recover from (an unexpected exit, a
     /// failed ioctl): the run fails with this message.
     Failed { vcpu: usize, message: String },
@@ -130,6 +148,11 @@ pub trait Backend {
         false
     }
     fn counters(&self, vcpu: usize) -> GuestCounters;
+    /// What `vcpu`, halted (after `BackendEvent::Halted`), waits for. Backends whose
+    /// guests never halt need not answer.
+    fn wait(&self, _vcpu: usize) -> GuestWait {
+        GuestWait::Release { released: true }
+    }
     /// Waits for the next event until `deadline`; `None` when the deadline passed first.
     fn next_event(&mut self, deadline: Instant) -> Option<BackendEvent>;
 }

@@ -19,7 +19,7 @@ pub mod runner;
 pub mod world;
 
 pub use backend::{
-    Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, MachineSettings, PleWindow, VmSpec,
+    Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, GuestWait, MachineSettings, PleWindow, VmSpec,
 };
 pub use error::RealError;
 pub use real_report::{run_real_json, run_real_json_with, unavailable_reason, RealOptions};

@@ -86,7 +86,7 @@ fn wait_finished(backend: &mut KvmBackend, finished: &mut [bool]) {
         match backend.next_event(deadline) {
             Some(BackendEvent::Finished { vcpu }) => finished[vcpu] = true,
             Some(BackendEvent::Failed { message, .. }) => panic!("a vCPU failed: {message}"),
-            Some(BackendEvent::PauseLoopExit { .. }) => {}
+            Some(other) => panic!("unexpected {other:?}"),
             None => panic!("not finished within {RUN_TIMEOUT:?}: {finished:?}"),
         }
     }
@@ -244,7 +244,7 @@ fn many_stops_and_starts_mid_run_lose_nothing() {
             match event {
                 BackendEvent::Finished { vcpu } => finished[vcpu] = true,
                 BackendEvent::Failed { message, .. } => panic!("{message}"),
-                BackendEvent::PauseLoopExit { .. } => panic!("user-mode locks raise no pause-loop exit"),
+                other => panic!("a user-mode spinlock guest does not {other:?}"),
             }
         }
         for v in 0..2 {
@@ -349,10 +349,12 @@ fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     assert_eq!(field, "vm[2].workload.threads");
     assert!(message.contains("3 threads on 2 vCPUs"), "{message}");
 
-    let bsp = workload_guest(&vsched_workloads::bsp::INFO, 2, &[]);
+    let bsp = workload_guest(&vsched_workloads::bsp::INFO, 2, &[("runtime", Value::Str("libgomp".into()))]);
     let (field, message) = refusal(&bsp);
-    assert_eq!(field, "vm[2].workload.wait", "pthreads barriers block");
-    assert!(message.contains("Block"), "{message}");
+    assert_eq!(field, "vm[2].workload.wait", "libgomp counts spin iterations");
+    assert!(message.contains("GOMP_SPINCOUNT"), "{message}");
+    let bsp = workload_guest(&vsched_workloads::bsp::INFO, 2, &[]);
+    assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &bsp, first_vcpu: 0 }).is_ok(), "pthreads blocks");
     let bsp = workload_guest(&vsched_workloads::bsp::INFO, 2, &[("runtime", Value::Str("openmpi".into()))]);
     assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &bsp, first_vcpu: 0 }).is_ok());
 
@@ -369,6 +371,90 @@ fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
 
     let supported = spinlock(&[user, ("lock_kind", Value::Str("tas".into()))]);
     assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &supported, first_vcpu: 0 }).is_ok());
+}
+
+#[test]
+fn a_sleeping_guest_halts_saying_for_how_long_and_goes_on_when_started_again() {
+    let _turn = serial();
+    if !have_kvm() {
+        return;
+    }
+    let mut b = ProgramBuilder::new();
+    b.push(Instr::Compute(Dur::Fixed(NS_PER_MS))).push(Instr::Io(Dur::Fixed(20 * NS_PER_MS))).push(Instr::Exit);
+    let guest = GuestSpec::lockless(vec![b.build()], true);
+    let mut backend = KvmBackend::new(&one_vm(&guest), &LIMITS, 1).unwrap();
+    let cpu = host_cpus()[0];
+    backend.start(0, cpu).unwrap();
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    assert_eq!(backend.next_event(deadline), Some(BackendEvent::Halted { vcpu: 0 }));
+    // Out of guest code and parked: a stop finds it so, and the guest says what it waits for.
+    backend.stop(0).unwrap();
+    assert_eq!(backend.activity(0), GuestActivity::Halted);
+    let tsc_hz = vsched_kvm::machine::tsc::tsc_hz();
+    assert_eq!(backend.wait(0), vsched_kvm::GuestWait::Sleep { cycles: ns_to_cycles(20 * NS_PER_MS, tsc_hz) });
+    let c = backend.counters(0);
+    assert!(c.compute_cycles >= ns_to_cycles(NS_PER_MS, tsc_hz), "{c:?}");
+    backend.start(0, cpu).unwrap();
+    assert_eq!(backend.next_event(deadline), Some(BackendEvent::Finished { vcpu: 0 }));
+}
+
+#[test]
+fn a_blocking_barrier_halts_its_waiters_and_the_last_arrival_wakes_them() {
+    let _turn = serial();
+    if !have_kvm() {
+        return;
+    }
+    // Two vCPUs, one of them computing 20x longer per superstep: the other arrives first
+    // and halts at each barrier, and the last arrival's wake releases it. Driven here as the
+    // runner drives it: a halted vCPU whose barrier is released runs on at once.
+    let rounds = 50;
+    let program = |compute_us: u64| {
+        let mut b = ProgramBuilder::new();
+        b.repeat(Some(rounds))
+            .push(Instr::Compute(Dur::Fixed(compute_us * NS_PER_US)))
+            .push(Instr::Barrier(BarrierWait::Block))
+            .end_repeat()
+            .push(Instr::Exit);
+        b.build()
+    };
+    let guest = GuestSpec::lockless(vec![program(50), program(1000)], true);
+    let mut backend = KvmBackend::new(&one_vm(&guest), &LIMITS, 1).unwrap();
+    let cpus = host_cpus();
+    let cpu_of = |v: usize| cpus[v % cpus.len()];
+    for v in 0..2 {
+        backend.start(v, cpu_of(v)).unwrap();
+    }
+    let (mut finished, mut halted, mut halts) = ([false; 2], [false; 2], 0);
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while finished.iter().any(|f| !f) {
+        match backend.next_event(deadline) {
+            Some(BackendEvent::Finished { vcpu }) => finished[vcpu] = true,
+            Some(BackendEvent::Halted { vcpu }) => {
+                halts += 1;
+                backend.stop(vcpu).unwrap();
+                if backend.wait(vcpu) == (vsched_kvm::GuestWait::Release { released: true }) {
+                    backend.start(vcpu, cpu_of(vcpu)).unwrap();
+                } else {
+                    halted[vcpu] = true;
+                }
+            }
+            Some(BackendEvent::Wake { .. }) => {
+                for v in 0..2 {
+                    if halted[v] && backend.wait(v) == (vsched_kvm::GuestWait::Release { released: true }) {
+                        halted[v] = false;
+                        backend.start(v, cpu_of(v)).unwrap();
+                    }
+                }
+            }
+            other => panic!("unexpected {other:?} (halted: {halted:?}, finished: {finished:?})"),
+        }
+    }
+    for v in 0..2 {
+        assert_eq!(backend.counters(v).barriers, rounds, "vCPU {v}");
+    }
+    // The short-compute vCPU halts at most barriers; it never spins (it blocks at once).
+    assert!(halts >= rounds / 2, "{halts} halts");
+    assert_eq!(backend.counters(0).spin_cycles, 0);
 }
 
 /// A vCPU that spins on a lock it holds itself, in kernel or user mode: the first Lock takes

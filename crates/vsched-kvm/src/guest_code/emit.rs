@@ -25,6 +25,8 @@ use iced_x86::code_asm::*;
 use iced_x86::IcedError;
 use vsched_model::{BarrierWait, Dur, Instr, LockChoice, LockKind};
 
+mod blocking;
+
 use super::layout::*;
 use super::random_tables::ns_to_cycles;
 use crate::backend::PleWindow;
@@ -82,6 +84,15 @@ impl From<IcedError> for EmitError {
 
 type Emitted = Result<(), EmitError>;
 
+/// The cycles of a duration, as the code gets them (`Emitter::cycles_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cycles {
+    Zero,
+    Forever,
+    Fixed(u64),
+    Drawn,
+}
+
 struct Emitter<'a> {
     a: CodeAssembler,
     context: &'a EmitContext<'a>,
@@ -118,7 +129,8 @@ impl Emitter<'_> {
             Instr::Compute(dur) => self.compute(i, *dur),
             Instr::Lock { choice, kernel } => self.lock(i, *choice, *kernel),
             Instr::Unlock => self.unlock(),
-            Instr::Barrier(BarrierWait::Spin) => self.barrier(),
+            Instr::Barrier(wait) => self.barrier(*wait),
+            Instr::Io(dur) => self.io(i, *dur),
             Instr::Repeat { times, .. } => self.repeat(*times),
             Instr::EndRepeat => self.end_repeat(),
             Instr::Exit => self.exit(),
@@ -191,35 +203,53 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// `Compute(dur)`: ticks until `dur` of running time has passed. A compute that draws 0
-    /// takes no time, as in the simulator; one of `FOREVER` never ends.
-    fn compute(&mut self, i: usize, dur: Dur) -> Emitted {
+    /// Where the cycles of a duration come from: none, for ever, fixed, or drawn from the
+    /// instruction's table (`random_tables`).
+    fn cycles_of(&self, dur: Dur) -> Cycles {
         let fixed = match dur {
             Dur::Fixed(t) => Some(t),
             Dur::Jitter { mean, cv } if cv <= 0.0 => Some(mean),
             _ => None,
         };
-        let cycles = fixed.map(|t| ns_to_cycles(t, self.context.tsc_hz));
-        if cycles == Some(0) {
-            return Ok(());
+        match fixed.map(|t| ns_to_cycles(t, self.context.tsc_hz)) {
+            Some(0) => Cycles::Zero,
+            Some(u64::MAX) => Cycles::Forever,
+            Some(c) => Cycles::Fixed(c),
+            None => Cycles::Drawn,
         }
-        self.set_activity(ACTIVITY_COMPUTE)?;
-        let mut work = self.a.create_label();
-        let mut done = self.a.create_label();
+    }
+
+    /// Loads a duration's cycles into `rbx`, jumping to `done` when a draw is 0 (the
+    /// duration takes no time, as in the simulator). Not for `Zero` or `Forever`.
+    fn load_cycles(&mut self, i: usize, cycles: Cycles, done: CodeLabel) -> Emitted {
         match cycles {
-            Some(u64::MAX) => {
-                self.a.set_label(&mut work)?;
-                self.tick(COMPUTE_CYCLES)?;
-                self.a.jmp(work)?;
-                return Ok(());
-            }
-            Some(c) => self.a.mov(rbx, c)?,
-            None => {
+            Cycles::Fixed(c) => self.a.mov(rbx, c)?,
+            _ => {
                 self.next_draw(i, rbx)?;
                 self.a.test(rbx, rbx)?;
                 self.a.jz(done)?;
             }
         }
+        Ok(())
+    }
+
+    /// `Compute(dur)`: ticks until `dur` of running time has passed. A compute that draws 0
+    /// takes no time, as in the simulator; one of `FOREVER` never ends.
+    fn compute(&mut self, i: usize, dur: Dur) -> Emitted {
+        let cycles = self.cycles_of(dur);
+        if cycles == Cycles::Zero {
+            return Ok(());
+        }
+        self.set_activity(ACTIVITY_COMPUTE)?;
+        let mut work = self.a.create_label();
+        let mut done = self.a.create_label();
+        if cycles == Cycles::Forever {
+            self.a.set_label(&mut work)?;
+            self.tick(COMPUTE_CYCLES)?;
+            self.a.jmp(work)?;
+            return Ok(());
+        }
+        self.load_cycles(i, cycles, done)?;
         self.a.set_label(&mut work)?;
         self.tick(COMPUTE_CYCLES)?;
         self.a.sub(rbx, rcx)?;
@@ -365,32 +395,47 @@ impl Emitter<'_> {
         }
     }
 
-    /// `Barrier(Spin)`: a sense-reversing centralized barrier (Mellor-Crummey and Scott,
+    /// `Barrier(wait)`: a sense-reversing centralized barrier (Mellor-Crummey and Scott,
     /// "Algorithms for scalable synchronization on shared-memory multiprocessors", TOCS
     /// 1991, Fig. 8): each arrival flips its own sense and decrements the count; the last
-    /// resets the count and publishes its sense, which releases the spinners.
-    fn barrier(&mut self) -> Emitted {
+    /// resets the count and publishes its sense, which releases the waiters. A barrier
+    /// whose waiters may block also wakes them (`blocking`); each waits as `wait` says.
+    fn barrier(&mut self, wait: BarrierWait) -> Emitted {
         self.set_activity(ACTIVITY_BARRIER_WAIT)?;
         self.a.mov(edi, dword_ptr(at(r15, SENSE)))?;
         self.a.xor(edi, 1)?;
         self.a.mov(dword_ptr(at(r15, SENSE)), edi)?;
         self.a.mov(eax, -1)?;
         self.a.lock().xadd(dword_ptr(at(r14, BARRIER_COUNT)), eax)?;
-        let mut wait = self.a.create_label();
+        let mut waiting = self.a.create_label();
         let mut passed = self.a.create_label();
         self.a.cmp(eax, 1)?;
-        self.a.jne(wait)?;
+        self.a.jne(waiting)?;
         self.a.mov(dword_ptr(at(r14, BARRIER_COUNT)), self.context.barrier_parties)?;
         self.a.mov(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
+        if wait != BarrierWait::Spin {
+            self.wake_barrier_waiters()?;
+        }
         self.a.jmp(passed)?;
-        self.a.set_label(&mut wait)?;
-        self.a.pause()?;
-        self.tick(SPIN_CYCLES)?;
-        self.a.cmp(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
-        self.a.jne(wait)?;
+        self.a.set_label(&mut waiting)?;
+        // A label marks the next instruction, and each wait begins with a label of its own.
+        self.a.nop()?;
+        self.barrier_wait(wait, passed)?;
         self.a.set_label(&mut passed)?;
         self.a.inc(qword_ptr(at(r15, BARRIERS)))?;
         self.set_activity(ACTIVITY_COMPUTE)
+    }
+
+    /// Spins until the barrier's sense is `edi`, then jumps to `passed`.
+    fn barrier_spin(&mut self, passed: CodeLabel) -> Emitted {
+        let mut spin = self.a.create_label();
+        self.a.set_label(&mut spin)?;
+        self.a.pause()?;
+        self.tick(SPIN_CYCLES)?;
+        self.a.cmp(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
+        self.a.jne(spin)?;
+        self.a.jmp(passed)?;
+        Ok(())
     }
 
     fn repeat(&mut self, times: Option<u64>) -> Emitted {

@@ -40,6 +40,12 @@ pub const DONE_ADDR: u64 = MAX_GUEST_MEMORY;
 /// The guest writes here when its kernel-mode spinning reaches its pause-loop window: the
 /// synthesized pause-loop exit (`emit`, `ple_check`). Same unbacked page, its own line.
 pub const PLE_EXIT_ADDR: u64 = DONE_ADDR + LINE;
+/// The guest writes here to halt (block) until the host wakes it: what it waits for is in
+/// its `WAIT` line. Its thread leaves guest code and waits to be started again.
+pub const HALT_ADDR: u64 = DONE_ADDR + 2 * LINE;
+/// The guest writes here after releasing its VM's blocking barrier: the host wakes the
+/// VM's vCPUs halted on it (the IPIs a guest kernel would send). Its thread goes on at once.
+pub const WAKE_ADDR: u64 = DONE_ADDR + 3 * LINE;
 
 /// Shared area: the barrier's arrival count and its sense, each on its own line; the locks
 /// follow, one line each.
@@ -69,15 +75,23 @@ pub const RESUME_TSC: u64 = 6 * LINE;
 pub const GAPS: u64 = 7 * LINE;
 /// Pause-loop exits the guest made.
 pub const PLE_EXITS: u64 = 8 * LINE;
+/// What a halted vCPU waits for, written before each halt and read by the host while the
+/// vCPU is out of guest code: the address of a 32-bit word and the value that ends the wait
+/// (a blocking barrier's sense), or address 0 and a sleep of `WAIT_CYCLES` TSC cycles
+/// (`u64::MAX`: for ever).
+pub const WAIT: u64 = 9 * LINE;
+pub const WAIT_ADDR: u64 = WAIT;
+pub const WAIT_VALUE: u64 = WAIT + 8;
+pub const WAIT_CYCLES: u64 = WAIT + 16;
 /// The vCPU's own state, read by the host never: the TSC at its last check, its barrier
 /// sense, the running cycles it has spun in kernel mode since its pause-loop window last
 /// restarted, and that window (cycles; it grows at each exit where the hypervisor grows it).
-pub const LAST_TSC: u64 = 9 * LINE;
+pub const LAST_TSC: u64 = 10 * LINE;
 pub const SENSE: u64 = LAST_TSC + 8;
 pub const PLE_SPUN: u64 = LAST_TSC + 16;
 pub const PLE_WINDOW: u64 = LAST_TSC + 24;
 /// Addresses of the locks held, by nesting depth.
-pub const HELD: u64 = 10 * LINE;
+pub const HELD: u64 = 11 * LINE;
 /// The TSC at which each held lock was acquired, by nesting depth.
 pub const HOLD_START: u64 = HELD + 8 * MAX_LOCK_DEPTH as u64;
 /// Iterations left of each open finite loop, by nesting depth.
@@ -103,6 +117,7 @@ pub const ACTIVITY_LOCK_WAIT: u32 = 1;
 pub const ACTIVITY_LOCK_HELD: u32 = 2;
 pub const ACTIVITY_BARRIER_WAIT: u32 = 3;
 pub const ACTIVITY_DONE: u32 = 4;
+pub const ACTIVITY_HALTED: u32 = 5;
 /// Added to the activity while the guest waits for or holds a kernel-mode lock: what a
 /// hypervisor reads as "the vCPU is in guest kernel mode" (`Cx::guest_in_kernel`).
 pub const ACTIVITY_IN_KERNEL: u32 = 0x10;
@@ -133,7 +148,7 @@ mod tests {
         for pair in host_words.windows(2) {
             assert!(pair[1] - pair[0] >= LINE);
         }
-        const { assert!(LAST_TSC >= PLE_EXITS + LINE) };
+        const { assert!(WAIT >= PLE_EXITS + LINE && LAST_TSC >= WAIT + LINE) };
         const { assert!(PLE_WINDOW + 8 <= HELD) };
         const { assert!(MAX_RANDOM_INSTRS >= 64, "room for the cursors of 64 random instructions") };
         const { assert!(TABLE_CURSORS + 8 * MAX_RANDOM_INSTRS as u64 <= PRIVATE_SIZE) };

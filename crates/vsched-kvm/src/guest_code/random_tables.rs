@@ -27,8 +27,8 @@ pub struct RandomTable {
 /// Whether instruction `instr` draws each time it runs.
 pub fn is_random(instr: &Instr) -> bool {
     match instr {
-        Instr::Compute(Dur::Jitter { cv, .. }) => *cv > 0.0,
-        Instr::Compute(Dur::Exp { .. }) => true,
+        Instr::Compute(Dur::Jitter { cv, .. }) | Instr::Io(Dur::Jitter { cv, .. }) => *cv > 0.0,
+        Instr::Compute(Dur::Exp { .. }) | Instr::Io(Dur::Exp { .. }) => true,
         Instr::Lock { choice: LockChoice::Uniform, .. } => true,
         _ => false,
     }
@@ -48,7 +48,7 @@ pub fn draw_tables(program: &[Instr], locks: u32, tsc_hz: u64, rng: &mut StreamR
         let len = runs[i].map_or(MAX_TABLE_LEN, |n| n.min(MAX_TABLE_LEN));
         let entries = (0..len)
             .map(|_| match instr {
-                Instr::Compute(dur) => ns_to_cycles(dur.sample(rng), tsc_hz),
+                Instr::Compute(dur) | Instr::Io(dur) => ns_to_cycles(dur.sample(rng), tsc_hz),
                 _ => SHARED_ADDR + LOCKS + LINE * u64::from(rng.gen_range(0..locks)),
             })
             .collect();

@@ -13,7 +13,9 @@ use super::tsc;
 use super::vcpu_thread::VcpuThread;
 use super::vm::{self, Vm};
 use crate::admission::kvm_device_path;
-use crate::backend::{Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, MachineSettings, VmSpec};
+use crate::backend::{
+    Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, GuestWait, MachineSettings, VmSpec,
+};
 use crate::guest_code::layout::*;
 use crate::guest_code::{build_image, ImageError};
 
@@ -195,8 +197,21 @@ impl Backend for KvmBackend {
             ACTIVITY_LOCK_HELD => GuestActivity::LockHeld,
             ACTIVITY_BARRIER_WAIT => GuestActivity::BarrierWait,
             ACTIVITY_DONE => GuestActivity::Done,
+            ACTIVITY_HALTED => GuestActivity::Halted,
             _ => GuestActivity::Compute,
         }
+    }
+
+    fn wait(&self, vcpu: usize) -> GuestWait {
+        let addr = self.word(vcpu, WAIT_ADDR);
+        if addr == 0 {
+            return GuestWait::Sleep { cycles: self.word(vcpu, WAIT_CYCLES) };
+        }
+        let memory = &self.vms[self.places[vcpu].vm].memory;
+        // The guest wrote an address of its own memory; one outside it never takes a value.
+        let inside = addr.is_multiple_of(4) && addr.saturating_add(4) <= memory.len() as u64;
+        let released = inside && u64::from(memory.read_u32(addr)) == self.word(vcpu, WAIT_VALUE);
+        GuestWait::Release { released }
     }
 
     fn in_kernel(&self, vcpu: usize) -> bool {

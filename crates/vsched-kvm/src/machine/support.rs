@@ -85,16 +85,16 @@ fn check_program(program: &[Instr], locks: u32) -> Result<(), (&'static str, Str
             Instr::Unlock => {
                 held = held.checked_sub(1).ok_or(("", "the program releases a lock it does not hold".to_string()))?;
             }
-            Instr::Barrier(BarrierWait::Spin) => {}
-            Instr::Barrier(wait) => {
+            Instr::Barrier(BarrierWait::SpinIterationsThenBlock(_)) => {
                 return Err((
                     ".wait",
-                    format!(
-                        "real vCPUs run spinning barriers only (wait = \"spin\", or a busy-polling runtime such as \
-                         openmpi); this workload's barrier waits {wait:?}"
-                    ),
+                    "real vCPUs cannot count spin iterations (libgomp's GOMP_SPINCOUNT); use wait = \"spin\", \
+                     \"block\" or \"spin-then-block\""
+                        .into(),
                 ));
             }
+            // Blocking waits halt; the host wakes them (`guest_code::emit::blocking`).
+            Instr::Barrier(_) | Instr::Io(_) => {}
             Instr::Repeat { .. } => {
                 loops.push(held);
                 if loops.len() > MAX_LOOP_DEPTH {

@@ -22,7 +22,7 @@ use kvm_ioctls::{VcpuExit, VcpuFd};
 
 use super::thread_setup::{become_vcpu_thread, kick, pin};
 use crate::backend::{BackendError, BackendEvent};
-use crate::guest_code::layout::{DONE_ADDR, PLE_EXIT_ADDR};
+use crate::guest_code::layout::{DONE_ADDR, HALT_ADDR, PLE_EXIT_ADDR, WAKE_ADDR};
 
 /// How long the scheduler waits for a vCPU thread to acknowledge: to be up and parked after
 /// `spawn`, or out of guest code after `stop` (which takes ~50-70 µs at p50 on an idle host).
@@ -286,8 +286,8 @@ fn thread_main(mut vcpu: VcpuFd, control: &VcpuControl, events: &Sender<BackendE
 }
 
 /// Runs guest code whenever told, until the guest ends (`Some(Finished)`), the backend
-/// quits (`None`) or something fails. A pause-loop exit is reported and the guest resumed
-/// at once, unless a stop came meanwhile.
+/// quits (`None`) or something fails. A pause-loop exit or a wake is reported and the guest
+/// resumed at once, unless a stop came meanwhile; a halt is reported and the thread parks.
 fn run_loop(
     vcpu: &mut VcpuFd,
     control: &VcpuControl,
@@ -323,9 +323,22 @@ fn run_loop(
             Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {}
             Ok(VcpuExit::Intr) => {}
             Ok(VcpuExit::MmioWrite(DONE_ADDR, _)) => return Ok(Some(BackendEvent::Finished { vcpu: control.index })),
+            // The scheduler may be gone already (it is dropping the backend): sends may fail.
             Ok(VcpuExit::MmioWrite(PLE_EXIT_ADDR, _)) => {
-                // The scheduler may be gone already (it is dropping the backend).
                 let _ = events.send(BackendEvent::PauseLoopExit { vcpu: control.index });
+            }
+            Ok(VcpuExit::MmioWrite(WAKE_ADDR, _)) => {
+                let _ = events.send(BackendEvent::Wake { vcpu: control.index });
+            }
+            Ok(VcpuExit::MmioWrite(HALT_ADDR, _)) => {
+                // Parks itself (unless told to quit): the scheduler starts it again when it
+                // is woken, and a `stop` meanwhile finds it parked.
+                let mut shared = control.lock();
+                if shared.command == Command::Run {
+                    shared.command = Command::Park;
+                }
+                drop(shared);
+                let _ = events.send(BackendEvent::Halted { vcpu: control.index });
             }
             Ok(exit) => {
                 let what = format!("{exit:?}");

@@ -1,7 +1,7 @@
 //! One KVM VM: its guest memory (an anonymous mapping holding the image), and its vCPUs set
 //! straight into 64-bit long mode at CPL 3, at their entry points.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kvm_bindings::{kvm_dtable, kvm_regs, kvm_segment, kvm_userspace_memory_region, KVM_MAX_CPUID_ENTRIES};
 use kvm_ioctls::{Kvm, VcpuFd, VmFd};
@@ -66,6 +66,18 @@ impl GuestMemory {
         // SAFETY: in bounds and aligned (asserted); guest writes are single aligned stores,
         // so an atomic load sees whole values.
         unsafe { AtomicU64::from_ptr(self.ptr.add(addr as usize).cast::<u64>()).load(Ordering::Relaxed) }
+    }
+
+    /// The 32-bit word at guest address `addr`, as the guest last wrote it.
+    pub fn read_u32(&self, addr: u64) -> u32 {
+        assert!(addr.is_multiple_of(4) && addr as usize + 4 <= self.len, "guest address {addr:#x} out of the image");
+        // SAFETY: as `read_u64`'s.
+        unsafe { AtomicU32::from_ptr(self.ptr.add(addr as usize).cast::<u32>()).load(Ordering::Relaxed) }
+    }
+
+    /// Bytes of guest memory.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     fn region(&self) -> kvm_userspace_memory_region {

@@ -13,22 +13,14 @@
 //! event. What maps to what:
 //! - `pick_next` on pCPU p: `stop` the vCPU it ran (if another is chosen), `start` the new
 //!   one on p's host CPU, arm the slice end;
-//! - a guest program that ends (`BackendEvent::Finished`): the vCPU blocks, as a thread
-//!   exiting does in the simulator: `sleep`, then `pick_next` on its pCPU. A vCPU whose guest
-//!   ended while it was stopped (the event and the stop crossed) blocks when next given a
-//!   pCPU, as a real hypervisor sees it: it runs, halts at once;
 //! - a VM's start: each VM starts its workload at the instant the simulator starts it (the
 //!   seeded offsets of `host.workload_start_spread_ms`, read from the simulation of the same
 //!   scenario and seed: `Simulation::workload_starts`). Every vCPU is inserted runnable at
 //!   time 0; one given a pCPU before its VM's start halts at once (`sleep`), as a guest with
 //!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
 //!   which is Credit's BOOST. Real guests block at no other time;
-//! - a pause-loop exit (`BackendEvent::PauseLoopExit`, synthesized by the guest code of a
-//!   kernel-mode lock, `ple_scaling`): `yield_` with `PauseLoopExit` on the spinner's pCPU,
-//!   as the simulator calls it, if the vCPU still runs and still spins (the guest went on
-//!   meanwhile, and may have taken the lock: a yield that arrives after the wait ended is
-//!   dropped, as no hardware exit would have been raised then); its reschedules follow in
-//!   the next step.
+//! - what guests do on their own (a program that ends, a pause-loop exit, a halt, a wake):
+//!   `guest_events`.
 //!
 //! Approximations, against the simulator: ticks, slices and timers fire when the loop gets
 //! to them, late by the host's wake-up latency (measured: `scheduler_late_us`); the
@@ -38,14 +30,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use vsched::scenario::Scenario;
 use vsched_engine::{Rng, RngStreams, Time, NS_PER_MS};
-use vsched_model::{
-    Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState, World, YieldReason,
-};
+use vsched_model::{Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState, World};
 
 use crate::accounting::{HostTally, VmTally};
 use crate::backend::{Backend, BackendEvent, GuestActivity, VmSpec};
 use crate::error::RealError;
 use crate::world::RealWorld;
+
+mod guest_events;
 
 /// The longest the loop sleeps without looking at the stop flag.
 const POLL_NS: Time = 20 * NS_PER_MS;
@@ -140,6 +132,10 @@ struct Runner<'a, B: Backend> {
     started_on: Vec<Option<usize>>,
     /// vCPUs whose guest program ended.
     exited: Vec<bool>,
+    /// vCPUs blocked because their guest halted (`guest_events`), and when each sleeping
+    /// one wakes.
+    halted: Vec<bool>,
+    sleep_until: Vec<Option<Time>>,
     /// vCPUs whose VM has not started its workload yet.
     unstarted: Vec<bool>,
     /// When each VM starts its workload, and whether it has.
@@ -194,6 +190,8 @@ impl<'a, B: Backend> Runner<'a, B> {
             plan,
             started_on: vec![None; vm_of.len()],
             exited: vec![false; vm_of.len()],
+            halted: vec![false; vm_of.len()],
+            sleep_until: vec![None; vm_of.len()],
             unstarted: vm_of.iter().map(|&d| starts[d] > 0).collect(),
             starts: starts.iter().map(|&at| (at, at == 0)).collect(),
             vms: vms
@@ -261,6 +259,8 @@ impl<'a, B: Backend> Runner<'a, B> {
                 match event {
                     BackendEvent::Finished { vcpu } => self.finished(vcpu)?,
                     BackendEvent::PauseLoopExit { vcpu } => self.pause_loop_exit(vcpu)?,
+                    BackendEvent::Halted { vcpu } => self.halted(vcpu)?,
+                    BackendEvent::Wake { vcpu } => self.wake_released(vcpu)?,
                     BackendEvent::Failed { vcpu, message } => {
                         return Err(RealError::Backend(format!("real vCPUs failed: vCPU {vcpu}: {message}")))
                     }
@@ -269,10 +269,11 @@ impl<'a, B: Backend> Runner<'a, B> {
         }
     }
 
-    /// The earliest slice end, tick or VM start.
+    /// The earliest slice end, tick, VM start or end of a guest's sleep.
     fn next_deadline(&self) -> Option<Time> {
         let start = self.starts.iter().filter(|(_, done)| !done).map(|&(at, _)| at).min();
-        self.slice_end.iter().chain(&self.next_tick).flatten().copied().chain(start).min()
+        let times = self.slice_end.iter().chain(&self.next_tick).chain(&self.sleep_until);
+        times.flatten().copied().chain(start).min()
     }
 
     /// The VMs due to start their workload: their vCPUs may run it now, and each that halted
@@ -303,6 +304,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         let backend = &*self.backend;
         self.world.observe_guests(|v| (backend.activity(v), backend.in_kernel(v)));
         self.start_due_vms(now)?;
+        self.wake_sleepers(now)?;
         while let Some((at, id)) = self.world.take_due_timer() {
             self.late(at);
             self.world.with_cx(None, |cx| self.policy.timer(cx, id));
@@ -427,55 +429,6 @@ impl<'a, B: Backend> Runner<'a, B> {
             self.world.set_state(u, VcpuState::Runnable);
         }
         self.world.set_curr(p, None);
-        Ok(())
-    }
-
-    /// Whether `v`'s guest program ended: the backend said so, or its activity word says so
-    /// before the event arrived.
-    fn has_exited(&mut self, v: VcpuId) -> bool {
-        if !self.exited[v] && self.backend.activity(v) == GuestActivity::Done {
-            self.exit(v);
-        }
-        self.exited[v]
-    }
-
-    /// `v`'s guest program ended now; its VM finishes with its last vCPU.
-    fn exit(&mut self, v: VcpuId) {
-        if std::mem::replace(&mut self.exited[v], true) {
-            return;
-        }
-        let d = self.vm_of[v];
-        self.alive[d] -= 1;
-        if self.alive[d] == 0 {
-            self.vms[d].finished_at = Some(self.world.now());
-        }
-    }
-
-    /// Running `v` on `p` blocks: the policy hears of it (`sleep`, on `p`).
-    fn block(&mut self, p: PcpuId, v: VcpuId) {
-        self.world.set_state(v, VcpuState::Blocked);
-        self.world.with_cx(Some(p), |cx| self.policy.sleep(cx, v));
-    }
-
-    /// `v`'s guest raised a pause-loop exit: the policy hears of it if `v` still runs and
-    /// spins (module notes).
-    fn pause_loop_exit(&mut self, v: VcpuId) -> Result<(), RealError> {
-        let VcpuState::Running(p) = self.world.state(v) else { return Ok(()) };
-        if self.started_on[v].is_none() || self.backend.activity(v) != GuestActivity::LockWait {
-            return Ok(());
-        }
-        self.world.with_cx(Some(p), |cx| self.policy.yield_(cx, v, YieldReason::PauseLoopExit));
-        self.check_failure()
-    }
-
-    /// The backend says `v`'s program ended.
-    fn finished(&mut self, v: VcpuId) -> Result<(), RealError> {
-        self.exit(v);
-        if let VcpuState::Running(p) = self.world.state(v) {
-            self.block(p, v);
-            self.check_failure()?;
-            self.schedule(p)?;
-        }
         Ok(())
     }
 
