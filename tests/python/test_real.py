@@ -208,7 +208,8 @@ def test_real_json_has_the_schema_of_run_json(cli: Cli, tmp_path: Path) -> None:
     spin = real["runs"][0]["vms"][0]
     # The fake's vCPU finishes after 100 ms of CPU; it shared one pCPU with the hog.
     assert spin["finished"] is True and 0.1 <= spin["completion_s"] < 10
-    assert spin["ple_exits"] is None and real["runs"][0]["host"]["cache_refill_s"] is None
+    assert spin["guest_ticks"] is None and real["runs"][0]["host"]["cache_refill_s"] is None
+    assert spin["ple_exits"] == 0, "counted by the guest; the fake's never spin"
     # What other processes took of the run's host CPUs, and whether that disturbed it.
     isolation = real["runs"][0]["isolation"]
     assert set(isolation) == {"others_cpu_s", "others_share", "disturbed", "disturbed_above"}
@@ -219,7 +220,8 @@ def test_real_json_has_the_schema_of_run_json(cli: Cli, tmp_path: Path) -> None:
 def test_compare_sets_the_simulator_beside_real_vcpus(cli: Cli, tmp_path: Path) -> None:
     hog = SCENARIOS / "spinlock-hog.toml"
     alone = SCENARIOS / "spinlock-alone.toml"
-    result = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2", "--json")
+    # What a comparison holds, whatever else runs on this machine (--allow-disturbed).
+    result = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2", "--json", "--allow-disturbed")
     assert result.exit_code == 0, result
     comparison: dict[str, Any] = json.loads(result.stdout)
     assert (comparison["scenario"], comparison["baseline"], comparison["reps"]) == (
@@ -239,7 +241,7 @@ def test_compare_sets_the_simulator_beside_real_vcpus(cli: Cli, tmp_path: Path) 
         real["median"] / spin["completion_s"]["sim"]["median"]
     )
     assert spin["slowdown"]["real"]["median"] > 0
-    table = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2").stdout
+    table = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2", "--allow-disturbed").stdout
     for fragment in ("simulator against real vCPUs (fake backend)", "slowdown", "real/sim", "spin_share"):
         assert fragment in table
 
@@ -304,6 +306,12 @@ def test_a_comparison_most_of_whose_real_runs_were_disturbed_is_refused(
         vsched.real.disturbed([{"isolation": {"disturbed": True}}, {"isolation": {"disturbed": False}}, {}])
         == 1
     )
+    allowed = cli("real", hog, "--compare", "--reps", "2", "--allow-disturbed")
+    assert allowed.exit_code == 0, allowed
+    assert "2 of 2 real runs disturbed" in allowed.stdout
+    assert cli("real", hog, "--allow-disturbed").stderr_lines == [
+        "error: --allow-disturbed: only meaningful with --compare"
+    ]
 
 
 # ---- On real vCPUs, where this machine has them ----
@@ -327,10 +335,15 @@ def test_policies_run_unchanged_on_real_vcpus(cli: Cli, policy: str) -> None:
     # credit, one idle while the hog runs under gang scheduling (the CON VM waits for both).
     # Real vCPUs use what the simulator says within 0.1 of the host: stops, starts and the
     # scheduler's own wake-ups take a few % here (docs/real-vcpus.md, "Limits").
+    # That holds on a quiet host: when other processes took more than 5 % of the CPUs, the
+    # scheduler thread's own lateness moves the shares, and only their bounds are checked.
     simulated = vsched.run(SCENARIOS / "spinlock-hog.toml", policy=policy, reps=1)
     sim_spin, sim_hog = simulated["runs"][0]["vms"]
     used, sim_used = spin["cpu_share"] + hog["cpu_share"], sim_spin["cpu_share"] + sim_hog["cpu_share"]
-    assert abs(used - sim_used) < 0.1, (used, sim_used)
+    if report["runs"][0]["isolation"]["disturbed"]:
+        assert 0 < used <= 1, used
+    else:
+        assert abs(used - sim_used) < 0.1, (used, sim_used)
     assert 0 < spin["spin_share"] < 1
     assert report["runs"][0]["host"]["context_switches"] > 0
 
@@ -364,6 +377,18 @@ def test_kernel_mode_spinning_raises_pause_loop_exits_that_the_policy_hears(cli:
 
 
 @needs_kvm
+def test_a_blocking_barrier_vm_halts_and_credit_boosts_its_woken_vcpus(cli: Cli) -> None:
+    # Its vCPUs halt at the barriers instead of spinning, the last arrival wakes them, and
+    # Credit boosts each woken vCPU (BOOST is counted at the wake), as in the simulator.
+    report = real_report(cli, SCENARIOS / "blocking-barrier-hog.toml", "--policy", "credit", "--reps", "1")
+    run = report["runs"][0]
+    bsp = run["vms"][0]
+    assert bsp["finished"] is True, bsp
+    assert bsp["spin_share"] == 0, "a blocking barrier never spins"
+    assert run["host"]["policy_counters"].get("credit.boosts", 0) > 100, run["host"]["policy_counters"]
+
+
+@needs_kvm
 def test_gang_scheduling_keeps_a_barrier_vm_from_spinning(cli: Cli) -> None:
     rr = real_report(cli, SCENARIOS / "barrier-hog.toml", "--reps", "2")
     gang = real_report(cli, SCENARIOS / "barrier-hog.toml", "--reps", "2", "--policy", "cosched")
@@ -381,6 +406,7 @@ def test_compare_on_real_vcpus(cli: Cli) -> None:
         "--reps",
         "2",
         "--json",
+        "--allow-disturbed",
     )
     assert result.exit_code == 0, result
     figures = json.loads(result.stdout)["vms"][0]["figures"]
@@ -414,6 +440,7 @@ def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: P
     rows = json.loads(out.read_text(encoding="utf-8"))
     assert [(r["scenario"], r["policy"]) for r in rows] == [
         ("barrier-hog", "rr"),
+        ("blocking-barrier-hog", "rr"),
         ("kernel-spinlock-hog", "rr"),
         ("spinlock-hog", "rr"),
     ]
@@ -425,7 +452,7 @@ def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: P
         lines[-1],
     )
     assert summary is not None, lines[-1]
-    assert int(summary[2]) + int(summary[3]) == 3
+    assert int(summary[2]) + int(summary[3]) == 4
     bad = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "real_suite.py"), "--policies", "nope"],
         capture_output=True,

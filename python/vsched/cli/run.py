@@ -185,6 +185,14 @@ def real(
             "median completion alone, in each world).",
         ),
     ] = None,
+    allow_disturbed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-disturbed",
+            help="With --compare: compare even when most real runs were disturbed by other processes "
+            "(the title still names them).",
+        ),
+    ] = False,
 ) -> None:
     """Run a scenario on real vCPUs (KVM) under a vsched policy and print what `vsched run` prints."""
     honour_interrupts()
@@ -193,6 +201,8 @@ def real(
         if not compare:
             raise CliError("--baseline: only meaningful with --compare")
         check_input_file("--baseline", baseline)
+    if allow_disturbed and not compare:
+        raise CliError("--allow-disturbed: only meaningful with --compare")
     memory = None if memory_per_vm is None else parse_size(memory_per_vm, "--memory-per-vm")
     options: dict[str, Any] = {
         "seed": seed,
@@ -202,7 +212,9 @@ def real(
         "memory_per_vm": memory,
     }
     if compare:
-        result = vsched.real.compare(scenario, baseline=baseline, progress=say_on_terminal, **options)
+        result = vsched.real.compare(
+            scenario, baseline=baseline, progress=say_on_terminal, allow_disturbed=allow_disturbed, **options
+        )
         if json_output:
             print_json(result)
         else:
