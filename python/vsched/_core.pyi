@@ -63,6 +63,8 @@ def run_real(
     deadline_s: float | None = None,
     memory_per_vm: int | None = None,
     progress: Callable[[int, int, float, float], None] | None = None,
+    trace: str | PathLike[str] | None = None,
+    trace_limit: int = 0,
 ) -> str: ...
 def real_unavailable() -> str | None: ...
 

@@ -12,6 +12,7 @@ repetition, so that a change in the shared host's load falls on both.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ def run_json(
     deadline_s: float | None = None,
     memory_per_vm: int | None = None,
     progress: ProgressCallback | None = None,
+    trace: str | os.PathLike[str] | None = None,
+    trace_limit: int = 0,
 ) -> str:
     """Run `scenario` on real vCPUs and return the JSON report as the core wrote it.
 
@@ -73,9 +76,10 @@ def run_json(
     has finished (`until = "all_done"`), at the scenario's horizon, or at `deadline_s` seconds
     of wall-clock time (default `DEFAULT_DEADLINE_S`), whichever comes first. Each VM gets
     `memory_per_vm` bytes of guest memory at most. `progress(rep, reps, elapsed_s,
-    deadline_s)` is called at most every 100 ms. Bad input, and a machine that cannot run
-    real vCPUs or this scenario on them, raise `ScenarioError`; Ctrl-C stops the run after
-    its VMs are cleaned up.
+    deadline_s)` is called at most every 100 ms. `trace` names a file for the first
+    repetition's trace, in `vsched run --trace`'s format (at most `trace_limit` events, 0 =
+    the default bound). Bad input, and a machine that cannot run real vCPUs or this scenario
+    on them, raise `ScenarioError`; Ctrl-C stops the run after its VMs are cleaned up.
     """
     _check_int("seed", seed, 0, _U64_MAX)
     _check_int("reps", reps, 1, 2**32 - 1)
@@ -90,6 +94,8 @@ def run_json(
         deadline_s=None if deadline_s is None else float(deadline_s),
         memory_per_vm=memory_per_vm,
         progress=progress,
+        trace=trace,
+        trace_limit=trace_limit,
     )
 
 

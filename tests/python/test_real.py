@@ -21,6 +21,7 @@ import pytest
 
 import vsched
 import vsched.real
+import vsched.trace_reader
 
 from helpers import CliResult
 
@@ -30,8 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios" / "real"
 UNAVAILABLE = vsched.real.unavailable_reason()
 needs_kvm = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no real vCPUs here: {UNAVAILABLE}")
-# The message of every refusal while the KVM machine (issue 18, part A) is not merged.
-MACHINE_PENDING = "the KVM machine is not merged yet"
 
 HOG_AND_SPIN = """\
 name = "two"
@@ -75,26 +74,18 @@ def refusal(result: CliResult) -> str:
     return result.stderr_lines[0][len("error: ") :]
 
 
-def machine_refusal(result: CliResult) -> str:
-    """A refusal that only the KVM machine can give: skipped until it is merged."""
-    message = refusal(result)
-    if message == MACHINE_PENDING:
-        pytest.skip(MACHINE_PENDING)
-    return message
-
-
 # ---- Bad input, on any machine ----
 
 
 def test_a_missing_kvm_device_is_one_line(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VSCHED_KVM_DEVICE", "/nonexistent")
-    message = machine_refusal(cli("real", scenario_file(tmp_path)))
+    message = refusal(cli("real", scenario_file(tmp_path)))
     assert message.startswith("real vCPUs need KVM, and /nonexistent cannot be opened"), message
 
 
 def test_a_workload_the_machine_cannot_run_is_named(cli: Cli, tmp_path: Path) -> None:
     path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "web"')
-    assert machine_refusal(cli("real", path)).startswith("vm[0].workload"), path.read_text()
+    assert refusal(cli("real", path)).startswith("vm[0].workload"), path.read_text()
 
 
 def test_more_pcpus_than_host_cpus_are_refused(cli: Cli, tmp_path: Path) -> None:
@@ -244,6 +235,30 @@ def test_compare_sets_the_simulator_beside_real_vcpus(cli: Cli, tmp_path: Path) 
     table = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2", "--allow-disturbed").stdout
     for fragment in ("simulator against real vCPUs (fake backend)", "slowdown", "real/sim", "spin_share"):
         assert fragment in table
+
+
+@pytest.mark.usefixtures("fake")
+def test_a_real_run_writes_a_trace_that_plot_trace_reads(cli: Cli, tmp_path: Path) -> None:
+    # The first repetition's schedule, in `vsched run --trace`'s format: the pCPU runs one
+    # vCPU at a time, and every VM appears.
+    trace = tmp_path / "real.json"
+    result = cli("real", scenario_file(tmp_path), "--reps", "2", "--trace", trace)
+    assert result.exit_code == 0, result
+    assert f"wrote {trace}" in result.stdout
+    schedule = vsched.trace_reader.load_trace(trace)
+    assert {i.vm for i in schedule.intervals} == {"spin", "hog"}
+    # Timestamps are float microseconds (docs/traces.md), so an end and the next start may
+    # differ by a rounding error; 1 ns is far below any real switch. The scenario has 1 pCPU.
+    assert {i.pcpu for i in schedule.intervals} == {0}
+    for pcpu in (0,):
+        row = sorted((i.start_ms, i.end_ms) for i in schedule.intervals if i.pcpu == pcpu)
+        assert row and all(a[1] <= b[0] + 1e-6 for a, b in zip(row, row[1:])), f"pCPU {pcpu} overlaps"
+    assert cli("real", scenario_file(tmp_path), "--trace", trace, "--compare").stderr_lines == [
+        "error: --trace: not with --compare (trace one run of one world at a time)"
+    ]
+    assert cli("real", scenario_file(tmp_path), "--trace-limit", "5").stderr_lines == [
+        "error: --trace-limit: only meaningful with --trace FILE"
+    ]
 
 
 def interrupt_a_real_run(tmp_path: Path, ignore_sigint: bool) -> tuple[int, str, str]:

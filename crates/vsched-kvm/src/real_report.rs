@@ -9,13 +9,18 @@
 //! Figures real vCPUs cannot measure are null, in the runs and in the summary
 //! ([`VM_UNMEASURED`], [`HOST_UNMEASURED`]; docs/real-vcpus.md says why for each).
 
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::{json, Value as Json};
 use vsched::report::{document, RunRecord};
 use vsched::scenario::{check_reps, Scenario};
+use vsched::trace_json::TraceJsonWriter;
 use vsched_engine::{ns_to_secs, secs_to_ns};
+use vsched_model::trace::Trace;
 use vsched_model::GuestSpec;
 
 use crate::backend::{Backend, BackendError, MachineSettings, VmSpec};
@@ -67,6 +72,10 @@ pub struct RealOptions {
     pub deadline_s: Option<f64>,
     /// Guest memory of one VM, bytes ([`DEFAULT_MEMORY_PER_VM`]).
     pub memory_per_vm_bytes: Option<u64>,
+    /// Write the first repetition's trace here, in `vsched run --trace`'s format.
+    pub trace_path: Option<PathBuf>,
+    /// Most trace events written (0 = `vsched::DEFAULT_TRACE_LIMIT`).
+    pub trace_limit: usize,
 }
 
 /// Whether this machine can run real vCPUs: `None` if it can, else the one-line reason.
@@ -168,6 +177,10 @@ pub fn run_real_json_with<B: Backend>(
     let ple = exit_cost.and_then(|cost| ple_scaling::real_window(&scenario.host, policy_grow, cost));
     let settings = MachineSettings { memory_per_vm_bytes, ple };
     let plan = RunPlan { host_cpus, end_ns: secs_to_ns(deadline_s).min(scenario.horizon), until: scenario.until };
+    let mut trace = match &opts.trace_path {
+        Some(path) => Some(open_trace(path, &scenario, seed, opts.trace_limit)?),
+        None => None,
+    };
     control.reps.store(reps, Ordering::Relaxed);
     control.end_ns.store(plan.end_ns, Ordering::Relaxed);
     let mut records = Vec::with_capacity(reps as usize);
@@ -182,7 +195,8 @@ pub fn run_real_json_with<B: Backend>(
         nice = runner::prepare_scheduler_thread();
         let before = isolation::sample(host_cpus);
         let started = Instant::now();
-        let run = runner::run(&scenario, &vms, run_seed, &mut backend, &plan, control).map_err(|e| match e {
+        let trace = if rep == 0 { trace.take() } else { None };
+        let run = runner::run(&scenario, &vms, run_seed, &mut backend, &plan, control, trace).map_err(|e| match e {
             RealError::Policy(m) => RealError::Policy(format!("policy {}: {m}", scenario.policy.name())),
             other => other,
         })?;
@@ -219,6 +233,15 @@ pub fn run_real_json_with<B: Backend>(
     }
     mark_unmeasured(&mut doc);
     Ok(doc.to_string())
+}
+
+/// A streaming trace into a new file at `path`, in `vsched run --trace`'s format.
+fn open_trace(path: &Path, scenario: &Scenario, seed: u64, limit: usize) -> Result<Trace, RealError> {
+    let fail = |e: std::io::Error| RealError::Scenario(format!("--trace: {}: {e}", path.display()));
+    let limit = if limit == 0 { vsched::DEFAULT_TRACE_LIMIT } else { limit };
+    let file = BufWriter::new(File::create(path).map_err(fail)?);
+    let writer = TraceJsonWriter::new(file, scenario, seed, limit).map_err(fail)?;
+    Ok(Trace::streaming(limit, Box::new(writer)))
 }
 
 /// Writes null for every figure real vCPUs cannot measure, in the runs and the summary.

@@ -27,6 +27,7 @@ use std::time::Instant;
 
 use vsched::scenario::Scenario;
 use vsched_engine::{RngStreams, StreamRng, Time};
+use vsched_model::trace::{Instant as TraceInstant, Trace, VcpuActivity};
 use vsched_model::{Cx, DomId, DomainInfo, HostConfig, PcpuId, VcpuId, VcpuState, World};
 
 use crate::accounting::Books;
@@ -65,6 +66,9 @@ pub struct RealWorld {
     pub(crate) co_ipis: u64,
     pub(crate) co_launches: Vec<u64>,
     pub(crate) books: Books,
+    /// The run's trace, if it is traced (`attach_trace`): pCPU spans, vCPU activity, and
+    /// instants, in the simulator's trace events (`vsched_model::trace`).
+    trace: Option<Trace>,
 }
 
 impl RealWorld {
@@ -119,7 +123,40 @@ impl RealWorld {
             ipis: 0,
             co_ipis: 0,
             books,
+            trace: None,
         }
+    }
+
+    /// Records the run from now on into `trace`.
+    pub fn attach_trace(&mut self, trace: Trace) {
+        self.trace = Some(trace);
+    }
+
+    /// The run's trace, its open intervals closed at the current instant.
+    pub fn take_trace(&mut self) -> Option<Trace> {
+        let mut trace = self.trace.take()?;
+        trace.close_all(self.now);
+        Some(trace)
+    }
+
+    /// Records an instant (a pause-loop exit) in the trace, if any.
+    pub fn trace_instant(&mut self, what: TraceInstant) {
+        if let Some(trace) = &mut self.trace {
+            trace.instant(what, self.now);
+        }
+    }
+
+    /// What `v` does from now on, in the trace, if any.
+    fn trace_vcpu(&mut self, v: VcpuId) {
+        let Some(trace) = &mut self.trace else { return };
+        let activity = match self.states[v] {
+            VcpuState::Running(pcpu) if self.spinning[v] => Some(VcpuActivity::Spinning { pcpu }),
+            VcpuState::Running(pcpu) => Some(VcpuActivity::Running { pcpu }),
+            VcpuState::Runnable => Some(VcpuActivity::Runnable),
+            VcpuState::Blocked => Some(VcpuActivity::Blocked),
+            VcpuState::Offline => None,
+        };
+        trace.vcpu(v, activity, self.now);
     }
 
     /// Time 0 of the run is now.
@@ -145,8 +182,14 @@ impl RealWorld {
     pub fn observe_guests(&mut self, observe: impl Fn(VcpuId) -> (GuestActivity, bool)) {
         for v in 0..self.spinning.len() {
             let (activity, in_kernel) = observe(v);
-            self.spinning[v] = matches!(activity, GuestActivity::LockWait | GuestActivity::BarrierWait);
+            let spinning = matches!(activity, GuestActivity::LockWait | GuestActivity::BarrierWait);
             self.in_kernel[v] = in_kernel;
+            if std::mem::replace(&mut self.spinning[v], spinning) != spinning {
+                if let (Some(trace), VcpuState::Running(p)) = (&mut self.trace, self.states[v]) {
+                    trace.set_spinning(p, self.now, spinning);
+                    self.trace_vcpu(v);
+                }
+            }
         }
     }
 
@@ -209,6 +252,7 @@ impl RealWorld {
     pub fn set_state(&mut self, v: VcpuId, state: VcpuState) {
         self.books.vcpu_state(v, self.states[v], state, self.now);
         self.states[v] = state;
+        self.trace_vcpu(v);
     }
 
     /// `p` now runs `v` (or idles); `v`'s state is the caller's to set.
@@ -217,6 +261,15 @@ impl RealWorld {
         self.curr[p] = v;
         if let Some(v) = v {
             self.last_pcpu[v] = Some(p);
+        }
+        if let Some(trace) = &mut self.trace {
+            match v {
+                Some(v) => {
+                    let (dom, index) = (self.dom_of[v], self.vcpu_index[v]);
+                    trace.open(p, v, dom, index, self.now, self.spinning[v]);
+                }
+                None => trace.close(p, self.now),
+            }
         }
     }
 

@@ -115,7 +115,7 @@ fn no_host_cpu_ever_executes_two_vcpus() {
         return;
     }
     let plan = RunPlan { host_cpus: &host_cpus[..2], end_ns: 600_000_000, until: Until::Horizon };
-    let run = runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default()).unwrap();
+    let run = runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default(), None).unwrap();
     assert!(run.metrics.host.context_switches > 200, "{}", run.metrics.host.context_switches);
     assert!(run.metrics.host.migrations > 0);
     assert_eq!(backend.most_on_one_cpu(), 1);
@@ -187,7 +187,7 @@ fn run_test_policy(policy: TestPolicy, vms: &[(&str, u32, &str)]) -> Result<runn
     let mut backend = FakeBackend::new(&vms, |_| None).unwrap();
     let cpus = admission::host_cpus().unwrap();
     let plan = RunPlan { host_cpus: &cpus[..1], end_ns: 5_000_000_000, until: Until::Horizon };
-    runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default())
+    runner::run(&scenario, &vms, 1, &mut backend, &plan, &Control::default(), None)
 }
 
 #[test]

@@ -32,9 +32,10 @@ fn to_py_err(error: RealError) -> PyErr {
 ///
 /// `progress(rep, reps, elapsed_s, deadline_s)` is called at most every 100 ms; `rep` counts
 /// from 0. `deadline_s` caps each run's wall-clock length (with the scenario's horizon),
-/// `memory_per_vm` is each VM's guest memory in bytes (None: the defaults).
+/// `memory_per_vm` is each VM's guest memory in bytes (None: the defaults); `trace` a file
+/// for the first repetition's trace (at most `trace_limit` events, 0 = the default bound).
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, deadline_s=None, memory_per_vm=None, progress=None))]
+#[pyo3(signature = (scenario_toml, seed=None, reps=None, policy=None, deadline_s=None, memory_per_vm=None, progress=None, trace=None, trace_limit=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_real(
     py: Python<'_>,
@@ -45,11 +46,21 @@ pub(crate) fn run_real(
     deadline_s: Option<f64>,
     memory_per_vm: Option<u64>,
     progress: Option<Bound<'_, PyAny>>,
+    trace: Option<std::path::PathBuf>,
+    trace_limit: usize,
 ) -> PyResult<String> {
     if progress.as_ref().is_some_and(|callback| !callback.is_callable()) {
         return Err(pyo3::exceptions::PyTypeError::new_err("progress must be callable or None"));
     }
-    let options = RealOptions { seed, reps, policy, deadline_s, memory_per_vm_bytes: memory_per_vm };
+    let options = RealOptions {
+        seed,
+        reps,
+        policy,
+        deadline_s,
+        memory_per_vm_bytes: memory_per_vm,
+        trace_path: trace,
+        trace_limit,
+    };
     let control = Arc::new(Control::default());
     let (sender, results) = mpsc::channel();
     let (text, run_control) = (scenario_toml.to_string(), control.clone());

@@ -193,6 +193,17 @@ def real(
             "(the title still names them).",
         ),
     ] = False,
+    trace: Annotated[
+        Optional[Path],
+        typer.Option(
+            metavar="FILE",
+            help="Write the first repetition as a trace in `vsched run --trace`'s format: pCPU rows, "
+            "vCPU tracks, pause-loop exits (docs/traces.md).",
+        ),
+    ] = None,
+    trace_limit: Annotated[
+        int, typer.Option(help="Most events to write to the trace; 0 = the default bound (1,000,000).")
+    ] = 0,
 ) -> None:
     """Run a scenario on real vCPUs (KVM) under a vsched policy and print what `vsched run` prints."""
     honour_interrupts()
@@ -203,6 +214,10 @@ def real(
         check_input_file("--baseline", baseline)
     if allow_disturbed and not compare:
         raise CliError("--allow-disturbed: only meaningful with --compare")
+    if trace is not None and compare:
+        raise CliError("--trace: not with --compare (trace one run of one world at a time)")
+    if trace_limit and trace is None:
+        raise CliError("--trace-limit: only meaningful with --trace FILE")
     memory = None if memory_per_vm is None else parse_size(memory_per_vm, "--memory-per-vm")
     options: dict[str, Any] = {
         "seed": seed,
@@ -222,10 +237,14 @@ def real(
         return
     progress = RunProgress("real")
     try:
-        report_text = vsched.real.run_json(scenario, progress=progress, **options)
+        report_text = vsched.real.run_json(
+            scenario, progress=progress, trace=trace, trace_limit=trace_limit, **options
+        )
     finally:
         progress.close()
     print_report(report_text, json_output)
+    if trace is not None and not json_output:
+        stdout.print(f"wrote {trace}")
 
 
 @app.command()

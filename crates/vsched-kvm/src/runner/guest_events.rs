@@ -24,6 +24,7 @@
 //!   Neither wake has a pCPU of its own (`wake` is called with none), as the VM starts' do.
 
 use vsched_engine::Time;
+use vsched_model::trace::Instant as TraceInstant;
 use vsched_model::{PcpuId, VcpuId, VcpuState, World, YieldReason};
 
 use super::Runner;
@@ -76,6 +77,7 @@ impl<B: Backend> Runner<'_, B> {
         if self.started_on[v].is_none() || self.backend.activity(v) != GuestActivity::LockWait {
             return Ok(());
         }
+        self.world.trace_instant(TraceInstant::PleExit { vcpu: v });
         self.world.with_cx(Some(p), |cx| self.policy.yield_(cx, v, YieldReason::PauseLoopExit));
         self.check_failure()
     }

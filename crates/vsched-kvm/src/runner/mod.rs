@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use vsched::scenario::Scenario;
 use vsched_engine::{Rng, RngStreams, Time, NS_PER_MS};
+use vsched_model::trace::Trace;
 use vsched_model::{Clocks, Decision, Histogram, PcpuId, Policy, RunMetrics, Until, VcpuId, VcpuState, World};
 
 use crate::accounting::{HostTally, VmTally};
@@ -104,7 +105,7 @@ pub struct RealRun {
 }
 
 /// Runs `scenario` once on `backend`, whose vCPUs are those of `vms` (built for this run,
-/// with `seed`). Every vCPU the runner started is stopped again before it returns, error or
+/// with `seed`), recording it into `trace` if given (finished when the run ends). Every vCPU the runner started is stopped again before it returns, error or
 /// not; dropping the backend is the caller's cleanup.
 pub fn run<B: Backend>(
     scenario: &Scenario,
@@ -113,13 +114,21 @@ pub fn run<B: Backend>(
     backend: &mut B,
     plan: &RunPlan,
     control: &Control,
+    trace: Option<Trace>,
 ) -> Result<RealRun, RealError> {
     let policy = scenario.policy.build()?;
     let mut runner = Runner::new(scenario, vms, seed, policy, backend, plan);
+    if let Some(trace) = trace {
+        runner.world.attach_trace(trace);
+    }
     let outcome = runner.run(control);
     let stopped = runner.stop_all();
+    let traced = runner.world.take_trace().map(Trace::finish);
     let end = outcome?;
     stopped?;
+    if let Some(Err(e)) = traced {
+        return Err(RealError::Scenario(format!("--trace: {e}")));
+    }
     Ok(runner.finish(end))
 }
 
