@@ -362,8 +362,8 @@ impl World for RealWorld {
         self.timers_set += 1;
         self.timers.push(Reverse((at.max(self.now), self.timers_set, id)));
     }
-    fn count(&mut self, name: &'static str) {
-        *self.counters.entry(name).or_insert(0) += 1;
+    fn count(&mut self, name: &'static str, amount: u64) {
+        *self.counters.entry(name).or_insert(0) += amount;
     }
     fn rng(&mut self) -> &mut StreamRng {
         &mut self.rng

@@ -83,8 +83,8 @@ pub trait World {
     fn co_launch(&mut self, d: DomId);
     /// Calls the policy's `timer(id)` at `at` (not before now).
     fn set_timer(&mut self, at: Time, id: u64);
-    /// Adds one to a policy-specific counter, reported under `host.policy_counters`.
-    fn count(&mut self, name: &'static str);
+    /// Adds `amount` to a policy-specific counter, reported under `host.policy_counters`.
+    fn count(&mut self, name: &'static str, amount: u64);
     /// The policy's own seeded random stream (deterministic per run and host).
     fn rng(&mut self) -> &mut StreamRng;
     /// Stops the run with a policy error (`message`, one line) once the current event has
@@ -270,7 +270,12 @@ impl<'a> Cx<'a> {
     /// Adds one to a policy-specific counter, reported under `host.policy_counters`.
     #[inline]
     pub fn count(&mut self, name: &'static str) {
-        self.world.count(name)
+        self.world.count(name, 1)
+    }
+    /// Adds `amount` to a policy-specific counter (a total: time, bytes).
+    #[inline]
+    pub fn count_by(&mut self, name: &'static str, amount: u64) {
+        self.world.count(name, amount)
     }
     /// The policy's own seeded random stream.
     #[inline]

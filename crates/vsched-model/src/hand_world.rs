@@ -187,8 +187,8 @@ impl World for Bench {
     }
     fn co_launch(&mut self, _d: DomId) {}
     fn set_timer(&mut self, _at: Time, _id: u64) {}
-    fn count(&mut self, name: &'static str) {
-        *self.counters.entry(name).or_insert(0) += 1;
+    fn count(&mut self, name: &'static str, amount: u64) {
+        *self.counters.entry(name).or_insert(0) += amount;
     }
     fn rng(&mut self) -> &mut StreamRng {
         &mut self.rng

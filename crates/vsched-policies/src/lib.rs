@@ -32,6 +32,7 @@ mod linux_balance;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
 mod linux_fair;
 pub mod pcs;
+pub mod relaxed;
 /// Not a policy: what `cosched` and `vds` share.
 mod rounds;
 pub mod rr;
@@ -77,6 +78,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     kvm_eevdf::INFO,
     balance_cfs::INFO,
     balance_eevdf::INFO,
+    relaxed::INFO,
 ];
 
 /// Looks a policy up by name.

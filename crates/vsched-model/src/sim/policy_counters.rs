@@ -17,7 +17,7 @@ pub struct PolicyCounters {
 impl PolicyCounters {
     /// Adds one to counter `name`.
     #[inline]
-    pub fn bump(&mut self, name: &'static str) {
+    pub fn bump(&mut self, name: &'static str, amount: u64) {
         let slot = match self.counts.iter().position(|&(known, _)| std::ptr::eq(known, name)) {
             Some(i) => i,
             None => match self.counts.iter().position(|&(known, _)| known == name) {
@@ -28,7 +28,7 @@ impl PolicyCounters {
                 }
             },
         };
-        self.counts[slot].1 += 1;
+        self.counts[slot].1 += amount;
     }
 
     /// Every counter by name.
@@ -46,9 +46,9 @@ mod tests {
         let mut counters = PolicyCounters::default();
         let owned = String::from("credit.tickles");
         let leaked: &'static str = Box::leak(owned.into_boxed_str());
-        counters.bump("credit.tickles");
-        counters.bump(leaked);
-        counters.bump("credit.boosts");
+        counters.bump("credit.tickles", 1);
+        counters.bump(leaked, 1);
+        counters.bump("credit.boosts", 1);
         let sorted = counters.sorted();
         assert_eq!(
             sorted.into_iter().collect::<Vec<_>>(),

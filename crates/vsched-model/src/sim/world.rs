@@ -152,8 +152,8 @@ impl World for HostView<'_> {
         let host = self.host as u32;
         self.core.post(at, Ev::Timer { host, id });
     }
-    fn count(&mut self, name: &'static str) {
-        self.core.hosts[self.host].counters.bump(name);
+    fn count(&mut self, name: &'static str, amount: u64) {
+        self.core.hosts[self.host].counters.bump(name, amount);
     }
     fn rng(&mut self) -> &mut StreamRng {
         &mut self.core.hosts[self.host].policy_rng
