@@ -166,12 +166,14 @@ impl Relaxed {
         }
     }
 
-    /// Co-starts `v` at `now`: ready again, and an idle pCPU is asked to take it.
+    /// Co-starts `v` at `now`: ready again, and an idle pCPU is asked to take it. One still on
+    /// its pCPU (co-stopped and back within the threshold before that pCPU rescheduled) is
+    /// requeued by that pCPU's `pick_next` instead.
     fn costart(&mut self, cx: &mut Cx, v: VcpuId, now: Time) {
         let since = self.vcpus[v].costopped_at.take().expect("co-stopped");
         cx.count("relaxed.costarts");
         cx.count_by("relaxed.costop_us", (now - since) / NS_PER_US);
-        if cx.is_runnable(v) {
+        if cx.state(v) == VcpuState::Runnable {
             self.enqueue(v);
             cx.kick_idle_from(0);
         }
@@ -266,7 +268,8 @@ impl Policy for Relaxed {
         }
         self.account(cx);
         while let Some(Reverse((vtime, v))) = self.ready.pop() {
-            if !self.queued[v] || self.vcpus[v].vtime != vtime || !cx.is_runnable(v) {
+            let free = cx.state(v) == VcpuState::Runnable || (Some(v) == prev && cx.is_runnable(v));
+            if !self.queued[v] || self.vcpus[v].vtime != vtime || !free {
                 continue;
             }
             self.queued[v] = false;
