@@ -257,16 +257,19 @@ impl Policy for Relaxed {
     /// co-stopped, and run the eligible ready vCPU with the least virtual time.
     fn pick_next(&mut self, cx: &mut Cx, _pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
         let now = cx.now();
+        let runnable_prev = prev.filter(|&u| cx.is_runnable(u));
         if let Some(u) = prev {
             self.charge(u, now);
-            if cx.is_runnable(u) {
-                self.set_mode(u, Mode::Waiting, now);
-                if self.vcpus[u].costopped_at.is_none() {
-                    self.enqueue(u);
-                }
-            }
         }
+        if let Some(u) = runnable_prev {
+            self.set_mode(u, Mode::Waiting, now);
+        }
+        // Accounting first: it may co-stop `prev`, or co-start it (a co-start leaves a vCPU
+        // still on its pCPU to that pCPU), so `prev` is queued after, unless co-stopped.
         self.account(cx);
+        if let Some(u) = runnable_prev.filter(|&u| self.vcpus[u].costopped_at.is_none() && !self.queued[u]) {
+            self.enqueue(u);
+        }
         while let Some(Reverse((vtime, v))) = self.ready.pop() {
             let free = cx.state(v) == VcpuState::Runnable || (Some(v) == prev && cx.is_runnable(v));
             if !self.queued[v] || self.vcpus[v].vtime != vtime || !free {
@@ -285,11 +288,15 @@ impl Policy for Relaxed {
         self.account(cx);
     }
 
-    /// Invariants: a co-stopped vCPU does not run, and is not queued.
+    /// Invariants: a co-stopped vCPU does not run and is not queued; a ready one that is not
+    /// co-stopped is queued.
     fn check(&self, cx: &Cx) -> Result<(), String> {
         for (v, b) in self.vcpus.iter().enumerate() {
             if b.costopped_at.is_some() && self.queued[v] {
                 return Err(format!("vCPU {v} is co-stopped and queued"));
+            }
+            if b.costopped_at.is_none() && cx.state(v) == VcpuState::Runnable && !self.queued[v] {
+                return Err(format!("vCPU {v} is ready, not co-stopped, and not queued"));
             }
             let running = cx.running_on(v);
             if b.costopped_at.is_some() && running.is_some_and(|p| !cx.resched_pending(p)) {
