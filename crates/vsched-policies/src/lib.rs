@@ -16,6 +16,15 @@ mod credit_runq;
 mod credit_spread;
 mod credit_trace;
 mod credit_variant;
+pub mod credit2;
+mod credit2_balance;
+mod credit2_cap;
+mod credit2_runq;
+mod credit2_sched;
+#[cfg(test)]
+mod credit2_tests;
+/// Not a policy: credit2's rules by Xen release (`xen_version`).
+mod credit2_version;
 pub mod cs;
 pub mod cvs_adaptive;
 pub mod cvs_comm;
@@ -46,6 +55,9 @@ use vsched_model::PolicyInfo;
 /// The releases `xen_version` accepts (`credit` and the policies built on it).
 pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
 
+/// The releases `xen_version` accepts under `credit2`.
+pub use credit2_version::NAMES as CREDIT2_XEN_VERSIONS;
+
 /// The releases `kvm_version` accepts (`cfs`, `eevdf`, `kvm-dy`, `kvm-eevdf`, `balance-cfs`,
 /// `balance-eevdf`), and the host
 /// paravirtual features each offers.
@@ -59,6 +71,7 @@ pub const KVM_PLE_HANDLERS: [&str; 2] = [kvm_dy::INFO.name, kvm_eevdf::INFO.name
 pub const REGISTRY: &[PolicyInfo] = &[
     rr::INFO,
     credit::INFO,
+    credit2::INFO,
     balance::INFO,
     ytt::INFO,
     yth::INFO,
@@ -78,6 +91,16 @@ pub const REGISTRY: &[PolicyInfo] = &[
     balance_cfs::INFO,
     balance_eevdf::INFO,
 ];
+
+/// The Xen releases policy `name` follows (its `xen_version` values): credit2's for
+/// `credit2`, Credit's for every other.
+pub fn xen_versions_of(name: &str) -> &'static [&'static str] {
+    if name == credit2::INFO.name {
+        &credit2_version::NAMES
+    } else {
+        &xen_version::NAMES
+    }
+}
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {
