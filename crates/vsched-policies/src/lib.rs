@@ -102,6 +102,22 @@ pub fn xen_versions_of(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// The policy a registered policy is built on (its base scheduler), if any: the
+/// co-scheduling and yield policies of the seed papers run on Credit (`credit.rs`, its
+/// `OnCredit` and spread rules), KVM's PLE handler and balance scheduling on Linux's CFS or
+/// EEVDF. None of them runs on credit2 (see docs/policies.md, "credit2").
+pub fn base_of(name: &str) -> Option<&'static str> {
+    const ON_CREDIT: [&str; 9] = ["balance", "ytt", "yth", "cs", "cds", "pcs", "bcs", "cvs-adaptive", "cvs-comm"];
+    if ON_CREDIT.contains(&name) {
+        return Some(credit::INFO.name);
+    }
+    match name {
+        "kvm-dy" | "balance-cfs" => Some(cfs::INFO.name),
+        "kvm-eevdf" | "balance-eevdf" => Some(eevdf::INFO.name),
+        _ => None,
+    }
+}
+
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     REGISTRY.iter().find(|p| p.name == name)
