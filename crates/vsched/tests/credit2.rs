@@ -225,3 +225,27 @@ fn vcpus_stay_in_the_runqueue_of_their_socket_core_or_cpu() {
         }
     }
 }
+
+/// A Xen host boots the same Domain-0 under credit2 as under Credit (one vCPU per pCPU,
+/// weight 256), and the host's `xen_version` reaches credit2 only with a release credit2
+/// models; Credit's releases are refused naming the host's key.
+#[test]
+fn a_credit2_host_boots_credit_s_domain_0_and_takes_its_own_releases() {
+    let vms = [vm_toml("hog", 1, "", HOG)];
+    let toml = |scheduler: &str, host: &str| {
+        scenario(4, scheduler, &vms, "horizon_s = 0.2").replacen("dom0_vcpus = 0\n", host, 1)
+    };
+    let dom0 = |m: &RunMetrics| m.vms.iter().filter(|v| v.name != "hog").map(|v| (v.name.clone(), v.vcpus)).collect::<Vec<_>>();
+    let credit = run(&toml("name = \"credit\"", ""), 1);
+    let credit2 = run(&toml("name = \"credit2\"", ""), 1);
+    assert_eq!(dom0(&credit2), dom0(&credit));
+    assert_eq!(dom0(&credit2).len(), 1);
+    assert_eq!(dom0(&credit2)[0].1, 4);
+    run(&toml("name = \"credit2\"", "xen_version = \"4.12\"\n"), 1);
+    let refused = vsched::Scenario::parse(&toml("name = \"credit2\"", "xen_version = \"4.0\"\n")).err().unwrap().to_string();
+    assert!(refused.starts_with("host.xen_version:") && refused.contains("\"4.12\""), "{refused}");
+    let refused = vsched::Scenario::parse(&toml("name = \"credit\"", "xen_version = \"4.14\"\n")).err().unwrap().to_string();
+    assert!(refused.starts_with("host.xen_version:") && refused.contains("\"4.1\""), "{refused}");
+    let refused = vsched::Scenario::parse(&toml("name = \"credit2\"\nsched_ratelimit_us = 50", "")).err().unwrap().to_string();
+    assert!(refused.starts_with("scheduler.sched_ratelimit_us:"), "{refused}");
+}
