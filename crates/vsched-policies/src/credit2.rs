@@ -55,7 +55,7 @@
 //!   `migrate`, and wakes there.
 //! - `balance_load` reads `load_max` and `cpus_max` from the last runqueue of its scan, not
 //!   from the one with the largest difference (`st.orqd` is only set to `max_delta_rqd` after
-//!   the threshold, L2762-L2800): with two runqueues the two agree.
+//!   the threshold, L2764-L2804): with two runqueues the two agree.
 //! - VMs created mid-run go through `csched2_unit_insert` and then `csched2_unit_wake`
 //!   (queued, tickled); at the start of a run they are queued untickled, and every pCPU
 //!   schedules. A destroyed VM's vCPUs leave their runqueue (`csched2_unit_remove`).
@@ -367,12 +367,21 @@ impl Credit2 {
             for &u in &rq.runq {
                 let s = &self.vcpus[u];
                 if !s.queued || s.rq != Some(r) || !self.runnable(cx, u) || cx.running_on(u).is_some() {
-                    return Err(format!("vCPU {u} in runqueue {r}: queued {}, rq {:?}, {:?}", s.queued, s.rq, cx.state(u)));
+                    return Err(format!(
+                        "vCPU {u} in runqueue {r}: queued {}, rq {:?}, {:?}",
+                        s.queued,
+                        s.rq,
+                        cx.state(u)
+                    ));
                 }
             }
             let running = rq.svc.iter().filter(|&&u| cx.running_on(u).is_some()).count();
             if rq.load != (rq.runq.len() + running) as i64 {
-                return Err(format!("runqueue {r}: load {} but {} queued and {running} running", rq.load, rq.runq.len()));
+                return Err(format!(
+                    "runqueue {r}: load {} but {} queued and {running} running",
+                    rq.load,
+                    rq.runq.len()
+                ));
             }
         }
         let flagged = self.vcpus.iter().filter(|s| s.queued).count();
@@ -549,7 +558,8 @@ fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "credit2",
-    description: "Xen credit2 (default since 4.12): per-socket runqueues sorted by credit, rate limit, EWMA load balancing, caps",
+    description:
+        "Xen credit2 (default since 4.12): per-socket runqueues sorted by credit, rate limit, EWMA load balancing, caps",
     hypervisor: vsched_model::Hypervisor::Xen,
     params: PARAMS,
     build,

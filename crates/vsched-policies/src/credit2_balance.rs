@@ -14,7 +14,7 @@ use vsched_model::{Cx, PcpuId, VcpuId};
 use crate::credit2::{Credit2, LOADAVG_GRANULARITY_SHIFT, LOADAVG_PRECISION_SHIFT, LOADAVG_WINDOW_SHIFT};
 use crate::credit2_runq::cycle;
 
-/// `prv->load_window_shift`: the window in units of 2^10 ns (`csched2_init`, L4214).
+/// `prv->load_window_shift`: the window in units of 2^10 ns (`csched2_init`, L4217).
 const W: u32 = LOADAVG_WINDOW_SHIFT - LOADAVG_GRANULARITY_SHIFT;
 const P: u32 = LOADAVG_PRECISION_SHIFT;
 

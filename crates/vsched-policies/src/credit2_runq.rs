@@ -6,9 +6,7 @@
 
 use vsched_model::{Cx, PcpuId, VcpuId};
 
-use crate::credit2::{
-    Arrangement, Credit2, PcpuState, Runqueue, CREDIT_INIT_NS, RATELIMIT_TICKLE_TOLERANCE_NS,
-};
+use crate::credit2::{Arrangement, Credit2, PcpuState, Runqueue, CREDIT_INIT_NS, RATELIMIT_TICKLE_TOLERANCE_NS};
 
 /// `cpumask_cycle(n, mask)` over `cpus` (ascending pCPU ids): the first one after `n`,
 /// wrapping around; `None` if none qualifies.
@@ -45,7 +43,6 @@ impl Credit2 {
         let min_rqs = (n - 1) / self.max_cpus_runqueue + 1;
         let max_cpus_runq = n / min_rqs;
         let mut groups: Vec<Vec<PcpuId>> = Vec::new();
-        let mut of = vec![0; n];
         for cpu in 0..n {
             let mut valid: Option<usize> = None;
             for (r, g) in groups.iter().enumerate() {
@@ -79,7 +76,12 @@ impl Credit2 {
                 groups.len() - 1
             });
             groups[r].push(cpu);
-            of[cpu] = r;
+        }
+        let mut of = vec![0; n];
+        for (r, g) in groups.iter().enumerate() {
+            for &p in g {
+                of[p] = r;
+            }
         }
         self.rqs = groups
             .into_iter()
@@ -234,7 +236,8 @@ impl Credit2 {
             None => {
                 let mut best: Option<PcpuId> = None;
                 let mut max = 0;
-                let busy = |s: &Credit2, q: PcpuId| !s.pcpus[q].idle && !s.pcpus[q].tickled && Credit2::allowed(cx, new, q);
+                let busy =
+                    |s: &Credit2, q: PcpuId| !s.pcpus[q].idle && !s.pcpus[q].tickled && Credit2::allowed(cx, new, q);
                 let mut own_taken = false;
                 if cpus.contains(&cpu) && busy(self, cpu) {
                     let score = self.tickle_score(cx, new, cpu);

@@ -99,7 +99,10 @@ impl Credit2 {
         if let Some(c) = scurr {
             yield_ = std::mem::take(&mut self.vcpus[c].yielding);
             let runnable = self.runnable(cx, c);
-            if !yield_ && self.ratelimit_ns != 0 && runnable && now - (self.vcpus[c].run_start as i64) < self.ratelimit_ns
+            if !yield_
+                && self.ratelimit_ns != 0
+                && runnable
+                && now - (self.vcpus[c].run_start as i64) < self.ratelimit_ns
             {
                 cx.count("credit2.ratelimited");
                 return (Pick::Vcpu(c), 0);
@@ -137,7 +140,8 @@ impl Credit2 {
                 skipped += 1;
                 continue;
             }
-            if !stops && !(yield_ || credit > snext_credit) {
+            // Before 4.16 the first vCPU that passes the checks decides: taken if better.
+            if !stops && !yield_ && credit <= snext_credit {
                 break;
             }
             if self.vcpus[svc].budget.is_some() && !self.grab_budget(cx, svc) {
@@ -168,8 +172,7 @@ impl Credit2 {
         let s = &self.vcpus[snext];
         let mut min_time = MIN_TIMER_NS;
         if self.ratelimit_ns != 0 {
-            let left =
-                if continuing { s.run_start as i64 + self.ratelimit_ns - now } else { self.ratelimit_ns };
+            let left = if continuing { s.run_start as i64 + self.ratelimit_ns - now } else { self.ratelimit_ns };
             min_time = min_time.max(left);
         }
         let mut rt_credit = s.credit;

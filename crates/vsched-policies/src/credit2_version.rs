@@ -22,22 +22,22 @@
 //!   multiplier `m = 1 + (-credit) / CREDIT_INIT` (RELEASE-4.12.0 L1615-L1640).
 //! - Reset trigger: commit dae7b62e97 ("credit2: fix credit reset happening too few times",
 //!   4.14.0): `csched2_schedule` resets when `max(snext->credit, head->credit) <= 0`
-//!   (RELEASE-4.22.0 L3700-L3708); 4.12 reset when `skipped_vcpus == 0 && snext->credit <= 0`
-//!   (RELEASE-4.12.0 L3567), `skipped` counting units passed over for affinity, a pending
+//!   (RELEASE-4.22.0 L3714-L3720); 4.12 reset when `skipped_vcpus == 0 && snext->credit <= 0`
+//!   (RELEASE-4.12.0 L3573), `skipped` counting units passed over for affinity, a pending
 //!   tickle or migration resistance (`runq_candidate`, L3360-L3390).
 //! - CPUs per runqueue: commit 8e2aa76dc1 (4.14.0), `sched_credit2_max_cpus_runqueue` = 16
 //!   (`MAX_CPUS_RUNQ`, RELEASE-4.22.0 L495) and `cpu_add_to_runqueue` (L933) which spreads CPUs
 //!   evenly among `⌈n / 16⌉` runqueues; 4.12's `cpu_to_runqueue` (L849) has no bound.
 //! - Scan: commit 07b0eb5d0e (4.16.0) moves the credit test to the top of the loop of
-//!   `runq_candidate` (RELEASE-4.22.0 L3486: `if ( !yield && svc->credit <= snext->credit )
+//!   `runq_candidate` (RELEASE-4.22.0 L3493: `if ( !yield && svc->credit <= snext->credit )
 //!   break;`); before, the first unit that passes the affinity, tickle and resistance checks
 //!   decides, taken if better, else the scan ends (RELEASE-4.14.0 `runq_candidate`).
 //! - Load when running on: commit 89052b9fa2 (4.16.0), `update_load(ops, rqd, snext, 0, now)`
-//!   when snext is the current unit (RELEASE-4.22.0 L3666).
+//!   when snext is the current unit (RELEASE-4.22.0 L3693).
 //! - Runtime: commit ae648e9f80 ("factor in previous active unit's credit in
 //!   csched2_runtime()", 4.21.0): the waiter a slice is cut against is the larger of the head
 //!   of the runqueue and the unit being switched out (`inflight_credit`, RELEASE-4.22.0
-//!   L3281-L3340, L3727-L3732). Before, two busy units alone on a pCPU each run 10 ms
+//!   L3281-L3340, L3725-L3731). Before, two busy units alone on a pCPU each run 10 ms
 //!   (`CSCHED2_MAX_TIMER`), since the one switched out is not yet queued when the slice is cut.
 //!
 //! Between 4.21.0 and 4.22.0 `credit2.c` changed in comments only (commit 6e48abe2f0), so

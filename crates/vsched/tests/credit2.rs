@@ -56,7 +56,12 @@ fn two_equal_hogs_alternate_in_10_ms_slices_before_xen_4_21() {
     for v in ["4.12", "4.14"] {
         let (_, spans) = runs(1, &version(v), two_hogs(), 100 * MS);
         let turns: Vec<(VcpuId, Time, Time)> = spans.iter().map(|s| (s.0, s.2, s.3)).collect();
-        let head = [(0, 0, MS), (1, MS, 11 * MS), (0, 11 * MS, 20 * MS + 500 * US), (1, 20 * MS + 500 * US, 30 * MS + 500 * US)];
+        let head = [
+            (0, 0, MS),
+            (1, MS, 11 * MS),
+            (0, 11 * MS, 20 * MS + 500 * US),
+            (1, 20 * MS + 500 * US, 30 * MS + 500 * US),
+        ];
         assert_eq!(turns[..4], head, "{v}");
         // Then each turn is a whole epoch's 10 ms, A and B alternating, to the horizon.
         for w in turns[3..].windows(2) {
@@ -80,7 +85,11 @@ fn two_equal_hogs_trade_the_pcpu_every_rate_limit_from_xen_4_21() {
     for v in ["4.21", "current"] {
         let (_, spans) = runs(1, &version(v), two_hogs(), 100 * MS);
         let turns: Vec<(VcpuId, Time, Time)> = spans.iter().map(|s| (s.0, s.2, s.3)).collect();
-        assert_eq!(turns[..3], [(0, 0, MS), (1, MS, 2 * MS + 500 * US), (0, 2 * MS + 500 * US, 3 * MS + 500 * US)], "{v}");
+        assert_eq!(
+            turns[..3],
+            [(0, 0, MS), (1, MS, 2 * MS + 500 * US), (0, 2 * MS + 500 * US, 3 * MS + 500 * US)],
+            "{v}"
+        );
         for w in turns[2..].windows(2) {
             assert_ne!(w[0].0, w[1].0, "{v}: alternate");
             assert_eq!(w[0].2, w[1].1, "{v}: no idle gap");
@@ -206,8 +215,8 @@ fn load_balancing_moves_one_hog_to_the_idle_socket_within_an_ewma_window() {
 /// unbalance the runqueues, each vCPU runs only on the pCPUs of the runqueue it was placed in.
 #[test]
 fn vcpus_stay_in_the_runqueue_of_their_socket_core_or_cpu() {
-    let cases: [(&str, fn(PcpuId) -> usize); 4] =
-        [("socket", |p| p / 4), ("node", |p| p / 4), ("core", |p| p / 2), ("cpu", |p| p)];
+    type Group = fn(PcpuId) -> usize;
+    let cases: [(&str, Group); 4] = [("socket", |p| p / 4), ("node", |p| p / 4), ("core", |p| p / 2), ("cpu", |p| p)];
     for (arrangement, group) in cases {
         let mut host = free_host(8);
         host.sockets = 2;
@@ -221,7 +230,10 @@ fn vcpus_stay_in_the_runqueue_of_their_socket_core_or_cpu() {
         let spans = sim.take_trace().unwrap().spans().to_vec();
         for v in 0..16 {
             let groups: Vec<usize> = spans.iter().filter(|s| s.vcpu == v).map(|s| group(s.pcpu)).collect();
-            assert!(!groups.is_empty() && groups.iter().all(|&g| g == groups[0]), "{arrangement}: vCPU {v} ran in {groups:?}");
+            assert!(
+                !groups.is_empty() && groups.iter().all(|&g| g == groups[0]),
+                "{arrangement}: vCPU {v} ran in {groups:?}"
+            );
         }
     }
 }
@@ -235,17 +247,22 @@ fn a_credit2_host_boots_credit_s_domain_0_and_takes_its_own_releases() {
     let toml = |scheduler: &str, host: &str| {
         scenario(4, scheduler, &vms, "horizon_s = 0.2").replacen("dom0_vcpus = 0\n", host, 1)
     };
-    let dom0 = |m: &RunMetrics| m.vms.iter().filter(|v| v.name != "hog").map(|v| (v.name.clone(), v.vcpus)).collect::<Vec<_>>();
+    let dom0 = |m: &RunMetrics| {
+        m.vms.iter().filter(|v| v.name != "hog").map(|v| (v.name.clone(), v.vcpus)).collect::<Vec<_>>()
+    };
     let credit = run(&toml("name = \"credit\"", ""), 1);
     let credit2 = run(&toml("name = \"credit2\"", ""), 1);
     assert_eq!(dom0(&credit2), dom0(&credit));
     assert_eq!(dom0(&credit2).len(), 1);
     assert_eq!(dom0(&credit2)[0].1, 4);
     run(&toml("name = \"credit2\"", "xen_version = \"4.12\"\n"), 1);
-    let refused = vsched::Scenario::parse(&toml("name = \"credit2\"", "xen_version = \"4.0\"\n")).err().unwrap().to_string();
+    let refused =
+        vsched::Scenario::parse(&toml("name = \"credit2\"", "xen_version = \"4.0\"\n")).err().unwrap().to_string();
     assert!(refused.starts_with("host.xen_version:") && refused.contains("\"4.12\""), "{refused}");
-    let refused = vsched::Scenario::parse(&toml("name = \"credit\"", "xen_version = \"4.14\"\n")).err().unwrap().to_string();
+    let refused =
+        vsched::Scenario::parse(&toml("name = \"credit\"", "xen_version = \"4.14\"\n")).err().unwrap().to_string();
     assert!(refused.starts_with("host.xen_version:") && refused.contains("\"4.1\""), "{refused}");
-    let refused = vsched::Scenario::parse(&toml("name = \"credit2\"\nsched_ratelimit_us = 50", "")).err().unwrap().to_string();
+    let refused =
+        vsched::Scenario::parse(&toml("name = \"credit2\"\nsched_ratelimit_us = 50", "")).err().unwrap().to_string();
     assert!(refused.starts_with("scheduler.sched_ratelimit_us:"), "{refused}");
 }
