@@ -85,6 +85,7 @@
 //! `csched2_res_pick`. `credit2_cap.rs`: budgets. `credit2_tests.rs`: hand-driven checks.
 
 use crate::credit2_version::{self, Credit2Profile};
+use crate::credit_trace::Published;
 use crate::xen_version::XEN_TIMER_SLOP_NS;
 use vsched_model::{
     ConfigError, Cx, Decision, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo,
@@ -323,6 +324,9 @@ pub(crate) struct Credit2 {
     /// While the vCPU switched out is saved: its pCPU and what now runs there (`Cx` still
     /// shows the vCPU switched out).
     pub(crate) switched: Option<(PcpuId, Option<VcpuId>)>,
+    /// What a traced run shows (`credit_trace.rs`): each pCPU's runqueue length (its
+    /// runqueue's, shared with the runqueue's other pCPUs) and each vCPU's credit, in µs.
+    published: Published,
 }
 
 impl Credit2 {
@@ -347,6 +351,14 @@ impl Credit2 {
         match self.switched {
             Some((p, next)) if p == q => next,
             _ => cx.curr(q),
+        }
+    }
+
+    /// Publishes the trace's counters that changed (only in a traced run).
+    fn publish(&mut self, cx: &mut Cx) {
+        if self.published.on() {
+            let (pcpus, rqs, vcpus) = (&self.pcpus, &self.rqs, &self.vcpus);
+            self.published.publish(cx, |p| rqs[pcpus[p].rq].runq.len(), |v| vcpus[v].credit / 1_000);
         }
     }
 
@@ -416,6 +428,7 @@ impl Policy for Credit2 {
         for d in 0..self.doms.len() {
             self.cap_init(cx, d);
         }
+        self.published.start(cx, cx.n_pcpus(), cx.n_vcpus());
     }
 
     fn timer_slop_ns(&self) -> Time {
@@ -452,6 +465,7 @@ impl Policy for Credit2 {
                 self.runq_tickle(cx, v);
             }
         }
+        self.publish(cx);
     }
 
     /// `csched2_unit_remove`: off its runqueue (and its domain's parked list), deassigned.
@@ -467,6 +481,7 @@ impl Policy for Credit2 {
         let d = cx.dom_of(v);
         self.doms[d].parked.retain(|&u| u != v);
         self.vcpus[v] = VcpuState::new();
+        self.publish(cx);
     }
 
     /// `csched2_unit_wake`: queued by credit, then `runq_tickle`. A parked vCPU stays parked
@@ -481,6 +496,7 @@ impl Policy for Credit2 {
         self.update_load(r, Some(v), 1, now);
         self.runq_insert(v);
         self.runq_tickle(cx, v);
+        self.publish(cx);
     }
 
     /// `csched2_unit_sleep` of the running vCPU: `tickle_cpu` on its pCPU, which schedules
@@ -503,12 +519,15 @@ impl Policy for Credit2 {
 
     /// `csched2_schedule`, then `csched2_context_saved` (see `credit2_sched.rs`).
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, prev: Option<VcpuId>) -> Decision {
-        self.schedule(cx, p, prev)
+        let decision = self.schedule(cx, p, prev);
+        self.publish(cx);
+        decision
     }
 
     /// `replenish_domain_budget` of a capped domain.
     fn timer(&mut self, cx: &mut Cx, id: u64) {
         self.replenish(cx, (id - TIMER_REPLENISH) as usize);
+        self.publish(cx);
     }
 
     fn check(&self, cx: &Cx) -> Result<(), String> {
@@ -548,6 +567,7 @@ impl Credit2 {
             doms: Vec::new(),
             picking: None,
             switched: None,
+            published: Published::default(),
         })
     }
 }

@@ -266,3 +266,41 @@ fn a_credit2_host_boots_credit_s_domain_0_and_takes_its_own_releases() {
         vsched::Scenario::parse(&toml("name = \"credit2\"\nsched_ratelimit_us = 50", "")).err().unwrap().to_string();
     assert!(refused.starts_with("scheduler.sched_ratelimit_us:"), "{refused}");
 }
+
+/// A traced run shows each vCPU's credit in µs and each pCPU's runqueue length. Two hogs on
+/// one free pCPU (4.21 on): each starts with 10,000 µs; A runs 1 ms and is charged 1,000 µs
+/// when B replaces it; one vCPU is always queued.
+#[test]
+fn a_traced_run_shows_credit_in_us_and_the_runqueue_length() {
+    let text = format!(
+        "[host]\npcpus = 1\ndom0_vcpus = 0\n{FREE_HOST}\n[scheduler]\nname = \"credit2\"\n{}\n{}\n[run]\nhorizon_s = 0.003\n",
+        vm_toml("a", 1, "", HOG),
+        vm_toml("b", 1, "", HOG)
+    );
+    let path = std::env::temp_dir().join(format!("vsched-credit2-trace-{}.json", std::process::id()));
+    let opts = vsched::RunOptions { reps: Some(1), trace_path: Some(path.clone()), ..Default::default() };
+    vsched::run_scenario_json(&text, &opts, &mut |_| true).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    // Per counter track (name, pid, tid): its samples (ts in µs, value) in time order.
+    let mut tracks: std::collections::BTreeMap<(String, i64, i64), Vec<(f64, i64)>> = Default::default();
+    for e in events.iter().filter(|e| e["ph"] == "C") {
+        let key = (e["name"].as_str().unwrap().to_string(), e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap());
+        for v in e["args"].as_object().unwrap().values() {
+            tracks.entry(key.clone()).or_default().push((e["ts"].as_f64().unwrap(), v.as_i64().unwrap()));
+        }
+    }
+    for samples in tracks.values_mut() {
+        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let credit: Vec<&Vec<(f64, i64)>> = tracks.iter().filter(|(k, _)| k.0 == "credit").map(|(_, v)| v).collect();
+    assert_eq!(credit.len(), 2, "{tracks:?}");
+    // A (first to run) is charged 1 ms when B replaces it at 1 ms; B 1 ms at 2 ms (it ran on
+    // for 500 µs more, charged at 2.5 ms).
+    let mut firsts: Vec<_> = credit.iter().map(|s| (s[0], s[1])).collect();
+    firsts.sort_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+    assert_eq!(firsts, [((0.0, 10_000), (1_000.0, 9_000)), ((0.0, 10_000), (2_000.0, 9_000))]);
+    let runq: Vec<_> = tracks.iter().filter(|(k, _)| k.0 == "runq").map(|(_, v)| v.clone()).collect();
+    assert_eq!(runq, [vec![(0.0, 1)]], "one vCPU always queued");
+}
