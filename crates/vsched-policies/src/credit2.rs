@@ -69,7 +69,9 @@
 //!
 //! # Yield and pause-loop exits
 //! Xen's PLE handler yields (`vmx_vmexit_handler`: `EXIT_REASON_PAUSE_INSTRUCTION` →
-//! `do_sched_op(SCHEDOP_yield)`), and `csched2_unit_yield` only sets `CSFLAG_unit_yield`. The
+//! `vcpu_yield()`, RELEASE-4.22.0 `xen/arch/x86/hvm/vmx/vmx.c` L4799-L4801; `vcpu_yield`,
+//! `xen/common/sched/core.c` L1524, calls the scheduler's yield hook and raises
+//! `SCHEDULE_SOFTIRQ`), and `csched2_unit_yield` only sets `CSFLAG_unit_yield`. The
 //! next `runq_candidate` skips the rate limit and takes the first vCPU of the runqueue that
 //! may run here, whatever the two credits; with none, the yielder runs on. The queue is the
 //! socket's, so a preempted lock holder queued anywhere on the socket can be picked at once.
@@ -507,8 +509,8 @@ impl Policy for Credit2 {
         }
     }
 
-    /// `csched2_unit_yield`: set the flag and reschedule (`vcpu_yield` raises
-    /// `SCHEDULE_SOFTIRQ`). KVM's hypercalls have no Xen counterpart: ignored.
+    /// `csched2_unit_yield`: set the flag and reschedule (`vcpu_yield`, `core.c` L1524,
+    /// raises `SCHEDULE_SOFTIRQ`). KVM's hypercalls have no Xen counterpart: ignored.
     fn yield_(&mut self, cx: &mut Cx, v: VcpuId, why: YieldReason) {
         if why != YieldReason::PauseLoopExit {
             return;
