@@ -81,7 +81,9 @@
 //! like Credit; the 1 ms rate limit delays a waker with more credit.
 //!
 //! # Beside this file
-//! `credit2_version.rs`: the rules by release. `credit2_runq.rs`: runqueue arrangement,
+//! `credit2_version.rs`: the rules by release. `credit2_state.rs`: what the callbacks ask of
+//! the state (runnable, the idle credit, the trace, the bookkeeping checks).
+//! `credit2_runq.rs`: runqueue arrangement,
 //! insert, tickle. `credit2_sched.rs`: burn, reset, `runq_candidate`, `csched2_runtime`,
 //! `csched2_schedule`. `credit2_balance.rs`: load tracking, `balance_load`, `migrate`,
 //! `csched2_res_pick`. `credit2_cap.rs`: budgets. `credit2_tests.rs`: hand-driven checks.
@@ -328,83 +330,7 @@ pub(crate) struct Credit2 {
     pub(crate) switched: Option<(PcpuId, Option<VcpuId>)>,
     /// What a traced run shows (`credit_trace.rs`): each pCPU's runqueue length (its
     /// runqueue's, shared with the runqueue's other pCPUs) and each vCPU's credit, in µs.
-    published: Published,
-}
-
-impl Credit2 {
-    /// The credit of the idle vCPU (`CSCHED2_IDLE_CREDIT`).
-    pub(crate) fn idle_credit(&self) -> i64 {
-        if self.profile.credit_floor {
-            CREDIT_MIN_NS - 1
-        } else {
-            -(1 << 30)
-        }
-    }
-
-    /// Whether `v` may run: runnable, not parked, not on its way to another runqueue
-    /// (`unit_runnable`, with `_VPF_parked` and `_VPF_migrating`).
-    pub(crate) fn runnable(&self, cx: &Cx, v: VcpuId) -> bool {
-        let s = &self.vcpus[v];
-        cx.is_runnable(v) && !s.parked && s.migrate_to.is_none()
-    }
-
-    /// What runs on `q` (`curr_on_cpu`), the switch in progress included.
-    pub(crate) fn curr_on(&self, cx: &Cx, q: PcpuId) -> Option<VcpuId> {
-        match self.switched {
-            Some((p, next)) if p == q => next,
-            _ => cx.curr(q),
-        }
-    }
-
-    /// Publishes the trace's counters that changed (only in a traced run).
-    fn publish(&mut self, cx: &mut Cx) {
-        if self.published.on() {
-            let (pcpus, rqs, vcpus) = (&self.pcpus, &self.rqs, &self.vcpus);
-            self.published.publish(cx, |p| rqs[pcpus[p].rq].runq.len(), |v| vcpus[v].credit / 1_000);
-        }
-    }
-
-    /// Whether `v` may run on `p` (its hard affinity).
-    pub(crate) fn allowed(cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
-        cx.pinned(v).is_none_or(|q| q == p)
-    }
-
-    /// Bookkeeping: each queued vCPU is in its runqueue once, runnable and not running; each
-    /// runqueue is sorted by credit and its load counts its queued and running vCPUs.
-    fn check_books(&self, cx: &Cx) -> Result<(), String> {
-        for (r, rq) in self.rqs.iter().enumerate() {
-            for w in rq.runq.windows(2) {
-                if self.vcpus[w[0]].credit < self.vcpus[w[1]].credit {
-                    return Err(format!("runqueue {r} out of credit order: {:?}", rq.runq));
-                }
-            }
-            for &u in &rq.runq {
-                let s = &self.vcpus[u];
-                if !s.queued || s.rq != Some(r) || !self.runnable(cx, u) || cx.running_on(u).is_some() {
-                    return Err(format!(
-                        "vCPU {u} in runqueue {r}: queued {}, rq {:?}, {:?}",
-                        s.queued,
-                        s.rq,
-                        cx.state(u)
-                    ));
-                }
-            }
-            let running = rq.svc.iter().filter(|&&u| cx.running_on(u).is_some()).count();
-            if rq.load != (rq.runq.len() + running) as i64 {
-                return Err(format!(
-                    "runqueue {r}: load {} but {} queued and {running} running",
-                    rq.load,
-                    rq.runq.len()
-                ));
-            }
-        }
-        let flagged = self.vcpus.iter().filter(|s| s.queued).count();
-        let queued: usize = self.rqs.iter().map(|rq| rq.runq.len()).sum();
-        if flagged != queued {
-            return Err(format!("{flagged} vCPUs flagged queued but {queued} runqueue entries"));
-        }
-        Ok(())
-    }
+    pub(crate) published: Published,
 }
 
 impl Policy for Credit2 {

@@ -15,6 +15,7 @@ mod credit2_balance;
 mod credit2_cap;
 mod credit2_runq;
 mod credit2_sched;
+mod credit2_state;
 #[cfg(test)]
 mod credit2_tests;
 /// Not a policy: credit2's rules by Xen release (`xen_version`).
