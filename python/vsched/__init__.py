@@ -300,8 +300,8 @@ def validate(scenario: ScenarioLike, *, max_memory: int = 0) -> None:
 
 
 def policies() -> list[dict[str, Any]]:
-    """The scheduling policies: each with `name`, `description` and `params[]` (`name`,
-    `default`, `doc`)."""
+    """The scheduling policies: each with `name`, `description`, `hypervisor`, `base` (the
+    policy it is built on, or None) and `params[]` (`name`, `default`, `doc`)."""
     entries: list[dict[str, Any]] = json.loads(_core.policies())
     return entries
 

@@ -237,7 +237,9 @@ def _host(src: Source, policy: Entry) -> dict[str, Any]:
         window = host.get("ple_window_cycles", 4096)
         host["ple_window_max_cycles"] = window * pick(src, [1, 4, 64])
     if policy.hypervisor == "xen" and chance(src, 0.1):
-        host["xen_version"] = pick(src, XEN_VERSIONS)
+        # The releases the policy itself follows (credit2's differ from Credit's).
+        own = [p.choices for p in policy.params if p.name == "xen_version"]
+        host["xen_version"] = pick(src, own[0] if own else XEN_VERSIONS)
     # A KVM host's own threads (on by default there, refused elsewhere) and their costs.
     if chance(src, 0.1):
         host["host_threads"] = policy.hypervisor == "kvm" and chance(src, 0.5)

@@ -27,6 +27,10 @@ pub struct Bench {
     pub posted: bool,
     /// The policy's failures (`Cx::fail`), in order (the test reads them).
     pub failures: Vec<String>,
+    /// The topology: pCPUs split evenly into `sockets`, numbered in cores of
+    /// `threads_per_core` hardware threads (1 and 1 unless the test says).
+    pub sockets: usize,
+    pub threads_per_core: usize,
     rng: StreamRng,
 }
 
@@ -59,6 +63,8 @@ impl Bench {
             pending_irq: vec![false; vcpus],
             posted: false,
             failures: Vec::new(),
+            sockets: 1,
+            threads_per_core: 1,
             rng: RngStreams::new(1).stream(0),
         }
     }
@@ -130,11 +136,11 @@ impl World for Bench {
         self.curr.len()
     }
     /// One socket; each pCPU its own core.
-    fn socket_of(&self, _p: PcpuId) -> usize {
-        0
+    fn socket_of(&self, p: PcpuId) -> usize {
+        p / (self.curr.len() / self.sockets).max(1)
     }
     fn core_of(&self, p: PcpuId) -> usize {
-        p
+        p / self.threads_per_core
     }
     fn n_vcpus(&self) -> usize {
         self.states.len()

@@ -10,6 +10,16 @@ pub mod cds;
 pub mod cfs;
 pub mod cosched;
 pub mod credit;
+pub mod credit2;
+mod credit2_balance;
+mod credit2_cap;
+mod credit2_runq;
+mod credit2_sched;
+mod credit2_state;
+#[cfg(test)]
+mod credit2_tests;
+/// Not a policy: credit2's rules by Xen release (`xen_version`).
+mod credit2_version;
 mod credit_acct;
 mod credit_pick;
 mod credit_runq;
@@ -47,6 +57,9 @@ use vsched_model::PolicyInfo;
 /// The releases `xen_version` accepts (`credit` and the policies built on it).
 pub use xen_version::{NAMES as XEN_VERSIONS, XEN_TIMER_SLOP_NS};
 
+/// The releases `xen_version` accepts under `credit2`.
+pub use credit2_version::NAMES as CREDIT2_XEN_VERSIONS;
+
 /// The releases `kvm_version` accepts (`cfs`, `eevdf`, `kvm-dy`, `kvm-eevdf`, `balance-cfs`,
 /// `balance-eevdf`), and the host
 /// paravirtual features each offers.
@@ -60,6 +73,7 @@ pub const KVM_PLE_HANDLERS: [&str; 2] = [kvm_dy::INFO.name, kvm_eevdf::INFO.name
 pub const REGISTRY: &[PolicyInfo] = &[
     rr::INFO,
     credit::INFO,
+    credit2::INFO,
     balance::INFO,
     ytt::INFO,
     yth::INFO,
@@ -80,6 +94,32 @@ pub const REGISTRY: &[PolicyInfo] = &[
     balance_eevdf::INFO,
     relaxed::INFO,
 ];
+
+/// The Xen releases policy `name` follows (its `xen_version` values): credit2's for
+/// `credit2`, Credit's for every other.
+pub fn xen_versions_of(name: &str) -> &'static [&'static str] {
+    if name == credit2::INFO.name {
+        &credit2_version::NAMES
+    } else {
+        &xen_version::NAMES
+    }
+}
+
+/// The policy a registered policy is built on (its base scheduler), if any: the
+/// co-scheduling and yield policies of the seed papers run on Credit (`credit.rs`, its
+/// `OnCredit` and spread rules), KVM's PLE handler and balance scheduling on Linux's CFS or
+/// EEVDF. None of them runs on credit2 (see docs/policies.md, "credit2").
+pub fn base_of(name: &str) -> Option<&'static str> {
+    const ON_CREDIT: [&str; 9] = ["balance", "ytt", "yth", "cs", "cds", "pcs", "bcs", "cvs-adaptive", "cvs-comm"];
+    if ON_CREDIT.contains(&name) {
+        return Some(credit::INFO.name);
+    }
+    match name {
+        "kvm-dy" | "balance-cfs" => Some(cfs::INFO.name),
+        "kvm-eevdf" | "balance-eevdf" => Some(eevdf::INFO.name),
+        _ => None,
+    }
+}
 
 /// Looks a policy up by name.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {

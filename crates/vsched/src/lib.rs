@@ -263,6 +263,7 @@ pub fn policies_json() -> String {
                 "name": p.name,
                 "description": p.description,
                 "hypervisor": p.hypervisor.name(),
+                "base": vsched_policies::base_of(p.name),
                 "vm_lifecycle": scenario::supports_vm_lifecycle(p),
                 "params": params_json(p.params),
             })

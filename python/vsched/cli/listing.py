@@ -28,6 +28,8 @@ def catalogue(entries: list[dict[str, Any]]) -> Group:
         parts.append(Text.assemble((entry["name"], "bold"), f"  {entry['description']}"))
         if entry.get("models"):
             parts.append(f"models: {entry['models']}")
+        if entry.get("base"):
+            parts.append(f"runs on: {entry['base']} (its accounting, queues and parameters)")
         if entry.get("hypervisor") == "xen":
             parts.append("Xen: a host has a driver domain (dom0) by default")
         elif entry.get("hypervisor") == "kvm":

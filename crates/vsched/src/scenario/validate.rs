@@ -100,8 +100,25 @@ fn policy(
 ) -> Result<PolicySource, ConfigError> {
     if let Some(version) = &h.xen_version {
         let host_given = [("xen_version".to_string(), Value::Str(version.clone()))].into_iter().collect();
-        Params::check("host", host::HOST_XEN_VERSION, &host_given)?
-            .choice("xen_version", &vsched_policies::XEN_VERSIONS)?;
+        let releases: Vec<&str> = vsched_policies::XEN_VERSIONS
+            .iter()
+            .chain(vsched_policies::CREDIT2_XEN_VERSIONS.iter().filter(|v| !vsched_policies::XEN_VERSIONS.contains(v)))
+            .copied()
+            .collect();
+        Params::check("host", host::HOST_XEN_VERSION, &host_given)?.choice("xen_version", &releases)?;
+        // A release the host names must be one its scheduler follows (Credit's releases
+        // under `credit` and its family, credit2's under `credit2`).
+        if let Some(info) = vsched_policies::find(&scheduler.name) {
+            let own = vsched_policies::xen_versions_of(info.name);
+            let declares = info.params.iter().any(|p| p.name == "xen_version");
+            if declares && !scheduler.params.contains_key("xen_version") && !own.contains(&version.as_str()) {
+                let quoted: Vec<String> = own.iter().map(|c| format!("{c:?}")).collect();
+                return Err(err(
+                    "host.xen_version",
+                    format!("policy {:?} follows Xen {}, got {version:?}", info.name, quoted.join(", ")),
+                ));
+            }
+        }
     }
     if let Some(version) = &h.kvm_version {
         let host_given = [("kvm_version".to_string(), Value::Str(version.clone()))].into_iter().collect();
