@@ -41,7 +41,18 @@ from vsched._core import (
     PolicyError,
     ScenarioError,
 )
-from vsched.policy import CounterOf, Cx, Decision, DomainInfo, Policy, VcpuState, VmType, YieldReason
+from vsched.policy import (
+    CounterOf,
+    Cx,
+    Decision,
+    DomainInfo,
+    FifoQueue,
+    Policy,
+    VcpuState,
+    VmType,
+    VtimeQueue,
+    YieldReason,
+)
 
 __all__ = [
     "DEFAULT_BASELINE_SCENARIO",
@@ -50,6 +61,7 @@ __all__ = [
     "Cx",
     "Decision",
     "DomainInfo",
+    "FifoQueue",
     "InternalError",
     "Policy",
     "PolicyError",
@@ -61,6 +73,7 @@ __all__ = [
     "SweepResults",
     "VcpuState",
     "VmType",
+    "VtimeQueue",
     "YieldReason",
     "bench",
     "bench_scenario",

@@ -15,6 +15,7 @@ mod guest_kernel;
 mod host;
 pub mod overrides;
 mod paravirt;
+pub mod policy_spec;
 pub mod report;
 pub mod scenario;
 pub mod trace_json;

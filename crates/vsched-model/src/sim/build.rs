@@ -345,7 +345,13 @@ impl Simulation {
             error: None,
             stalled: None,
         };
-        let mut sim = Simulation { core, policies, checks: cfg!(debug_assertions), user_doms };
+        let mut sim = Simulation {
+            core,
+            policies,
+            checks: cfg!(debug_assertions),
+            stall_timeout: Some(super::stall::DEFAULT_STALL_TIMEOUT_NS),
+            user_doms,
+        };
         for (at, ev) in lifecycle {
             sim.core.post(at, ev);
         }

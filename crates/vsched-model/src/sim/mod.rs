@@ -82,6 +82,7 @@ mod policy_counters;
 mod preempt_delay;
 mod queued;
 mod slab;
+mod stall;
 mod state;
 mod tracing;
 mod watchdog;
@@ -90,6 +91,8 @@ mod world;
 use vsched_engine::Time;
 
 pub use cache::KERNEL_FOOTPRINT_BYTES;
+pub use dispatch::MIN_SLICE_NS;
+pub use stall::DEFAULT_STALL_TIMEOUT_NS;
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
@@ -144,6 +147,8 @@ pub struct Simulation {
     /// Check the simulator's and the policies' invariants after every event (always in
     /// debug builds; `--check` in release builds).
     checks: bool,
+    /// The stall watchdog's bound (`stall`); `None`: off.
+    stall_timeout: Option<Time>,
     /// Where each domain the caller listed is in `core.doms`: the simulator adds a KVM host's
     /// own threads after each host's domains (`host_threads`).
     user_doms: Vec<DomId>,
@@ -194,6 +199,12 @@ impl Simulation {
     /// debug builds always do; a broken one ends the run with [`RunError::Policy`].
     pub fn enable_checks(&mut self) {
         self.checks = true;
+    }
+
+    /// Ends the run with [`RunError::Policy`] when a vCPU stays runnable without running for
+    /// `timeout` ns (`None`: never); [`DEFAULT_STALL_TIMEOUT_NS`] by default (`stall`).
+    pub fn set_stall_timeout(&mut self, timeout: Option<Time>) {
+        self.stall_timeout = timeout;
     }
 
     /// Records per-pCPU run intervals in memory, keeping at most `limit` of them.

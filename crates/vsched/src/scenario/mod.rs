@@ -60,6 +60,8 @@ pub struct Scenario {
     pub until: Until,
     pub seed: u64,
     pub reps: u32,
+    /// The stall watchdog's bound (`run.stall_timeout_s`); `None`: off.
+    pub stall_timeout: Option<Time>,
     pub events: Vec<EventSpec>,
 }
 
@@ -204,6 +206,7 @@ impl Scenario {
         if self.aligned_clocks {
             sim.align_host_clocks();
         }
+        sim.set_stall_timeout(self.stall_timeout);
         for e in &self.events {
             sim.schedule_type_change(e.at, e.vm, e.vm_type);
         }
