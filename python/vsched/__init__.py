@@ -280,7 +280,12 @@ def _with_overrides(text: str, overrides: Mapping[str, Any] | None) -> str:
         raise ScenarioError(f"overrides: expected a dict of dotted keys and values, got {overrides!r}")
     cwd = os.getcwd()
     pairs = [
-        (key, _policy.absolute_name(value, cwd) if key == "scheduler.name" and isinstance(value, str) else value)
+        (
+            key,
+            _policy.absolute_name(value, cwd)
+            if key == "scheduler.name" and isinstance(value, str)
+            else value,
+        )
         for key, value in overrides.items()
     ]
     return apply_overrides(text, pairs)

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import vsched
+from vsched import policy as python_policy
 from vsched._core import MAX_REPS
 from vsched.frames import SET_PREFIX, SkippedPoint, SweepResults
-from vsched import policy as python_policy
 from vsched.policy import scenario_file
 from vsched.runs import (
     Job,
@@ -221,8 +221,9 @@ def run_sweep(
     default parameters or those it names, `credit(tslice_ms=10)`; None: the scenario's), `reps`
     seeds each from `seed`, on `jobs` local processes (default: all cores). A `scheduler.KEY`
     that only some of the policies take is applied to those, and the others run at their
-    defaults (a `UserWarning` says so once per policy). With `out`, runs are stored in `out`/runs.jsonl (a rerun resumes) and the results
-    written to `out`/results.parquet, as `vsched sweep --out` does.
+    defaults (a `UserWarning` says so once per policy). With `out`, runs are stored in
+    `out`/runs.jsonl (a rerun resumes) and the results written to `out`/results.parquet, as
+    `vsched sweep --out` does.
 
     Raises `ScenarioError` for a bad key or value, `InfeasiblePoint` for a point the core
     refuses unless `skip_infeasible`, and `vsched.runs.JobFailed` if a run fails."""
@@ -271,15 +272,18 @@ def policy_names(policies: Sequence[str | type[vsched.Policy]] | str | None) -> 
             names.append(policy)
             continue
         if not isinstance(policy, type):
-            raise vsched.ScenarioError(f"{label}: expected a policy name or a vsched.Policy subclass, got {policy!r}")
+            raise vsched.ScenarioError(
+                f"{label}: expected a policy name or a vsched.Policy subclass, got {policy!r}"
+            )
         python_policy.check_class(policy, label)
         module = sys.modules.get(policy.__module__)
         path = getattr(module, "__file__", None)
         if not path or "." in policy.__qualname__ or getattr(module, policy.__name__, None) is not policy:
             where = f"in {path}" if path else f"in module {policy.__module__}, which has no file"
             raise vsched.ScenarioError(
-                f"{label}: class {policy.__qualname__} is defined {where}, not at the top level of a .py file "
-                "that the sweep's worker processes can load; define it there, or pass 'path/to/file.py:ClassName'"
+                f"{label}: class {policy.__qualname__} is defined {where}, not at the top level of a .py "
+                "file that the sweep's worker processes can load; define it there, or pass "
+                "'path/to/file.py:ClassName'"
             )
         names.append(f"{Path(path).resolve()}:{policy.__name__}")
     return names

@@ -5,7 +5,9 @@ on `--policy` and `--set`, sweeps mixing policy-specific keys, and summaries of 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,8 @@ import vsched
 from vsched import FifoQueue, VtimeQueue
 
 from helpers import TINY_SCENARIO, CliResult
+
+Cli = Callable[..., CliResult]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "scenarios/papers/seed004/lu-dual-con.toml"
@@ -59,12 +63,14 @@ def test_a_xen_papers_host_boots_domain_0_under_a_python_policy_that_declares_no
     assert [vm["name"] for vm in credit["runs"][0]["vms"]] == names
 
 
-def test_a_policy_of_the_other_hypervisor_is_refused_naming_the_key(cli) -> None:
-    result: CliResult = cli("run", PAPER, "--policy", "cfs")
+def test_a_policy_of_the_other_hypervisor_is_refused_naming_the_key(cli: Cli) -> None:
+    result = cli("run", PAPER, "--policy", "cfs")
     assert result.exit_code == 2
     assert len(result.stderr_lines) == 1
     line = result.stderr_lines[0]
-    assert line.startswith("error: host.hypervisor: the scenario's host runs xen, but policy cfs is a kvm scheduler")
+    assert line.startswith(
+        "error: host.hypervisor: the scenario's host runs xen, but policy cfs is a kvm scheduler"
+    )
     assert "--set host.hypervisor=kvm" in line
     # As the message says: on a KVM host it runs, without a Domain-0.
     report = vsched.run(short(PAPER), policy="cfs", overrides={"host.hypervisor": "kvm"})
@@ -75,7 +81,9 @@ def test_a_policy_of_the_other_hypervisor_is_refused_naming_the_key(cli) -> None
 # 57.2: the stall watchdog and the queues
 
 
-def test_a_policy_that_drops_prev_fails_the_run_naming_the_vcpu_policy_and_time(cli, tmp_path: Path) -> None:
+def test_a_policy_that_drops_prev_fails_the_run_naming_the_vcpu_policy_and_time(
+    cli: Cli, tmp_path: Path
+) -> None:
     path = write_policy(
         tmp_path,
         "class Drops(Base):\n"
@@ -93,7 +101,7 @@ def test_a_policy_that_drops_prev_fails_the_run_naming_the_vcpu_policy_and_time(
     assert "run.stall_timeout_s" in line
 
 
-def test_the_stall_bound_is_checked_and_0_turns_it_off(cli, tmp_path: Path) -> None:
+def test_the_stall_bound_is_checked_and_0_turns_it_off(cli: Cli, tmp_path: Path) -> None:
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY_SCENARIO)
     result = cli("run", scenario, "--set", "run.stall_timeout_s=-1")
@@ -138,11 +146,13 @@ def test_a_zero_slice_fails_the_run_instead_of_crawling(tmp_path: Path) -> None:
     )
     with pytest.raises(vsched.PolicyError) as raised:
         vsched.run(TINY_SCENARIO.replace("horizon_s = 0.5", "horizon_s = 2"), policy=f"{path}:Zero")
-    assert str(raised.value).startswith(f"policy {path}:Zero: unusable decision at t=0 ns: pCPU 0 was given a slice of 0 ns")
+    assert str(raised.value).startswith(
+        f"policy {path}:Zero: unusable decision at t=0 ns: pCPU 0 was given a slice of 0 ns"
+    )
     assert "expected at least 10000 ns" in str(raised.value)
 
 
-def test_a_cx_used_from_another_thread_is_a_one_line_policy_error(cli, tmp_path: Path) -> None:
+def test_a_cx_used_from_another_thread_is_a_one_line_policy_error(cli: Cli, tmp_path: Path) -> None:
     path = write_policy(
         tmp_path,
         "class Threads(Base):\n"
@@ -165,7 +175,7 @@ def test_a_cx_used_from_another_thread_is_a_one_line_policy_error(cli, tmp_path:
     (line,) = result.stderr_lines
     assert line.startswith(
         f"error: policy failure (a bug in the policy, not in the scenario): policy {path}:Threads: "
-        "init: cx was used from thread \"helper\", not the thread of the callback that received it at t=0 ns"
+        'init: cx was used from thread "helper", not the thread of the callback that received it at t=0 ns'
     ), line
 
 
@@ -173,13 +183,17 @@ def test_a_cx_used_from_another_thread_is_a_one_line_policy_error(cli, tmp_path:
 # 57.4: parameters
 
 
-def test_run_set_and_policy_parameters_change_the_run_as_the_scenario_would(cli, tmp_path: Path) -> None:
+def test_run_set_and_policy_parameters_change_the_run_as_the_scenario_would(cli: Cli, tmp_path: Path) -> None:
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY_SCENARIO)
     edited = tmp_path / "edited.toml"
-    edited.write_text(TINY_SCENARIO.replace('name = "credit"', 'name = "credit"\ntslice_ms = 5').replace("pcpus = 2", "pcpus = 3"))
+    edited.write_text(
+        TINY_SCENARIO.replace('name = "credit"', 'name = "credit"\ntslice_ms = 5').replace(
+            "pcpus = 2", "pcpus = 3"
+        )
+    )
 
-    def report(*args: object) -> dict:
+    def report(*args: object) -> dict[str, Any]:
         result = cli("run", *args, "--json")
         assert result.exit_code == 0, result.stderr
         doc = json.loads(result.stdout)
@@ -190,18 +204,26 @@ def test_run_set_and_policy_parameters_change_the_run_as_the_scenario_would(cli,
     expected = report(edited)
     assert report(scenario, "--set", "scheduler.tslice_ms=5", "--set", "host.pcpus=3") == expected
     assert report(scenario, "--policy", "credit(tslice_ms=5)", "--set", "host.pcpus=3") == expected
-    assert report(scenario, "--policy", "credit(tslice_ms=5)", "--set", "host.pcpus=3", "--jobs", "2") == expected
+    assert (
+        report(scenario, "--policy", "credit(tslice_ms=5)", "--set", "host.pcpus=3", "--jobs", "2")
+        == expected
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--set", "scheduler.tslice_ms"), "error: --set: expected KEY=VALUE (e.g. scheduler.tslice_ms=10), got 'scheduler.tslice_ms'"),
+        (
+            ("--set", "scheduler.tslice_ms"),
+            "error: --set: expected KEY=VALUE (e.g. scheduler.tslice_ms=10), got 'scheduler.tslice_ms'",
+        ),
         (("--policy", "credit(tslice_ms=5"), "error: --policy: \"credit(tslice_ms=5\" does not end with ')'"),
         (("--policy", "credit(tslice_ms=0)"), "error: scheduler.tslice_ms: "),
     ],
 )
-def test_bad_parameters_are_one_line_naming_the_field(cli, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_bad_parameters_are_one_line_naming_the_field(
+    cli: Cli, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY_SCENARIO)
     result = cli("run", scenario, *args)
@@ -209,11 +231,24 @@ def test_bad_parameters_are_one_line_naming_the_field(cli, tmp_path: Path, args:
     assert len(result.stderr_lines) == 1 and result.stderr_lines[0].startswith(message), result.stderr
 
 
-def test_a_sweep_applies_a_policy_specific_key_where_it_exists_and_says_so_once(cli, tmp_path: Path) -> None:
+def test_a_sweep_applies_a_policy_specific_key_where_it_exists_and_says_so_once(
+    cli: Cli, tmp_path: Path
+) -> None:
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY_SCENARIO)
     out = tmp_path / "out"
-    result = cli("sweep", scenario, "--policy", "credit,rr", "--set", "scheduler.tslice_ms=10,30", "--out", out, "--jobs", "1")
+    result = cli(
+        "sweep",
+        scenario,
+        "--policy",
+        "credit,rr",
+        "--set",
+        "scheduler.tslice_ms=10,30",
+        "--out",
+        out,
+        "--jobs",
+        "1",
+    )
     assert result.exit_code == 0, result.stderr
     notes = [line for line in result.stderr_lines if line.startswith("note:")]
     assert notes == [
@@ -260,9 +295,14 @@ def test_run_sweep_takes_policy_classes_or_says_why_not_in_one_line() -> None:
     class Nested(Local):
         pass
 
-    with pytest.raises(vsched.ScenarioError, match=r"^policies\[0\]: class .*Nested is defined in .*not at the top level"):
+    with pytest.raises(
+        vsched.ScenarioError, match=r"^policies\[0\]: class .*Nested is defined in .*not at the top level"
+    ):
         vsched.run_sweep(TINY_SCENARIO, policies=[Nested])
-    with pytest.raises(vsched.ScenarioError, match=r"^policies\[1\]: expected a policy name or a vsched.Policy subclass, got 5$"):
+    with pytest.raises(
+        vsched.ScenarioError,
+        match=r"^policies\[1\]: expected a policy name or a vsched.Policy subclass, got 5$",
+    ):
         vsched.run_sweep(TINY_SCENARIO, policies=["rr", 5])  # type: ignore[list-item]
 
 
@@ -270,13 +310,15 @@ def test_run_sweep_takes_policy_classes_or_says_why_not_in_one_line() -> None:
 # 57.5: summaries of every metric
 
 
-def test_a_summary_over_repetitions_keeps_every_metric(cli, tmp_path: Path) -> None:
+def test_a_summary_over_repetitions_keeps_every_metric(cli: Cli, tmp_path: Path) -> None:
     report = vsched.run(short(PAPER, 1.0), policy="cs", reps=2)
     host, one = report["summary"]["host"], report["runs"][0]["host"]
     for metric in ("migrations", "co_launches", "co_ipis", "sched_invocations"):
         assert f"{metric}_mean" in host and f"{metric}_std" in host, metric
     assert one["policy_counters"], "cs counts its co-scheduling"
-    assert set(host["policy_counters"]) == {f"{k}_{s}" for k in one["policy_counters"] for s in ("mean", "std")}
+    assert set(host["policy_counters"]) == {
+        f"{k}_{s}" for k in one["policy_counters"] for s in ("mean", "std")
+    }
     vm = report["summary"]["vms"][1]
     assert "co_launches_mean" in vm and "costart_skew_us_mean" in vm
     scenario = tmp_path / "lu.toml"
