@@ -109,7 +109,11 @@ impl PyCx {
         if std::thread::current().id() == self.owner {
             return Ok(());
         }
-        let thread = std::thread::current().name().map_or_else(|| "another thread".to_string(), |n| format!("thread {n:?}"));
+        // Python's name for the thread (a `threading.Thread`'s `name`): the one its author gave.
+        let name = Python::with_gil(|py| -> PyResult<String> {
+            py.import_bound("threading")?.call_method0("current_thread")?.getattr("name")?.extract()
+        });
+        let thread = name.map_or_else(|_| "another thread".to_string(), |n| format!("thread {n:?}"));
         let message = format!("cx was used from {thread}, not the thread of the callback that received it");
         self.misuse.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert_with(|| message.clone());
         Err(PyRuntimeError::new_err(format!("{message}; a cx may only be used by its callback, on its thread")))

@@ -40,9 +40,21 @@ fn put_stats(obj: &mut serde_json::Map<String, Json>, key: &str, xs: &[f64]) {
     obj.insert(format!("{key}_std"), s);
 }
 
-/// Per-VM fields that describe the VM rather than measure the run: not summarized.
-const VM_CONFIG_FIELDS: &[&str] =
-    &["name", "workload", "type", "vcpus", "weight", "cap", "host", "virtual_cluster", "created_s", "destroyed_s"];
+/// Per-VM fields that describe the VM rather than measure the run, and the `finished` flag
+/// (null for a workload that never ends): not averaged.
+const VM_CONFIG_FIELDS: &[&str] = &[
+    "name",
+    "workload",
+    "type",
+    "vcpus",
+    "weight",
+    "cap",
+    "host",
+    "virtual_cluster",
+    "created_s",
+    "destroyed_s",
+    "finished",
+];
 /// Host fields that describe the host rather than measure the run.
 const HOST_CONFIG_FIELDS: &[&str] = &["pcpus"];
 
