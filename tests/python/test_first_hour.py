@@ -217,7 +217,7 @@ def test_run_set_and_policy_parameters_change_the_run_as_the_scenario_would(cli:
     def report(*args: object) -> dict[str, Any]:
         result = cli("run", *args, "--json")
         assert result.exit_code == 0, result.stderr
-        doc = json.loads(result.stdout)
+        doc: dict[str, Any] = json.loads(result.stdout)
         for run in doc["runs"]:
             run["wall_s"] = 0
         return doc
