@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(q.remove(9), Some(50));
         assert_eq!(q.remove(9), None);
         assert_eq!(q.iter().collect::<Vec<_>>(), [(2, 10), (4, 50), (1, 50)]);
-        assert_eq!((q.pop_min(), q.pop_min(), q.pop_min(), q.pop_min()), (Some((2, 10)), Some((4, 50)), Some((1, 50)), None));
+        assert_eq!(
+            (q.pop_min(), q.pop_min(), q.pop_min(), q.pop_min()),
+            (Some((2, 10)), Some((4, 50)), Some((1, 50)), None)
+        );
         assert!(q.is_empty() && q.insert(2, 0) && q.contains(2));
     }
 }

@@ -290,7 +290,10 @@ impl PythonPolicy {
             let (outcome, misuse) = scoped(py, cx, |py_cx| method.call1(py, args(py_cx.clone().unbind())));
             if let Some(misuse) = misuse {
                 // Whatever the callback then did (a thread's error re-raised, or nothing).
-                cx.fail(format!("{callback}: {misuse} at t={} ns; a cx may only be used by its callback, on its thread", cx.now()));
+                cx.fail(format!(
+                    "{callback}: {misuse} at t={} ns; a cx may only be used by its callback, on its thread",
+                    cx.now()
+                ));
                 self.failure.record(None);
                 return None;
             }

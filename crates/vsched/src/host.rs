@@ -356,7 +356,11 @@ pub(crate) fn host_threads(
 /// hypervisor as it is (a Xen host keeps its Domain-0); a policy written for the other
 /// hypervisor is refused, naming the key: running KVM's scheduler beside Xen's Domain-0, or
 /// Credit beside KVM's host threads, would measure a host that exists nowhere.
-pub(crate) fn hypervisor(h: &HostSection, policy: &str, policy_hypervisor: Hypervisor) -> Result<Hypervisor, ConfigError> {
+pub(crate) fn hypervisor(
+    h: &HostSection,
+    policy: &str,
+    policy_hypervisor: Hypervisor,
+) -> Result<Hypervisor, ConfigError> {
     let declared = match h.hypervisor.as_deref() {
         None => return Ok(policy_hypervisor),
         Some("xen") => Hypervisor::Xen,

@@ -48,9 +48,8 @@ fn a_policy_of_the_other_hypervisor_is_refused_naming_the_key() {
         "host.hypervisor: the scenario's host runs xen, but policy kvm-dy is a kvm scheduler; expected a xen or \
          generic policy (or --set host.hypervisor=kvm to run it on a kvm host)"
     );
-    assert!(refusal(&host("hypervisor = \"kvm\"", "name = \"credit\"")).starts_with(
-        "host.hypervisor: the scenario's host runs kvm, but policy credit is a xen scheduler"
-    ));
+    assert!(refusal(&host("hypervisor = \"kvm\"", "name = \"credit\""))
+        .starts_with("host.hypervisor: the scenario's host runs kvm, but policy credit is a xen scheduler"));
     assert_eq!(
         refusal(&host("hypervisor = \"hyperv\"", "name = \"rr\"")),
         "host.hypervisor: expected \"xen\" or \"kvm\", got \"hyperv\""
@@ -67,7 +66,11 @@ fn every_paper_scenario_declares_the_xen_its_paper_ran() {
             let text = std::fs::read_to_string(&path).expect("readable");
             let rr = text.replacen("name = \"credit\"", "name = \"rr\"", 1);
             let names = domains(&rr);
-            assert!(names.iter().any(|n| n == "dom0" || n.starts_with("dom0.")), "{}: no Domain-0 under rr", path.display());
+            assert!(
+                names.iter().any(|n| n == "dom0" || n.starts_with("dom0.")),
+                "{}: no Domain-0 under rr",
+                path.display()
+            );
             seen += 1;
         }
     }

@@ -4,7 +4,9 @@
 
 mod common;
 use common::*;
-use vsched_model::{Cx, Decision, PcpuId, Policy, RunError, Simulation, Time, Until, VcpuId, VmType, NS_PER_MS, NS_PER_S};
+use vsched_model::{
+    Cx, Decision, PcpuId, Policy, RunError, Simulation, Time, Until, VcpuId, VmType, NS_PER_MS, NS_PER_S,
+};
 
 /// A guest whose program repeats a zero-length compute for ever: it never takes time.
 fn zero_loop() -> vsched_model::Program {

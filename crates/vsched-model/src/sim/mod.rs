@@ -91,16 +91,16 @@ mod world;
 use vsched_engine::Time;
 
 pub use cache::KERNEL_FOOTPRINT_BYTES;
-pub use dispatch::MIN_SLICE_NS;
-pub use stall::DEFAULT_STALL_TIMEOUT_NS;
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
+pub use dispatch::MIN_SLICE_NS;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 pub use host_threads::{
     host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS,
     DEFAULT_VIRTIO_BLK_REQUEST_NS,
 };
+pub use stall::DEFAULT_STALL_TIMEOUT_NS;
 
 use crate::ids::DomId;
 use crate::policy::Policy;
