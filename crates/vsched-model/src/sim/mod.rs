@@ -32,6 +32,7 @@
 //! | `tracing` | what the simulator tells a trace: vCPU activity, runnable vCPUs, instants |
 //! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
 //! | `watchdog` | stopping a run whose simulated time stops advancing, naming the culprit |
+//! | `stall` | stopping a run in which a runnable vCPU goes unrun for `run.stall_timeout_s` |
 //!
 //! # Time and events
 //! Everything happens at integer-nanosecond instants. At one instant, events are handled in
