@@ -101,7 +101,6 @@ pub use host_threads::{
     host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS,
     DEFAULT_VIRTIO_BLK_REQUEST_NS,
 };
-pub use stall::DEFAULT_STALL_TIMEOUT_NS;
 
 use crate::ids::DomId;
 use crate::policy::Policy;
@@ -203,7 +202,7 @@ impl Simulation {
     }
 
     /// Ends the run with [`RunError::Policy`] when a vCPU stays runnable without running for
-    /// `timeout` ns (`None`: never); [`DEFAULT_STALL_TIMEOUT_NS`] by default (`stall`).
+    /// `timeout` ns (`None`: never); by default the policy's `stall_timeout_ns` (`stall`).
     pub fn set_stall_timeout(&mut self, timeout: Option<Time>) {
         self.stall_timeout = timeout;
     }

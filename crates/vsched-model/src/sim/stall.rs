@@ -7,9 +7,12 @@
 //!
 //! A policy that drops a vCPU (a `pick_next` that forgets `prev`) otherwise leaves its VM
 //! runnable and unrun for the rest of the run, and the only symptom is a workload that "did
-//! not finish". No policy of the registry leaves a vCPU waiting anywhere near 30 s: a
-//! proportional-share scheduler serves every runnable vCPU within a few of its accounting
-//! periods (Credit's 30 ms, CFS's latency target), a gang scheduler within a round.
+//! not finish". The bound is the policy's (`Policy::stall_timeout_ns`, as a sched_ext
+//! scheduler sets `ops.timeout_ms`), 30 s unless it says otherwise: a proportional-share
+//! scheduler serves every runnable vCPU within a few of its accounting periods (Credit's
+//! 30 ms, CFS's latency target). `cosched` says none: strict gang scheduling can hold a VM as
+//! wide as the host for the whole run, the starvation the co-scheduling papers measure. The
+//! scenario's `run.stall_timeout_s` overrides the policy's.
 //!
 //! The watchdog adds no event (a run's events and results are those of a run without it): it
 //! looks after the event that reaches its next deadline, the earliest instant at which some
@@ -20,9 +23,6 @@ use vsched_engine::{ns_to_secs, Time};
 
 use super::{Core, RunError};
 use crate::domain::VcpuState;
-
-/// sched_ext's default bound (`SCX_WATCHDOG_MAX_TIMEOUT`, 30 * HZ jiffies: 30 s).
-pub const DEFAULT_STALL_TIMEOUT_NS: Time = 30_000_000_000;
 
 pub(super) struct StallWatchdog {
     /// `None`: off.

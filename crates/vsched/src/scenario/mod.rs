@@ -60,8 +60,9 @@ pub struct Scenario {
     pub until: Until,
     pub seed: u64,
     pub reps: u32,
-    /// The stall watchdog's bound (`run.stall_timeout_s`); `None`: off.
-    pub stall_timeout: Option<Time>,
+    /// The stall watchdog's bound as `run.stall_timeout_s` sets it: `None` leaves the policy's
+    /// (`Policy::stall_timeout_ns`), `Some(None)` turns it off.
+    pub stall_timeout: Option<Option<Time>>,
     pub events: Vec<EventSpec>,
 }
 
@@ -206,7 +207,9 @@ impl Scenario {
         if self.aligned_clocks {
             sim.align_host_clocks();
         }
-        sim.set_stall_timeout(self.stall_timeout);
+        if let Some(timeout) = self.stall_timeout {
+            sim.set_stall_timeout(timeout);
+        }
         for e in &self.events {
             sim.schedule_type_change(e.at, e.vm, e.vm_type);
         }

@@ -316,7 +316,8 @@ struct Run {
     until: Until,
     seed: u64,
     reps: u32,
-    stall_timeout: Option<vsched_engine::Time>,
+    /// `run.stall_timeout_s`: `None` leaves the policy's bound, `Some(None)` turns it off.
+    stall_timeout: Option<Option<vsched_engine::Time>>,
 }
 
 fn run(r: &RunSection) -> Result<Run, ConfigError> {
@@ -334,11 +335,11 @@ fn run(r: &RunSection) -> Result<Run, ConfigError> {
     };
     let reps = r.reps.unwrap_or(DEFAULT_REPS);
     check_reps("run.reps", reps)?;
-    // sched_ext's default bound (`vsched_model::DEFAULT_STALL_TIMEOUT_NS`); 0 turns it off.
+    // Absent: the policy's bound (`Policy::stall_timeout_ns`, sched_ext's 30 s by default); 0: off.
     let stall_timeout = match r.stall_timeout_s {
-        None => Some(vsched_model::DEFAULT_STALL_TIMEOUT_NS),
-        Some(s) if s == 0.0 => None,
-        Some(s) if s.is_finite() && (0.001..=MAX_HORIZON_S).contains(&s) => Some(vsched_engine::secs_to_ns(s)),
+        None => None,
+        Some(s) if s == 0.0 => Some(None),
+        Some(s) if s.is_finite() && (0.001..=MAX_HORIZON_S).contains(&s) => Some(Some(vsched_engine::secs_to_ns(s))),
         Some(s) => {
             return Err(err(
                 "run.stall_timeout_s",
