@@ -193,3 +193,18 @@ fn a_slice_shorter_than_linuxs_hrtick_floor_fails_the_run_instead_of_crawling() 
     assert!(run(vsched_model::MIN_SLICE_NS - 1).is_err());
     assert!(run(vsched_model::MIN_SLICE_NS).is_ok());
 }
+
+#[test]
+fn the_stall_bound_is_sched_exts_unless_the_policy_holds_gangs_without_bound() {
+    assert_eq!(policy("credit", &[]).stall_timeout_ns(), Some(vsched_model::DEFAULT_STALL_TIMEOUT_NS));
+    assert_eq!(policy("cfs", &[]).stall_timeout_ns(), Some(30 * NS_PER_S));
+    // Strict gang scheduling may hold a host-wide gang for the whole run (seed 000's Fig. 5).
+    assert_eq!(policy("cosched", &[]).stall_timeout_ns(), None);
+    assert_eq!(policy("cvs-adaptive", &[]).stall_timeout_ns(), None);
+    // The scenario's key overrides the policy's bound, both ways.
+    let text = |extra: &str| scenario(2, "name = \"cosched\"", &[con("a", 2, "")], &format!("horizon_s = 1\n{extra}"));
+    let bound = |t: &str| vsched::Scenario::parse(t).map(|s| s.stall_timeout).map_err(|e| e.to_string());
+    assert_eq!(bound(&text("")), Ok(None));
+    assert_eq!(bound(&text("stall_timeout_s = 5")), Ok(Some(Some(5 * NS_PER_S))));
+    assert_eq!(bound(&text("stall_timeout_s = 0")), Ok(Some(None)));
+}
