@@ -318,8 +318,8 @@ pub(crate) fn host_threads(
             return Err(err(
                 "host.host_threads",
                 format!(
-                    "expected false or no key on this {} host (policy {policy}; host.hypervisor): host threads are \
-                     a KVM host's (a Xen host's I/O runs in its driver domain, host.dom0_vcpus)",
+                    "expected false or no key under policy {policy} on this {} host (host.hypervisor): host threads \
+                     are a KVM host's (a Xen host's I/O runs in its driver domain, host.dom0_vcpus)",
                     hypervisor.name()
                 ),
             ))
