@@ -11,10 +11,8 @@ tail and kicks one idle pCPU.
 
 from __future__ import annotations
 
-from collections import deque
-
 import vsched
-from vsched import Cx, Decision, YieldReason
+from vsched import Cx, Decision, FifoQueue, YieldReason
 
 NS_PER_US = 1_000
 
@@ -23,15 +21,15 @@ class RoundRobin(vsched.Policy):
     def __init__(self, slice_us: int = 10_000) -> None:
         # The default slice: 10 ms, as rr's.
         self.slice_ns = slice_us * NS_PER_US
-        # Runnable vCPUs that are not running, oldest first.
-        self.queue: deque[int] = deque()
+        # Runnable vCPUs that are not running, oldest first (rr's queue, vsched_model::FifoQueue).
+        self.queue = FifoQueue()
 
     def vcpu_insert(self, cx: Cx, v: int) -> None:
-        self.queue.append(v)
+        self.queue.push(v)
 
     def wake(self, cx: Cx, v: int) -> None:
         # Kick the lowest-numbered idle pCPU not already kicked, so two wake-ups wake two.
-        self.queue.append(v)
+        self.queue.push(v)
         cx.kick_idle_from(0)
 
     def yield_(self, cx: Cx, v: int, why: YieldReason) -> None:
@@ -41,7 +39,6 @@ class RoundRobin(vsched.Policy):
 
     def pick_next(self, cx: Cx, pcpu: int, prev: int | None) -> Decision:
         if prev is not None and cx.is_runnable(prev):
-            self.queue.append(prev)
-        if self.queue:
-            return Decision.run(self.queue.popleft(), self.slice_ns)
-        return Decision.idle()
+            self.queue.push(prev)
+        v = self.queue.pop()
+        return Decision.idle() if v is None else Decision.run(v, self.slice_ns)

@@ -41,7 +41,18 @@ from vsched._core import (
     PolicyError,
     ScenarioError,
 )
-from vsched.policy import CounterOf, Cx, Decision, DomainInfo, Policy, VcpuState, VmType, YieldReason
+from vsched.policy import (
+    CounterOf,
+    Cx,
+    Decision,
+    DomainInfo,
+    FifoQueue,
+    Policy,
+    VcpuState,
+    VmType,
+    VtimeQueue,
+    YieldReason,
+)
 
 __all__ = [
     "DEFAULT_BASELINE_SCENARIO",
@@ -50,6 +61,7 @@ __all__ = [
     "Cx",
     "Decision",
     "DomainInfo",
+    "FifoQueue",
     "InternalError",
     "Policy",
     "PolicyError",
@@ -61,6 +73,7 @@ __all__ = [
     "SweepResults",
     "VcpuState",
     "VmType",
+    "VtimeQueue",
     "YieldReason",
     "bench",
     "bench_scenario",
@@ -213,6 +226,7 @@ def run_json(
     progress: ProgressCallback | None = None,
     check: bool = False,
     max_memory: int = 0,
+    overrides: Mapping[str, Any] | None = None,
 ) -> str:
     """Run `scenario` and return the JSON report exactly as the core wrote it.
 
@@ -226,8 +240,10 @@ def run_json(
     `trace_limit` events (0 = the core's default bound). `check`
     runs the simulator's invariant checks after every event (slower; for suspicious runs), and
     `max_memory` is the memory budget in bytes the scenario's estimate must fit (0: the
-    core's default). Same scenario and seed give the same text, except for wall-clock fields
-    such as `wall_s`.
+    core's default). `overrides` sets dotted scenario keys for this run, after `policy`, as
+    `vsched run --set` does: `{"scheduler.tslice_ms": 10, "vm.spin.vcpus": 2}`. A policy given
+    by name takes its parameters with it: `policy="credit(tslice_ms=10)"`. Same scenario and
+    seed give the same text, except for wall-clock fields such as `wall_s`.
     """
     _check_int("seed", seed, 0, _U64_MAX)
     _check_int("reps", reps, 1, _U32_MAX)
@@ -239,7 +255,7 @@ def run_json(
         _check_path("trace", trace)
     policy_name, policy_class, policy_dir = _policy.run_arguments(scenario, policy)
     return _core.run(
-        read_scenario(scenario),
+        _with_overrides(read_scenario(scenario), overrides),
         seed=seed,
         reps=reps,
         policy=policy_name,
@@ -253,6 +269,28 @@ def run_json(
     )
 
 
+def _with_overrides(text: str, overrides: Mapping[str, Any] | None) -> str:
+    """`text` with the dotted keys of `overrides` set (`vsched run --set`). A Python policy named
+    by a `scheduler.name` override is found from the current directory, as `--policy` is."""
+    if not overrides:
+        return text
+    from vsched.runs import apply_overrides
+
+    if not isinstance(overrides, Mapping):
+        raise ScenarioError(f"overrides: expected a dict of dotted keys and values, got {overrides!r}")
+    cwd = os.getcwd()
+    pairs = [
+        (
+            key,
+            _policy.absolute_name(value, cwd)
+            if key == "scheduler.name" and isinstance(value, str)
+            else value,
+        )
+        for key, value in overrides.items()
+    ]
+    return apply_overrides(text, pairs)
+
+
 def run(
     scenario: ScenarioLike,
     *,
@@ -264,6 +302,7 @@ def run(
     progress: ProgressCallback | None = None,
     check: bool = False,
     max_memory: int = 0,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Report:
     """Run `scenario` and return the report: `runs[]` (one per repetition, each with `seed`,
     `events`, `wall_s`, `vms[]` and `host`) and `summary` (means and standard deviations, per
@@ -284,6 +323,7 @@ def run(
                 progress=progress,
                 check=check,
                 max_memory=max_memory,
+                overrides=overrides,
             )
         )
     )

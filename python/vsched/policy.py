@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
 import traceback
@@ -31,11 +32,13 @@ from vsched._core import (
     Cx,
     Decision,
     DomainInfo,
+    FifoQueue,
     Paravirt,
     Rng,
     ScenarioError,
     VcpuState,
     VmType,
+    VtimeQueue,
     YieldReason,
 )
 
@@ -44,11 +47,13 @@ __all__ = [
     "Cx",
     "Decision",
     "DomainInfo",
+    "FifoQueue",
     "Paravirt",
     "Policy",
     "Rng",
     "VcpuState",
     "VmType",
+    "VtimeQueue",
     "YieldReason",
 ]
 
@@ -147,10 +152,44 @@ class Policy:
         return None
 
 
+# The end of a policy's name where its parameters start: `credit(tslice_ms=10)`.
+_NAME_END = re.compile(r"[A-Za-z0-9_-]+$")
+
+
+def split_params(spec: str) -> tuple[str, str]:
+    """A policy given with its parameters, `NAME(KEY=VALUE, ...)`, as (NAME, "(KEY=VALUE, ...)");
+    (spec, "") without them. The core's rule (crates/vsched/src/policy_spec.rs): they start at
+    the first `(` that follows a whole name, so a parenthesis in a file's path is not one."""
+    for index, char in enumerate(spec):
+        if char == "(" and _NAME_END.search(spec[:index].rsplit(":", 1)[-1]):
+            return spec[:index].strip(), spec[index:]
+    return spec, ""
+
+
+def split_policies(text: str) -> list[str]:
+    """A comma-separated list of policies (`--policy credit(tslice_ms=10),cfs`), split at the
+    commas outside parentheses, brackets and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for index, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
 def is_python_policy(name: str) -> bool:
-    """Whether a policy name names a Python class (`FILE.py:CLASS`) rather than a registered
-    policy: the core's rule, a `:` in the name."""
-    return ":" in name
+    """Whether a policy name names a Python class (`FILE.py:CLASS`, perhaps with parameters)
+    rather than a registered policy: the core's rule, a `:` in the name."""
+    return ":" in split_params(name)[0]
 
 
 def policy_name(policy_class: type[Policy]) -> str:
@@ -172,11 +211,12 @@ def absolute_name(name: str, base_dir: str | os.PathLike[str]) -> str:
     name is left as it is, for the core to refuse naming the field."""
     if not is_python_policy(name):
         return name
+    base, params = split_params(name)
     try:
-        path, class_name = split_name(name)
+        path, class_name = split_name(base)
     except ScenarioError:
         return name
-    return f"{Path(base_dir, path).resolve()}:{class_name}"
+    return f"{Path(base_dir, path).resolve()}:{class_name}{params}"
 
 
 def file_digest(name: str) -> str:
@@ -185,7 +225,7 @@ def file_digest(name: str) -> str:
     if not is_python_policy(name):
         return ""
     try:
-        return hashlib.sha256(Path(split_name(name)[0]).read_bytes()).hexdigest()
+        return hashlib.sha256(Path(split_name(split_params(name)[0])[0]).read_bytes()).hexdigest()
     except (OSError, ScenarioError):
         return ""
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import vsched
 from vsched import _core
@@ -71,6 +73,7 @@ def run_repetitions(
     trace_limit: int = 0,
     settings: RunSettings | None = None,
     progress: Progress | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> str:
     """The JSON report of `scenario`'s repetitions, run on `workers` processes: the text
     `vsched.run_json` returns for the same arguments. `progress(done, total)` is called as
@@ -79,7 +82,8 @@ def run_repetitions(
     vsched._check_int("seed", seed, 0, _SEEDS - 1)
     vsched._check_int("reps", reps, 1, 2**32 - 1)
     vsched._check_int("trace_limit", trace_limit, 0, _SEEDS - 1)
-    text = vsched.read_scenario(scenario)
+    # `--set` first: every repetition runs the scenario as the options left it.
+    text = vsched._with_overrides(vsched.read_scenario(scenario), overrides)
     # Everything a serial run checks before it starts, with the same messages: the scenario
     # under `policy`, the number of repetitions, and the trace file, created here as the core
     # does (an unwritable path raises OSError).

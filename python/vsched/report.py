@@ -329,10 +329,13 @@ def _metric_table(report: dict[str, Any], key: str, title: str, order: Sequence[
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    table.add_column("metric", style="bold", no_wrap=True)
-    table.add_column("value", justify="right")
+    # A value is never clipped (a clipped number would mislead); on a narrow console a long
+    # metric name (a policy's counter) folds instead.
+    table.add_column("metric", style="bold", overflow="fold")
+    table.add_column("value", justify="right", no_wrap=True)
     if several:
-        rows = _rows_of_summary([report["summary"][key]], order)
+        # Nested summaries (the policy's counters) become dotted rows, as in one run's table.
+        rows = _rows_of_summary([_flatten(report["summary"][key])], order)
     else:
         rows = _rows_of_values([_flatten(runs[0][key])], order)
     for name, cells in rows:

@@ -22,17 +22,21 @@ From Python, `run_sweep` does the same and returns the results as tables:
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import os
 import statistics
+import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import vsched
+from vsched import policy as python_policy
 from vsched._core import MAX_REPS
 from vsched.frames import SET_PREFIX, SkippedPoint, SweepResults
 from vsched.policy import scenario_file
@@ -81,6 +85,65 @@ def grid_points(values: Sequence[tuple[str, Sequence[Any]]], policies: Sequence[
         raise vsched.ScenarioError(f"--set: a key is given twice among {keys}")
     combos = itertools.product(*(choices for _, choices in values))
     return [Point(tuple(zip(keys, combo)), policy) for combo in combos for policy in policies]
+
+
+def policy_params(policy: str) -> frozenset[str] | None:
+    """The `[scheduler]` keys `policy` takes (a registered policy's parameters, a Python class's
+    keyword arguments), or None when it takes any (`**kwargs`) or cannot be told here (an
+    unknown name, a file that does not load: validation says why)."""
+    name = python_policy.split_params(policy)[0]
+    if python_policy.is_python_policy(name):
+        try:
+            signature = inspect.signature(python_policy.load_class(name, os.getcwd()))
+        except (vsched.ScenarioError, TypeError, ValueError):
+            return None
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+            return None
+        return frozenset(signature.parameters)
+    for entry in vsched.policies():
+        if entry["name"] == name:
+            return frozenset(param["name"] for param in entry["params"])
+    return None
+
+
+def _scheduler_key(key: str) -> str | None:
+    """The parameter a `scheduler.KEY` override sets (None for `scheduler.name` and other keys)."""
+    prefix, _, rest = key.partition(".")
+    return rest if prefix == "scheduler" and rest and "." not in rest and rest != "name" else None
+
+
+def fit_to_policies(grid: Sequence[Point]) -> tuple[list[Point], list[str]]:
+    """`grid` with each `scheduler.KEY` override left out of the points of the policies that have
+    no parameter KEY, when another policy of the sweep has it: those policies run at their
+    defaults (once, not once per value: their points merge, and their `set.scheduler.KEY` is
+    null), instead of their points being refused as infeasible. A KEY no policy of the sweep
+    has is kept everywhere, so that a misspelt key is refused. Returns the points and one note
+    per policy that does not take some key."""
+    params = {p.policy: policy_params(p.policy) for p in grid if p.policy is not None}
+    keys = {k for p in grid for k, _ in p.overrides if _scheduler_key(k)}
+    # A key is specific when some policy takes it (or may: **kwargs) and another does not.
+    taken = {k for k in keys if any(ps is None or _scheduler_key(k) in ps for ps in params.values())}
+    fitted: list[Point] = []  # a list: override values may be lists, which do not hash
+    dropped: dict[str, list[str]] = {}
+    for point in grid:
+        takes = params.get(point.policy) if point.policy is not None else None
+        if point.policy is None or takes is None:
+            fitted.append(point)
+            continue
+        left_out = [k for k, _ in point.overrides if k in taken and _scheduler_key(k) not in takes]
+        for key in left_out:
+            dropped.setdefault(point.policy, [])
+            if key not in dropped[point.policy]:
+                dropped[point.policy].append(key)
+        kept = Point(tuple((k, v) for k, v in point.overrides if k not in left_out), point.policy)
+        if kept not in fitted:
+            fitted.append(kept)
+    notes = [
+        f"note: policy {policy} has no parameter {', '.join(k.partition('.')[2] for k in keys_of)}: it runs "
+        f"at its defaults, once for every value of {', '.join(keys_of)} (its set.{keys_of[0]} is null)"
+        for policy, keys_of in dropped.items()
+    ]
+    return fitted, notes
 
 
 class InfeasiblePoint(vsched.ScenarioError):
@@ -142,7 +205,7 @@ def run_sweep(
     scenario: vsched.ScenarioLike,
     grid: Mapping[str, Sequence[Any]] | None = None,
     *,
-    policies: Sequence[str] | None = None,
+    policies: Sequence[str | type[vsched.Policy]] | str | None = None,
     reps: int = 1,
     seed: int = 1,
     jobs: int | None = None,
@@ -153,10 +216,14 @@ def run_sweep(
     progress: Progress | None = None,
 ) -> SweepResults:
     """Run `scenario` at every combination of the values in `grid` (dotted key -> values, as
-    `vsched sweep --set`), under each of `policies` (at their default parameters; None: the
-    scenario's), `reps` seeds each from `seed`, on `jobs` local processes (default: all
-    cores). With `out`, runs are stored in `out`/runs.jsonl (a rerun resumes) and the results
-    written to `out`/results.parquet, as `vsched sweep --out` does.
+    `vsched sweep --set`), under each of `policies` (registered names, `FILE.py:CLASS`
+    names or `vsched.Policy` subclasses defined at the top level of a file; each at its
+    default parameters or those it names, `credit(tslice_ms=10)`; None: the scenario's), `reps`
+    seeds each from `seed`, on `jobs` local processes (default: all cores). A `scheduler.KEY`
+    that only some of the policies take is applied to those, and the others run at their
+    defaults (a `UserWarning` says so once per policy). With `out`, runs are stored in
+    `out`/runs.jsonl (a rerun resumes) and the results written to `out`/results.parquet, as
+    `vsched sweep --out` does.
 
     Raises `ScenarioError` for a bad key or value, `InfeasiblePoint` for a point the core
     refuses unless `skip_infeasible`, and `vsched.runs.JobFailed` if a run fails."""
@@ -169,7 +236,10 @@ def run_sweep(
     text = vsched.read_scenario(scenario)
     # The `scenario` column: the file's path, else (text or data) the scenario's name.
     name = scenario_file(scenario) or str(vsched.Scenario.from_toml(text).get("name", "scenario"))
-    points = grid_points(values, list(policies) if policies else [None])
+    names = policy_names(policies)
+    points, notes = fit_to_policies(grid_points(values, names or [None]))
+    for note in notes:
+        warnings.warn(note.removeprefix("note: "), stacklevel=2)
     settings = RunSettings(check, max_memory)
     try:
         planned = plan(name, text, points, range(seed, seed + reps), max_memory, skip_infeasible)
@@ -184,6 +254,39 @@ def run_sweep(
         if out is not None:
             write_parquet(rows, directory / "results.parquet", columns)
     return SweepResults([{**row, **columns[row["key"]]} for row in rows], planned.skipped)
+
+
+def policy_names(policies: Sequence[str | type[vsched.Policy]] | str | None) -> list[str]:
+    """`run_sweep`'s `policies` as the names its jobs run under: a name as it is (a string, the
+    comma-separated list `--policy` takes), a class as `/abs/path/file.py:ClassName`, which the
+    worker processes load anew. A class they could not load (defined in a notebook, nested in a
+    function) or anything else raises `ScenarioError` naming the entry."""
+    if policies is None:
+        return []
+    if isinstance(policies, str):
+        return python_policy.split_policies(policies)
+    names = []
+    for index, policy in enumerate(policies):
+        label = f"policies[{index}]"
+        if isinstance(policy, str):
+            names.append(policy)
+            continue
+        if not isinstance(policy, type):
+            raise vsched.ScenarioError(
+                f"{label}: expected a policy name or a vsched.Policy subclass, got {policy!r}"
+            )
+        python_policy.check_class(policy, label)
+        module = sys.modules.get(policy.__module__)
+        path = getattr(module, "__file__", None)
+        if not path or "." in policy.__qualname__ or getattr(module, policy.__name__, None) is not policy:
+            where = f"in {path}" if path else f"in module {policy.__module__}, which has no file"
+            raise vsched.ScenarioError(
+                f"{label}: class {policy.__qualname__} is defined {where}, not at the top level of a .py "
+                "file that the sweep's worker processes can load; define it there, or pass "
+                "'path/to/file.py:ClassName'"
+            )
+        names.append(f"{Path(path).resolve()}:{policy.__name__}")
+    return names
 
 
 def default_metrics(rows: Sequence[Row], limit: int = 6) -> list[str]:

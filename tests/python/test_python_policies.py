@@ -226,12 +226,12 @@ def test_the_command_line_prints_the_traceback_then_one_error_line(cli: Cli, tmp
         # The simulator's own validation, with the message it gives a Rust policy (dispatch.rs).
         (
             "class Five(Base):\n    def pick_next(self, cx, pcpu, prev):\n"
-            "        return Decision.run(99, 1000)\n",
+            "        return Decision.run(99, 1_000_000)\n",
             "unusable decision: pCPU 0 was given vCPU 99, which does not exist",
         ),
         (
             "class Five(Base):\n    def pick_next(self, cx, pcpu, prev):\n"
-            "        return Decision.run(0, 1000)\n",
+            "        return Decision.run(0, 1_000_000)\n",
             "unusable decision at t=0 ns: pCPU 1 was given vCPU 0 in state Running(0)",
         ),
         (

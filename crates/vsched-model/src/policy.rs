@@ -17,6 +17,11 @@ use crate::domain::{DomainInfo, VmType};
 use crate::ids::{DomId, PcpuId, VcpuId};
 use crate::params::{ConfigError, ParamSpec, Params};
 
+/// sched_ext's default watchdog bound: a task runnable this long without running ejects the
+/// BPF scheduler (`SCX_WATCHDOG_MAX_TIMEOUT` = 30 * HZ, kernel/sched/ext.c, used when the
+/// scheduler sets no `timeout_ms`). The default of [`Policy::stall_timeout_ns`].
+pub const DEFAULT_STALL_TIMEOUT_NS: Time = 30_000_000_000;
+
 /// Why a vCPU yields. The two hypercalls are KVM's (`__kvm_emulate_hypercall`,
 /// arch/x86/kvm/x86.c), which answers both with `kvm_sched_yield(target)`; a policy of
 /// another hypervisor may ignore them, as its guests would not make them.
@@ -116,6 +121,16 @@ pub trait Policy {
     /// after the start, `vcpu_remove`). Scenarios with such VMs are refused otherwise.
     fn supports_vm_lifecycle(&self) -> bool {
         false
+    }
+
+    /// How long a runnable vCPU may go unrun before the run fails as this policy's bug (the
+    /// stall watchdog, `sim/stall.rs`), as a sched_ext scheduler sets `ops.timeout_ms`: by
+    /// default [`DEFAULT_STALL_TIMEOUT_NS`], sched_ext's 30 s. `None` for a policy whose rules
+    /// leave a vCPU waiting without bound by design (a strict gang scheduler holds a gang until
+    /// as many pCPUs are idle together as it has vCPUs). The scenario's `run.stall_timeout_s`
+    /// overrides it.
+    fn stall_timeout_ns(&self) -> Option<Time> {
+        Some(DEFAULT_STALL_TIMEOUT_NS)
     }
 
     /// `v` was created runnable (at the start, or when its VM is created mid-run, which

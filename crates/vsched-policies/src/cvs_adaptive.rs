@@ -170,6 +170,11 @@ impl Policy for CvsAdaptive {
         true
     }
 
+    /// `cosched`'s (none) when CVS may co-schedule, since its gangs may wait as `cosched`'s do.
+    fn stall_timeout_ns(&self) -> Option<Time> {
+        self.cosched.stall_timeout_ns().min(self.credit.stall_timeout_ns())
+    }
+
     /// Contract: both schedulers are set up; the one the starting VOR calls for is active
     /// (a dormant `cosched` lets its first round timer pass).
     fn init(&mut self, cx: &mut Cx) {

@@ -154,6 +154,8 @@ pub(crate) struct Kvm<S> {
     vcpus: Vec<VcpuState>,
     /// The scan order of the current PLE exit (indices within the VM), kept to reuse.
     order: Vec<usize>,
+    /// The stall watchdog's bound (`Policy::stall_timeout_ns`).
+    stall_timeout_ns: Option<Time>,
 }
 
 impl<S: LinuxSched> Kvm<S> {
@@ -185,7 +187,13 @@ impl<S: LinuxSched> Kvm<S> {
             last_boosted: Vec::new(),
             vcpus: Vec::new(),
             order: Vec::new(),
+            stall_timeout_ns: Some(vsched_model::DEFAULT_STALL_TIMEOUT_NS),
         })
+    }
+
+    /// This KVM with stall bound `timeout` instead of sched_ext's 30 s (`kvm_eevdf.rs` says why).
+    pub(crate) fn with_stall_timeout(self, timeout: Option<Time>) -> Self {
+        Kvm { stall_timeout_ns: timeout, ..self }
     }
 
     /// The filters of `kvm_vcpu_on_spin` for candidate `c`, ending with
@@ -323,6 +331,10 @@ impl<S: LinuxSched> Policy for Kvm<S> {
 
     fn supports_vm_lifecycle(&self) -> bool {
         self.sched.supports_vm_lifecycle()
+    }
+
+    fn stall_timeout_ns(&self) -> Option<Time> {
+        self.stall_timeout_ns
     }
 
     /// A new vCPU is neither ready nor preempted (`kvm_vcpu_init`).

@@ -8,11 +8,9 @@
 //! Suits: teaching, and as a sanity baseline. Weakness: ignores weights, caps and sibling
 //! relations entirely, so lock holders are preempted as often as anyone.
 
-use std::collections::VecDeque;
-
 use vsched_model::{
-    ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
-    YieldReason, NS_PER_US,
+    ConfigError, Cx, Decision, FifoQueue, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo,
+    Time, VcpuId, YieldReason, NS_PER_US,
 };
 
 /// Default slice: 10 ms, the order of a Linux CFS period on a loaded host.
@@ -27,8 +25,8 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
 
 pub struct RoundRobin {
     slice_ns: Time,
-    /// Runnable vCPUs that are not running, oldest first.
-    queue: VecDeque<VcpuId>,
+    /// Runnable vCPUs that are not running, oldest first (`vsched_model::queues`).
+    queue: FifoQueue,
 }
 
 impl Policy for RoundRobin {
@@ -66,7 +64,7 @@ impl Policy for RoundRobin {
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     let slice_us = params.int("slice_us");
-    Ok(Box::new(RoundRobin { slice_ns: slice_us as Time * NS_PER_US, queue: VecDeque::new() }))
+    Ok(Box::new(RoundRobin { slice_ns: slice_us as Time * NS_PER_US, queue: FifoQueue::new() }))
 }
 
 pub const INFO: PolicyInfo = PolicyInfo {

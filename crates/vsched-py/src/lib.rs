@@ -17,6 +17,7 @@ use std::sync::Once;
 
 mod py_cx;
 mod py_policy;
+mod py_queues;
 mod py_real;
 mod py_types;
 
@@ -340,5 +341,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py_types::register(m)?;
     m.add_class::<py_cx::PyCx>()?;
     m.add_class::<py_cx::PyRng>()?;
+    m.add_class::<py_queues::PyFifoQueue>()?;
+    m.add_class::<py_queues::PyVtimeQueue>()?;
     Ok(())
 }

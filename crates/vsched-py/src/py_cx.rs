@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -31,18 +32,36 @@ enum Access {
 }
 
 /// A policy's view of its world during one callback (the Rust `Cx`).
-#[pyclass(name = "Cx", module = "vsched", unsendable)]
+///
+/// Not `unsendable`: PyO3 would panic when another thread touches it, and the panic would
+/// reach the user as a Rust backtrace. Every method checks the thread instead (`cx`,
+/// `cx_mut`): on another thread it raises `RuntimeError` and records the misuse, which
+/// fails the run with one line once the callback returns (`scoped`).
+#[pyclass(name = "Cx", module = "vsched")]
 pub struct PyCx {
     access: Access,
+    /// The thread of the callback: the only one that may reach the world.
+    owner: ThreadId,
+    /// The first use from another thread, described (a `Mutex` since methods take `&self`).
+    misuse: Mutex<Option<String>>,
 }
 
+// SAFETY: the pointers in `access` are dereferenced only on `owner`, the thread whose callback
+// holds the `Cx` they point to (`PyCx::cx`, `PyCx::cx_mut` check it first); another thread
+// gets an error and reaches nothing.
+unsafe impl Send for PyCx {}
+
+/// What a callback made of its `cx`: its outcome, and how it was used from another thread, if
+/// it was (a policy bug that fails the run whatever the outcome).
+pub type Scoped<R> = (PyResult<R>, Option<String>);
+
 /// Runs `f` with a Python `Cx` over `cx`, valid until `f` returns.
-pub fn scoped<R>(py: Python<'_>, cx: &mut Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> PyResult<R> {
+pub fn scoped<R>(py: Python<'_>, cx: &mut Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> Scoped<R> {
     // SAFETY (for every dereference of the pointer, in `PyCx::cx` and `PyCx::cx_mut`): it comes
     // from `cx`, which this function borrows mutably until it returns, so nothing else uses
     // that `Cx` meanwhile; the pointer is cleared before the function returns, whatever `f`
     // did. Only the erased lifetime is a lie, and no reference made from the pointer outlives
-    // the method call that made it. `unsendable` keeps the object on this thread, and no
+    // the method call that made it. Only this thread dereferences it (`PyCx::owner`), and no
     // method calls back into Python while it holds a reference (the world never calls the
     // policy back), so references made from the pointer never overlap.
     // The second cast erases the lifetime (which clippy does not count as a change of type).
@@ -52,17 +71,22 @@ pub fn scoped<R>(py: Python<'_>, cx: &mut Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx
 }
 
 /// As [`scoped`], for a callback that may only read (`check`).
-pub fn scoped_read<R>(py: Python<'_>, cx: &Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> PyResult<R> {
+pub fn scoped_read<R>(py: Python<'_>, cx: &Cx<'_>, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> Scoped<R> {
     #[allow(clippy::unnecessary_cast)]
     let pointer = cx as *const Cx<'_> as *const Cx<'static>;
     with_access(py, Access::Read(pointer), f)
 }
 
-fn with_access<R>(py: Python<'_>, access: Access, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> PyResult<R> {
-    let object = Bound::new(py, PyCx { access })?;
+fn with_access<R>(py: Python<'_>, access: Access, f: impl FnOnce(&Bound<'_, PyCx>) -> PyResult<R>) -> Scoped<R> {
+    let object = match Bound::new(py, PyCx { access, owner: std::thread::current().id(), misuse: Mutex::new(None) }) {
+        Ok(object) => object,
+        Err(e) => return (Err(e), None),
+    };
     let outcome = f(&object);
-    object.borrow_mut().access = Access::Gone;
-    outcome
+    let mut this = object.borrow_mut();
+    this.access = Access::Gone;
+    let misuse = this.misuse.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    (outcome, misuse)
 }
 
 /// Counter names live as long as the process: `World::count` takes `&'static str`, as Rust
@@ -80,7 +104,23 @@ fn interned(name: &str) -> &'static str {
 }
 
 impl PyCx {
+    /// An error unless this is the callback's thread; the first misuse is recorded.
+    fn on_owner_thread(&self) -> PyResult<()> {
+        if std::thread::current().id() == self.owner {
+            return Ok(());
+        }
+        // Python's name for the thread (a `threading.Thread`'s `name`): the one its author gave.
+        let name = Python::with_gil(|py| -> PyResult<String> {
+            py.import_bound("threading")?.call_method0("current_thread")?.getattr("name")?.extract()
+        });
+        let thread = name.map_or_else(|_| "another thread".to_string(), |n| format!("thread {n:?}"));
+        let message = format!("cx was used from {thread}, not the thread of the callback that received it");
+        self.misuse.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert_with(|| message.clone());
+        Err(PyRuntimeError::new_err(format!("{message}; a cx may only be used by its callback, on its thread")))
+    }
+
     fn cx(&self) -> PyResult<&Cx<'static>> {
+        self.on_owner_thread()?;
         match self.access {
             // SAFETY: see `scoped`.
             Access::Read(pointer) => Ok(unsafe { &*pointer }),
@@ -90,6 +130,7 @@ impl PyCx {
     }
 
     fn cx_mut(&mut self, method: &str) -> PyResult<&mut Cx<'static>> {
+        self.on_owner_thread()?;
         match self.access {
             // SAFETY: see `scoped`.
             Access::Write(pointer) => Ok(unsafe { &mut *pointer }),
@@ -327,8 +368,9 @@ impl PyCx {
     }
 }
 
-/// The policy's seeded random stream (`cx.rng()`), valid as long as the `cx` it came from.
-#[pyclass(name = "Rng", module = "vsched", unsendable)]
+/// The policy's seeded random stream (`cx.rng()`), valid as long as the `cx` it came from, on
+/// its thread (each draw goes through `PyCx::cx_mut`, which checks both).
+#[pyclass(name = "Rng", module = "vsched")]
 pub struct PyRng {
     cx: Py<PyCx>,
 }

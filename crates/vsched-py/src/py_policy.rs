@@ -287,7 +287,16 @@ impl PythonPolicy {
             return None;
         }
         Python::with_gil(|py| {
-            let outcome = scoped(py, cx, |py_cx| method.call1(py, args(py_cx.clone().unbind())));
+            let (outcome, misuse) = scoped(py, cx, |py_cx| method.call1(py, args(py_cx.clone().unbind())));
+            if let Some(misuse) = misuse {
+                // Whatever the callback then did (a thread's error re-raised, or nothing).
+                cx.fail(format!(
+                    "{callback}: {misuse} at t={} ns; a cx may only be used by its callback, on its thread",
+                    cx.now()
+                ));
+                self.failure.record(None);
+                return None;
+            }
             match outcome {
                 Ok(value) => Some(value),
                 Err(error) => {
@@ -409,8 +418,12 @@ impl Policy for PythonPolicy {
             return Ok(());
         }
         Python::with_gil(|py| match scoped_read(py, cx, |py_cx| method.call1(py, (py_cx.clone(),))) {
-            Ok(answer) => reason(py, "check", answer),
-            Err(error) => {
+            (_, Some(misuse)) => {
+                self.failure.record(None);
+                Err(format!("check: {misuse}; a cx may only be used by its callback, on its thread"))
+            }
+            (Ok(answer), None) => reason(py, "check", answer),
+            (Err(error), None) => {
                 let error = settled(py, error);
                 let message = format!("check raised {}", describe(py, &error));
                 self.failure.record(Some(error));

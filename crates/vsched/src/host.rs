@@ -32,6 +32,9 @@ pub(crate) struct HostSection {
     pub(crate) ple_window_max_cycles: Option<u64>,
     pub(crate) ipi_handler_us: Option<f64>,
     pub(crate) spin_iteration_cycles: Option<u64>,
+    /// The hypervisor the host runs, "xen" or "kvm": what it has whatever policy runs it (a Xen
+    /// host's Domain-0, a KVM host's threads). Absent: the policy's hypervisor decides.
+    pub(crate) hypervisor: Option<String>,
     pub(crate) dom0_vcpus: Option<u32>,
     pub(crate) dom0_weight: Option<u32>,
     /// The Xen release whose Credit rules `credit` and the policies built on it follow,
@@ -300,7 +303,7 @@ pub(crate) fn dom0_idle_wakes_per_s(h: &HostSection) -> Result<f64, ConfigError>
 /// `CONFIG_HZ` Linux offers (`kernel/Kconfig.hz`), far beyond any measured host.
 const MAX_KTHREAD_WAKES_PER_S: f64 = 1000.0;
 
-/// The host's own threads (`host.host_threads` and its keys) under a policy of `hypervisor`:
+/// The host's own threads (`host.host_threads` and its keys) on a host of `hypervisor`:
 /// on by default for a KVM host, refused for any other (whose I/O runs in a driver domain,
 /// or nowhere); `None` when off. The cost keys are read only while they are on.
 pub(crate) fn host_threads(
@@ -315,8 +318,8 @@ pub(crate) fn host_threads(
             return Err(err(
                 "host.host_threads",
                 format!(
-                    "expected false or no key under policy {policy}, whose hypervisor is {}: host threads are a KVM \
-                     host's (a Xen host's I/O runs in its driver domain, host.dom0_vcpus)",
+                    "expected false or no key under policy {policy} on this {} host (host.hypervisor): host threads \
+                     are a KVM host's (a Xen host's I/O runs in its driver domain, host.dom0_vcpus)",
                     hypervisor.name()
                 ),
             ))
@@ -346,4 +349,33 @@ pub(crate) fn host_threads(
         vhost_packet_ns: micros("host.vhost_packet_us", h.vhost_packet_us, d.vhost_packet_ns)?,
         host_tick_ns: micros("host.host_tick_us", h.host_tick_us, d.host_tick_ns)?,
     }))
+}
+
+/// The hypervisor the host runs: `host.hypervisor` when the scenario declares it, else the
+/// policy's. A generic policy (rr, a Python policy that declares none) runs on the declared
+/// hypervisor as it is (a Xen host keeps its Domain-0); a policy written for the other
+/// hypervisor is refused, naming the key: running KVM's scheduler beside Xen's Domain-0, or
+/// Credit beside KVM's host threads, would measure a host that exists nowhere.
+pub(crate) fn hypervisor(
+    h: &HostSection,
+    policy: &str,
+    policy_hypervisor: Hypervisor,
+) -> Result<Hypervisor, ConfigError> {
+    let declared = match h.hypervisor.as_deref() {
+        None => return Ok(policy_hypervisor),
+        Some("xen") => Hypervisor::Xen,
+        Some("kvm") => Hypervisor::Kvm,
+        Some(other) => return Err(err("host.hypervisor", format!("expected \"xen\" or \"kvm\", got {other:?}"))),
+    };
+    if policy_hypervisor != Hypervisor::Generic && policy_hypervisor != declared {
+        let (host, theirs) = (declared.name(), policy_hypervisor.name());
+        return Err(err(
+            "host.hypervisor",
+            format!(
+                "the scenario's host runs {host}, but policy {policy} is a {theirs} scheduler; expected a {host} or \
+                 generic policy (or --set host.hypervisor={theirs} to run it on a {theirs} host)"
+            ),
+        ));
+    }
+    Ok(declared)
 }

@@ -15,6 +15,7 @@ mod guest_kernel;
 mod host;
 pub mod overrides;
 mod paravirt;
+pub mod policy_spec;
 pub mod report;
 pub mod scenario;
 pub mod trace_json;
@@ -49,7 +50,8 @@ pub const DEFAULT_MAX_MEMORY: u64 = 4 << 30;
 pub struct RunOptions {
     pub seed: Option<u64>,
     pub reps: Option<u32>,
-    /// Run under this policy (default parameters) instead of the scenario's `[scheduler]`.
+    /// Run under this policy instead of the scenario's `[scheduler]`: at its default parameters,
+    /// or those it names (`credit(tslice_ms=10)`, [`policy_spec`]).
     pub policy: Option<String>,
     pub trace_path: Option<PathBuf>,
     /// Maximum number of trace events written (0 = [`DEFAULT_TRACE_LIMIT`]).

@@ -8,7 +8,8 @@
 //!
 //! The rules:
 //! - a policy replaces the whole `[scheduler]` table by `{name = policy}` (its parameters at
-//!   their defaults), before the overrides, so `scheduler.*` overrides still apply;
+//!   their defaults, or those it names: `credit(tslice_ms=10)`, see [`crate::policy_spec`]),
+//!   before the overrides, so `scheduler.*` overrides still apply;
 //! - an override key is a dotted path: `scheduler.tslice_ms`, `vm.web.vcpus`. In a table a
 //!   part names a key (a missing table on the way is created, so optional sections such as
 //!   `[network]` can be set); in an array a part selects the element whose `name` is that
@@ -49,9 +50,10 @@ pub fn apply(
     policy: Option<&str>,
     overrides: &[(String, toml::Value)],
 ) -> Result<(), ConfigError> {
-    if let Some(name) = policy {
+    if let Some(spec) = policy {
+        let crate::policy_spec::PolicySpec { name, params } = crate::policy_spec::parse(spec, "--policy")?;
         // An external policy (a Python class) is checked when the scenario is parsed.
-        if vsched_policies::find(name).is_none() && !is_external_name(name) {
+        if vsched_policies::find(&name).is_none() && !is_external_name(&name) {
             let known = vsched_policies::names().join(", ");
             return Err(err(
                 "--policy",
@@ -60,8 +62,8 @@ pub fn apply(
                 ),
             ));
         }
-        let mut scheduler = toml::Table::new();
-        scheduler.insert("name".into(), toml::Value::String(name.into()));
+        let mut scheduler = params;
+        scheduler.insert("name".into(), toml::Value::String(name));
         document.insert("scheduler".into(), toml::Value::Table(scheduler));
     }
     for (key, value) in overrides {

@@ -40,49 +40,85 @@ fn put_stats(obj: &mut serde_json::Map<String, Json>, key: &str, xs: &[f64]) {
     obj.insert(format!("{key}_std"), s);
 }
 
-/// Per-VM and host means and standard deviations over the repetitions.
+/// Per-VM fields that describe the VM rather than measure the run, and the `finished` flag
+/// (null for a workload that never ends): not averaged.
+const VM_CONFIG_FIELDS: &[&str] = &[
+    "name",
+    "workload",
+    "type",
+    "vcpus",
+    "weight",
+    "cap",
+    "host",
+    "virtual_cluster",
+    "created_s",
+    "destroyed_s",
+    "finished",
+];
+/// Host fields that describe the host rather than measure the run.
+const HOST_CONFIG_FIELDS: &[&str] = &["pcpus"];
+
+/// The summary's name of a run metric: `x_mean` (a run's own mean, such as
+/// `wake_latency_us_mean`) is summarized as `x` (`wake_latency_us_mean`, `wake_latency_us_std`).
+fn summary_name(key: &str) -> &str {
+    key.strip_suffix("_mean").unwrap_or(key)
+}
+
+/// Mean and standard deviation of every numeric field of the objects `records` (one per run,
+/// the same serialized struct), except `skip`: a field added to the metrics is summarized
+/// without a change here. Nulls (a metric that does not apply to a run) are left out of the
+/// statistics; nested tables of counters (`policy_counters`) are summarized name by name, a
+/// counter missing from a run counting 0 there (a policy counts only what happened).
+fn put_numeric_stats(obj: &mut serde_json::Map<String, Json>, records: &[Json], skip: &[&str]) {
+    let Some(Json::Object(first)) = records.first() else { return };
+    for key in first.keys() {
+        if skip.contains(&key.as_str()) || obj.contains_key(key) {
+            continue;
+        }
+        let values: Vec<&Json> = records.iter().filter_map(|r| r.get(key)).collect();
+        if values.iter().all(|v| v.is_number() || v.is_null()) {
+            let xs: Vec<f64> = values.iter().filter_map(|v| v.as_f64()).collect();
+            put_stats(obj, summary_name(key), &xs);
+        } else if values.iter().all(|v| v.is_object()) {
+            let names: std::collections::BTreeSet<&String> =
+                values.iter().filter_map(|v| v.as_object()).flat_map(|counters| counters.keys()).collect();
+            let mut nested = serde_json::Map::new();
+            for name in names {
+                let count = |r: &Json| r.get(key).and_then(|c| c.get(name)).and_then(Json::as_f64).unwrap_or(0.0);
+                put_stats(&mut nested, name, &records.iter().map(count).collect::<Vec<f64>>());
+            }
+            obj.insert(key.clone(), Json::Object(nested));
+        }
+        // Flags (`finished`) and distributions (`*_quantiles`) are not averaged.
+    }
+}
+
+/// A run's metrics as JSON, to be summarized field by field.
+fn as_json(metrics: &impl Serialize) -> Json {
+    serde_json::to_value(metrics).expect("metrics serialize to JSON")
+}
+
+/// Per-VM and host means and standard deviations over the repetitions: every metric the runs
+/// report (`completion_s`, `co_launches`, `host.migrations`, `host.policy_counters`, ...).
 pub fn summarize(runs: &[RunRecord]) -> Json {
     let Some(first) = runs.first() else {
         return json!({ "vms": [], "host": {} });
     };
     let mut vms = Vec::new();
     for (i, vm) in first.metrics.vms.iter().enumerate() {
-        let col = |f: &dyn Fn(&vsched_model::VmMetrics) -> Option<f64>| -> Vec<f64> {
-            runs.iter().filter_map(|r| f(&r.metrics.vms[i])).collect()
-        };
         let mut o = serde_json::Map::new();
         o.insert("name".into(), json!(vm.name));
-        let completions = col(&|v| v.completion_s);
+        let completions: Vec<f64> = runs.iter().filter_map(|r| r.metrics.vms[i].completion_s).collect();
         o.insert("runs_finished".into(), json!(completions.len()));
         let unfinished = runs.iter().filter(|r| r.metrics.vms[i].finished == Some(false)).count();
         o.insert("runs_unfinished".into(), json!(unfinished));
-        put_stats(&mut o, "completion_s", &completions);
-        put_stats(&mut o, "cpu_s", &col(&|v| Some(v.cpu_s)));
-        put_stats(&mut o, "cpu_share", &col(&|v| Some(v.cpu_share)));
-        put_stats(&mut o, "entitled_share", &col(&|v| Some(v.entitled_share)));
-        put_stats(&mut o, "spin_s", &col(&|v| Some(v.spin_s)));
-        put_stats(&mut o, "steal_s", &col(&|v| Some(v.steal_s)));
-        put_stats(&mut o, "spin_share", &col(&|v| v.spin_share));
-        put_stats(&mut o, "lock_holder_preemptions", &col(&|v| Some(v.lock_holder_preemptions as f64)));
-        put_stats(&mut o, "lock_waiter_preemptions", &col(&|v| Some(v.lock_waiter_preemptions as f64)));
-        put_stats(&mut o, "ple_exits", &col(&|v| Some(v.ple_exits as f64)));
-        put_stats(&mut o, "ipi_syncs", &col(&|v| Some(v.ipi_syncs as f64)));
-        put_stats(&mut o, "pv_halts", &col(&|v| Some(v.pv_halts as f64)));
-        put_stats(&mut o, "timer_wakes", &col(&|v| Some(v.timer_wakes as f64)));
-        put_stats(&mut o, "wake_latency_us", &col(&|v| v.wake_latency_us_mean));
-        put_stats(&mut o, "throughput_rps", &col(&|v| v.throughput_rps));
-        put_stats(&mut o, "latency_ms", &col(&|v| v.latency_ms_mean));
+        let records: Vec<Json> = runs.iter().map(|r| as_json(&r.metrics.vms[i])).collect();
+        put_numeric_stats(&mut o, &records, VM_CONFIG_FIELDS);
         vms.push(Json::Object(o));
     }
-    let hcol = |f: &dyn Fn(&vsched_model::HostMetrics) -> Option<f64>| -> Vec<f64> {
-        runs.iter().filter_map(|r| f(&r.metrics.host)).collect()
-    };
     let mut host = serde_json::Map::new();
-    put_stats(&mut host, "utilization", &hcol(&|h| Some(h.utilization)));
-    put_stats(&mut host, "frag_idle_s", &hcol(&|h| Some(h.frag_idle_s)));
-    put_stats(&mut host, "context_switches", &hcol(&|h| Some(h.context_switches as f64)));
-    put_stats(&mut host, "ipis", &hcol(&|h| Some(h.ipis as f64)));
-    put_stats(&mut host, "fairness", &hcol(&|h| h.fairness));
+    let records: Vec<Json> = runs.iter().map(|r| as_json(&r.metrics.host)).collect();
+    put_numeric_stats(&mut host, &records, HOST_CONFIG_FIELDS);
     let mut doc = json!({ "vms": vms, "host": Json::Object(host) });
     if !first.metrics.virtual_clusters.is_empty() {
         let clusters: Vec<Json> = first

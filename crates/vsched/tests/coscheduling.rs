@@ -280,6 +280,14 @@ fn pcs_with_a_driver_domain_finishes_under_xen_4_0_s_tickle() {
     let m = run(&lockstep, 1);
     assert!(m.virtual_clusters[0].completion_s.is_some(), "living guest kernels: no hang");
     let silent = lockstep.replace("guest_hz = 250", "guest_tick = \"off\"");
+    // The hang starves dom0, and the stall watchdog ends it at 30 s naming it.
+    let watched = vsched::Scenario::parse(&silent).expect("valid");
+    let stalled =
+        watched.build(1).run(watched.horizon, watched.until, &mut |_| true).map(|_| ()).map_err(|e| e.to_string());
+    assert!(stalled.as_ref().is_err_and(|e| e.starts_with("stall: vCPU 1 (VM \"dom0\" vCPU 1)")), "{stalled:?}");
+    // Off, to watch the hang to the horizon.
+    let silent = silent.replacen("[run]\n", "[run]\nstall_timeout_s = 0\n", 1);
+    assert!(silent.contains("stall_timeout_s = 0"), "the scenario has a [run] table");
     let m = run(&silent, 1);
     assert_eq!(m.virtual_clusters[0].completion_s, None);
     assert!(vm(&m, "dom0").cpu_s < 0.01, "dom0 ran {} s", vm(&m, "dom0").cpu_s);

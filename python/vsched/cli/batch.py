@@ -18,6 +18,7 @@ from vsched.cli.inputs import U64_MAX, check_input_file, make_directory, max_mem
 from vsched.cli.options import ADDRESS_OPTION, BACKEND_OPTION, CHECK_OPTION, JOBS_OPTION, MAX_MEMORY_OPTION
 from vsched.cli.output import print_json, stdout
 from vsched.cli.progress import JobsProgress
+from vsched.policy import split_policies
 from vsched.runs import RunSettings
 
 
@@ -90,8 +91,9 @@ def sweep(
     policy: Annotated[
         Optional[str],
         typer.Option(
-            help="Comma-separated policies to run each point under, at their default parameters "
-            "(--set scheduler.KEY=... still applies)."
+            help="Comma-separated policies to run each point under, at their default parameters or "
+            "those given as NAME(KEY=VALUE, ...), e.g. 'credit(tslice_ms=10),cfs'. A --set "
+            "scheduler.KEY applies to the policies that take KEY; the others run at their defaults."
         ),
     ] = None,
     reps: Annotated[int, typer.Option(help="Seeds per point: seed, seed+1, ...")] = 1,
@@ -139,9 +141,11 @@ def sweep(
         raise CliError(f"--seed: expected an integer from 0 to {U64_MAX - (reps - 1)}, got {seed}")
     settings = RunSettings(check, max_memory_bytes(max_memory))
     # The core checks each name (a one-line `--policy: unknown policy ...` error) as it plans.
-    policies = [p.strip() for p in policy.split(",") if p.strip()] if policy else [None]
+    policies: list[Optional[str]] = [*split_policies(policy)] if policy else [None]
     text = vsched.read_scenario(scenario)
-    grid = sweeping.points(set_ or [], policies)
+    grid, notes = sweeping.fit_to_policies(sweeping.points(set_ or [], policies or [None]))
+    for note in notes:
+        print(note, file=sys.stderr)
     try:
         planned = sweeping.plan(
             str(scenario), text, grid, range(seed, seed + reps), settings.max_memory, skip_infeasible
@@ -161,7 +165,8 @@ def sweep(
     except OSError as error:
         raise CliError(f"--out: {describe_os_error(error)}") from None
     metrics = metric or sweeping.default_metrics(rows)
-    keys = [k for k, _ in grid[0].overrides] if grid else []
+    # Every swept key, in order: a policy that does not take one has no value for it.
+    keys = list(dict.fromkeys(k for point in grid for k, _ in point.overrides))
     summary = sweeping.summary(grid, job_list, rows, metrics)
     if json_output:
         skipped = [
@@ -174,7 +179,7 @@ def sweep(
     for column in [*keys, "policy", "runs", *metrics]:
         table.add_column(column, justify="left" if column in (*keys, "policy") else "right")
     for entry in summary:
-        table.add_row(*[str(entry[c]) for c in [*keys, "policy", "runs", *metrics]])
+        table.add_row(*[str(entry.get(c, "—")) for c in [*keys, "policy", "runs", *metrics]])
     stdout.print(table)
     for m in metrics:
         if unfinished := sweeping.unfinished_runs(rows, m):

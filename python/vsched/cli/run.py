@@ -20,6 +20,23 @@ from vsched.report import report_tables
 from vsched.runs import RunSettings
 
 
+def parse_settings(options: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` options as {key: value}, each value read as `vsched sweep --set` reads
+    one (TOML, or a bare word as a string)."""
+    from vsched.runs import parse_value
+
+    settings: dict[str, Any] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise CliError(f"--set: expected KEY=VALUE (e.g. scheduler.tslice_ms=10), got '{option}'")
+        if key in settings:
+            raise CliError(f"--set: {key} is given twice")
+        settings[key] = parse_value(value.strip(), key)
+    return settings
+
+
 def run_in_parallel(scenario: Path, workers: int, settings: RunSettings, **options: Any) -> str:
     """`vsched run --jobs`: the repetitions on `workers` processes, a bar on a terminal."""
     from vsched.repetitions import run_repetitions
@@ -50,8 +67,17 @@ def run(
     policy: Annotated[
         Optional[str],
         typer.Option(
-            help="Run under this policy (default parameters) instead of the scenario's \\[scheduler] table: "
-            "a registered name or a Python policy, path/to/file.py:ClassName (docs/python-policies.md)."
+            help="Run under this policy instead of the scenario's \\[scheduler] table: a registered name or "
+            "a Python policy, path/to/file.py:ClassName (docs/python-policies.md), at its default "
+            "parameters or those given as NAME(KEY=VALUE, ...), e.g. 'credit(tslice_ms=10)'."
+        ),
+    ] = None,
+    set_: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set",
+            help="KEY=VALUE: set a dotted scenario key for this run, e.g. scheduler.tslice_ms=10 or "
+            "vm.spin.vcpus=2 (as vsched sweep --set, one value; after --policy). Repeatable.",
         ),
     ] = None,
     json_output: Annotated[
@@ -95,6 +121,7 @@ def run(
         "seed": seed,
         "reps": reps,
         "policy": policy,
+        "overrides": parse_settings(set_ or []),
         "trace": trace,
         "trace_limit": trace_limit,
     }

@@ -19,6 +19,12 @@ use crate::ids::{PcpuId, VcpuId};
 use crate::policy::Decision;
 use crate::trace::Instant;
 
+/// The shortest slice a decision may ask for: Linux's floor for a scheduler's high-resolution
+/// slice timer ("Don't schedule slices shorter than 10000ns, that just doesn't make sense and
+/// can cause timer DoS", `hrtick_start`, kernel/sched/core.c). A shorter slice is a policy bug
+/// that makes simulated time crawl, not a schedule: it fails the run.
+pub const MIN_SLICE_NS: Time = 10_000;
+
 impl Simulation {
     /// Asks the policy what `p` runs next and makes it so.
     pub(super) fn schedule(&mut self, p: PcpuId) {
@@ -113,6 +119,13 @@ impl Core {
                     "unusable decision at t={now} ns: pCPU {p} was given vCPU {v}, a kernel thread bound to pCPU {q}"
                 ));
             }
+        }
+        if let Some(slice) = d.slice_ns.filter(|&s| s < MIN_SLICE_NS) {
+            // Time would crawl a few ns per decision: a 2 s run would take hours.
+            return Err(format!(
+                "unusable decision at t={now} ns: pCPU {p} was given a slice of {slice} ns; expected at least \
+                 {MIN_SLICE_NS} ns (10 µs, the shortest slice Linux arms, hrtick_start in kernel/sched/core.c)"
+            ));
         }
         if prev != d.next {
             if let Some(u) = prev {

@@ -3,6 +3,7 @@
 
 use vsched_engine::{Ticket, Time};
 
+use super::stall::StallWatchdog;
 use super::state::Core;
 use super::watchdog::{Culprit, Watchdog};
 use super::world::with_cx;
@@ -142,6 +143,7 @@ impl Simulation {
         self.start();
         let core = &self.core;
         let mut watchdog = Watchdog::new(core.vcpus.len() + core.pcpus.len() + core.threads.len());
+        let mut stall = StallWatchdog::new(self.stall_timeout);
         let mut end = horizon;
         loop {
             let next = self.core.queue.peek_time();
@@ -178,6 +180,9 @@ impl Simulation {
             if self.checks {
                 self.check(now)?;
             }
+            if stall.due(now) {
+                stall.look(&self.core, now)?;
+            }
             if until == Until::AllDone && self.core.unfinished == 0 && self.core.doms.iter().any(|d| d.finite) {
                 end = now;
                 break;
@@ -190,6 +195,8 @@ impl Simulation {
         if let Some(e) = self.core.error.take() {
             return Err(e);
         }
+        // A vCPU left waiting since the last event has waited until the end.
+        stall.look(&self.core, end)?;
         Ok(self.core.finish(end))
     }
 

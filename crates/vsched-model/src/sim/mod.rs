@@ -32,6 +32,7 @@
 //! | `tracing` | what the simulator tells a trace: vCPU activity, runnable vCPUs, instants |
 //! | `world` | the simulator as a [`crate::World`]: what a policy sees of one host |
 //! | `watchdog` | stopping a run whose simulated time stops advancing, naming the culprit |
+//! | `stall` | stopping a run in which a runnable vCPU goes unrun for `run.stall_timeout_s` |
 //!
 //! # Time and events
 //! Everything happens at integer-nanosecond instants. At one instant, events are handled in
@@ -82,6 +83,7 @@ mod policy_counters;
 mod preempt_delay;
 mod queued;
 mod slab;
+mod stall;
 mod state;
 mod tracing;
 mod watchdog;
@@ -92,6 +94,7 @@ use vsched_engine::Time;
 pub use cache::KERNEL_FOOTPRINT_BYTES;
 pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
+pub use dispatch::MIN_SLICE_NS;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 pub use host_threads::{
@@ -144,6 +147,8 @@ pub struct Simulation {
     /// Check the simulator's and the policies' invariants after every event (always in
     /// debug builds; `--check` in release builds).
     checks: bool,
+    /// The stall watchdog's bound (`stall`); `None`: off.
+    stall_timeout: Option<Time>,
     /// Where each domain the caller listed is in `core.doms`: the simulator adds a KVM host's
     /// own threads after each host's domains (`host_threads`).
     user_doms: Vec<DomId>,
@@ -194,6 +199,12 @@ impl Simulation {
     /// debug builds always do; a broken one ends the run with [`RunError::Policy`].
     pub fn enable_checks(&mut self) {
         self.checks = true;
+    }
+
+    /// Ends the run with [`RunError::Policy`] when a vCPU stays runnable without running for
+    /// `timeout` ns (`None`: never); by default the policy's `stall_timeout_ns` (`stall`).
+    pub fn set_stall_timeout(&mut self, timeout: Option<Time>) {
+        self.stall_timeout = timeout;
     }
 
     /// Records per-pCPU run intervals in memory, keeping at most `limit` of them.

@@ -138,4 +138,6 @@ pub(super) struct RunSection {
     pub(super) until: Option<String>,
     pub(super) seed: Option<u64>,
     pub(super) reps: Option<u32>,
+    /// The stall watchdog's bound: a vCPU runnable this long without running fails the run.
+    pub(super) stall_timeout_s: Option<f64>,
 }

@@ -60,6 +60,9 @@ pub struct Scenario {
     pub until: Until,
     pub seed: u64,
     pub reps: u32,
+    /// The stall watchdog's bound as `run.stall_timeout_s` sets it: `None` leaves the policy's
+    /// (`Policy::stall_timeout_ns`), `Some(None)` turns it off.
+    pub stall_timeout: Option<Option<Time>>,
     pub events: Vec<EventSpec>,
 }
 
@@ -203,6 +206,9 @@ impl Scenario {
         let mut sim = Simulation::cluster(self.host.clone(), self.network.clone(), domains, policies, seed);
         if self.aligned_clocks {
             sim.align_host_clocks();
+        }
+        if let Some(timeout) = self.stall_timeout {
+            sim.set_stall_timeout(timeout);
         }
         for e in &self.events {
             sim.schedule_type_change(e.at, e.vm, e.vm_type);

@@ -41,22 +41,23 @@ pub(super) fn validate(
     let mut host = host::host_config(&f.host)?;
     let mut budget = Budget::new(max_memory);
     let policy = policy(&f.host, &f.scheduler, policy_field, resolver)?;
+    let hypervisor = host::hypervisor(&f.host, policy.name(), policy.hypervisor())?;
     // KVM's PLE handler costs what we measured where it runs: `kvm-dy`, `kvm-eevdf`, and a
-    // Python policy for KVM (which sees the exits); not under `cfs` and `eevdf`, KVM with PLE
-    // handling off.
+    // Python policy on a KVM host (which sees the exits); not under `cfs` and `eevdf`, KVM
+    // with PLE handling off.
     let handles_ple = match &policy {
         PolicySource::Builtin { info, .. } => vsched_policies::KVM_PLE_HANDLERS.contains(&info.name),
-        PolicySource::External(_) => policy.hypervisor() == Hypervisor::Kvm,
+        PolicySource::External(_) => hypervisor == Hypervisor::Kvm,
     };
     if handles_ple {
         host.ple_handler_ns = host::kvm_ple_handler_ns(&f.host)?;
     }
     // Build once now so range errors surface at validation time.
     let built = policy.build()?;
-    host.host_threads = host::host_threads(&f.host, &host, policy.hypervisor(), policy.name())?;
+    host.host_threads = host::host_threads(&f.host, &host, hypervisor, policy.name())?;
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
     let network = network_config(&f.network)?;
-    let dom0 = driver_domain(&f.host, &host, &policy, hosts, &mut budget)?;
+    let dom0 = driver_domain(&f.host, &host, hypervisor, hosts, &mut budget)?;
     let mut user = user_vms(&f, hosts, dom0.vcpus > 0, host.host_threads.is_some(), &mut budget)?;
     kvm_features(&f, &policy)?;
     let run = run(&f.run)?;
@@ -86,6 +87,7 @@ pub(super) fn validate(
         until: run.until,
         seed: run.seed,
         reps: run.reps,
+        stall_timeout: run.stall_timeout,
         events,
     })
 }
@@ -172,7 +174,7 @@ fn cluster(c: &ClusterSection) -> Result<(usize, bool), ConfigError> {
     Ok((hosts as usize, aligned_clocks))
 }
 
-/// Each host's driver domain (dom0), as the host's keys describe it.
+/// Each host's driver domain (dom0), as the host's keys and its `hypervisor` describe it.
 struct DriverDomain {
     /// 0: none.
     vcpus: u32,
@@ -184,13 +186,13 @@ struct DriverDomain {
 fn driver_domain(
     h: &HostSection,
     host: &HostConfig,
-    policy: &PolicySource,
+    hypervisor: Hypervisor,
     hosts: usize,
     budget: &mut Budget,
 ) -> Result<DriverDomain, ConfigError> {
     // A Xen host boots Domain-0 with one vCPU per pCPU unless `dom0_max_vcpus` says
     // otherwise (docs/misc/xen-command-line.markdown, Xen 4.2); KVM has no driver domain.
-    let vcpus = h.dom0_vcpus.unwrap_or(if policy.hypervisor() == Hypervisor::Xen { h.pcpus } else { 0 });
+    let vcpus = h.dom0_vcpus.unwrap_or(if hypervisor == Hypervisor::Xen { h.pcpus } else { 0 });
     if vcpus > host::MAX_PCPUS {
         return Err(err(
             "host.dom0_vcpus",
@@ -331,6 +333,8 @@ struct Run {
     until: Until,
     seed: u64,
     reps: u32,
+    /// `run.stall_timeout_s`: `None` leaves the policy's bound, `Some(None)` turns it off.
+    stall_timeout: Option<Option<vsched_engine::Time>>,
 }
 
 fn run(r: &RunSection) -> Result<Run, ConfigError> {
@@ -348,7 +352,22 @@ fn run(r: &RunSection) -> Result<Run, ConfigError> {
     };
     let reps = r.reps.unwrap_or(DEFAULT_REPS);
     check_reps("run.reps", reps)?;
-    Ok(Run { horizon_s, until, seed: r.seed.unwrap_or(DEFAULT_SEED), reps })
+    // Absent: the policy's bound (`Policy::stall_timeout_ns`, sched_ext's 30 s by default); 0: off.
+    let stall_timeout = match r.stall_timeout_s {
+        None => None,
+        Some(s) if s == 0.0 => Some(None),
+        Some(s) if s.is_finite() && (0.001..=MAX_HORIZON_S).contains(&s) => Some(Some(vsched_engine::secs_to_ns(s))),
+        Some(s) => {
+            return Err(err(
+                "run.stall_timeout_s",
+                format!(
+                    "expected 0 (off) or a number of seconds in [0.001, {MAX_HORIZON_S}], got {}",
+                    vsched_model::number(s)
+                ),
+            ))
+        }
+    };
+    Ok(Run { horizon_s, until, seed: r.seed.unwrap_or(DEFAULT_SEED), reps, stall_timeout })
 }
 
 /// Each `[[vm]]` table's `start_s` and `stop_s`, within the run, onto its spec in `user`.
