@@ -48,6 +48,18 @@ fn check_copies(copies: u32) -> Result<(), Error> {
 /// VMs repeated `copies` times) once, then the bare event loop for as many events at the
 /// simulator's mean queue length, and reports both speeds.
 pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
+    bench_json_with(sim_s, copies, &mut || true)
+}
+
+/// The bare loop as [`vsched_engine::bare_loop::run`], stopped when `keep_going` says so.
+fn bare_loop(events: u64, queue_len: f64, keep_going: &mut dyn FnMut() -> bool) -> Result<f64, Error> {
+    let took = vsched_engine::bare_loop::run_until(events, queue_len.round() as usize, keep_going);
+    Ok(took.ok_or(Error::Interrupted)?.as_secs_f64().max(1e-9))
+}
+
+/// As [`bench_json`], calling `keep_going` every few thousand events of the run and every
+/// million of the bare loop: returning `false` stops the benchmark ([`Error::Interrupted`]).
+pub fn bench_json_with(sim_s: Option<f64>, copies: u32, keep_going: &mut dyn FnMut() -> bool) -> Result<String, Error> {
     check_copies(copies)?;
     let mut scenario = parse(&replicated(BENCH_SCENARIO, copies)?)?;
     if let Some(s) = sim_s {
@@ -62,10 +74,11 @@ pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
     }
     let mut sim = scenario.build(scenario.seed);
     let started = std::time::Instant::now();
-    let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
+    let metrics =
+        sim.run(scenario.horizon, scenario.until, &mut |_| keep_going()).map_err(|e| run_error(&scenario, e))?;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     let queue_len = sim.event_queue_mean_len();
-    let bare_wall = vsched_engine::bare_loop::run(metrics.events, queue_len.round() as usize).as_secs_f64().max(1e-9);
+    let bare_wall = bare_loop(metrics.events, queue_len, keep_going)?;
     let events_per_s = metrics.events as f64 / wall;
     let bare_events_per_s = metrics.events as f64 / bare_wall;
     Ok(json!({
@@ -100,6 +113,16 @@ pub const MAX_BENCH_RUNS: u32 = 100_000;
 /// length (as [`bench_json`] does), so that a file's figure has the same yardstick as the
 /// standard scenario's: `vs_bare_loop` is the ratio of the two medians.
 pub fn bench_file_json(toml_text: &str, runs: u32, copies: u32) -> Result<String, Error> {
+    bench_file_json_with(toml_text, runs, copies, &mut || true)
+}
+
+/// As [`bench_file_json`], stopped when `keep_going` says so, as [`bench_json_with`] is.
+pub fn bench_file_json_with(
+    toml_text: &str,
+    runs: u32,
+    copies: u32,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<String, Error> {
     if !(1..=MAX_BENCH_RUNS).contains(&runs) {
         return Err(Error::Scenario(format!("--runs: expected an integer in 1..={MAX_BENCH_RUNS}, got {runs}")));
     }
@@ -111,13 +134,13 @@ pub fn bench_file_json(toml_text: &str, runs: u32, copies: u32) -> Result<String
     for _ in 0..runs {
         let mut sim = scenario.build(scenario.seed);
         let started = std::time::Instant::now();
-        let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
+        let metrics =
+            sim.run(scenario.horizon, scenario.until, &mut |_| keep_going()).map_err(|e| run_error(&scenario, e))?;
         walls.push(started.elapsed().as_secs_f64().max(1e-9));
         let (events, queue_len, _) =
             *first.get_or_insert((metrics.events, sim.event_queue_mean_len(), sim.skipped_pops()));
         debug_assert_eq!(events, metrics.events, "a run with the same seed handled other events");
-        let bare = vsched_engine::bare_loop::run(events, queue_len.round() as usize);
-        bare_walls.push(bare.as_secs_f64().max(1e-9));
+        bare_walls.push(bare_loop(events, queue_len, keep_going)?);
     }
     let median = median_of(&mut walls);
     let bare_median = median_of(&mut bare_walls);

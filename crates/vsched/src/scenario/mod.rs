@@ -61,6 +61,8 @@ pub struct Scenario {
     pub seed: u64,
     pub reps: u32,
     pub events: Vec<EventSpec>,
+    /// The memory a run of this scenario is estimated to hold, in bytes (`footprint`).
+    pub memory_estimate: u64,
 }
 
 /// A scheduled change of a VM's type.

@@ -87,6 +87,7 @@ pub(super) fn validate(
         seed: run.seed,
         reps: run.reps,
         events,
+        memory_estimate: budget.used(),
     })
 }
 
