@@ -65,7 +65,7 @@ def vsched(*args: object, env: dict[str, str] | None = None) -> subprocess.Popen
 
 @pytest.mark.parametrize(
     "args",
-    [("bench", "--sim-s", "100000"), ("bench", "SCENARIO", "--runs", "100000")],
+    [("bench", "--sim-s", "100000"), ("bench", "SCENARIO", "--runs", "100000", "--copies", "16")],
     ids=["standard", "scenario"],
 )
 def test_bench_is_interrupted(tmp_path: Path, args: tuple[str, ...]) -> None:
@@ -78,7 +78,8 @@ def test_bench_is_interrupted(tmp_path: Path, args: tuple[str, ...]) -> None:
     assert (code, out, err) == (130, "", "interrupted\n")
 
 
-# Each policy writes the file MARK names, then loops in the named place.
+# Each policy writes the file MARK names, then loops in the named place (the last one in the
+# `str()` of the exception its first callback raises).
 LOOPING_POLICIES = {
     "loading": """
 import os, pathlib
@@ -87,6 +88,10 @@ pathlib.Path(os.environ["MARK"]).touch()
 while True:
     pass
 class Looping(Policy):
+    def vcpu_insert(self, cx, v):
+        pass
+    def wake(self, cx, v):
+        pass
     def pick_next(self, cx, pcpu, prev):
         return Decision.idle()
 """,
@@ -98,6 +103,10 @@ class Looping(Policy):
         pathlib.Path(os.environ["MARK"]).touch()
         while True:
             pass
+    def vcpu_insert(self, cx, v):
+        pass
+    def wake(self, cx, v):
+        pass
     def pick_next(self, cx, pcpu, prev):
         return Decision.idle()
 """,
@@ -109,6 +118,10 @@ class Looping(Policy):
         pathlib.Path(os.environ["MARK"]).touch()
         while True:
             pass
+    def vcpu_insert(self, cx, v):
+        pass
+    def wake(self, cx, v):
+        pass
     def pick_next(self, cx, pcpu, prev):
         return Decision.idle()
 """,
@@ -121,8 +134,12 @@ class Endless(Exception):
         while True:
             pass
 class Looping(Policy):
-    def pick_next(self, cx, pcpu, prev):
+    def vcpu_insert(self, cx, v):
         raise Endless()
+    def wake(self, cx, v):
+        pass
+    def pick_next(self, cx, pcpu, prev):
+        return Decision.idle()
 """,
 }
 

@@ -132,6 +132,10 @@ pub fn bench_file_json_with(
     let mut bare_walls = Vec::with_capacity(runs as usize);
     let mut first = None;
     for _ in 0..runs {
+        // Also between runs: a run of a small scenario may end before its first check.
+        if !keep_going() {
+            return Err(Error::Interrupted);
+        }
         let mut sim = scenario.build(scenario.seed);
         let started = std::time::Instant::now();
         let metrics =
