@@ -93,6 +93,8 @@ def lock_holder(lock: Path) -> int | None:
 def damage(store: Path, lock: Path) -> bool:
     """Take the store's lock if it is free, and append a run stored twice and a line cut
     short; False if a writer holds the lock."""
+    if not store.exists():
+        return False
     descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -123,9 +125,21 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
     out = work / "sweep"
     store, lock = out / "runs.jsonl", out / "runs.jsonl.lock"
     values = ",".join(str(5 + i) for i in range(args.points))
-    command = [sys.executable, "-m", "vsched", "sweep", str(scenario), "--set",
-               f"vm.locker.workload.cs_us={values}", "--reps", str(args.reps), "--jobs", "2",
-               "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "vsched",
+        "sweep",
+        str(scenario),
+        "--set",
+        f"vm.locker.workload.cs_us={values}",
+        "--reps",
+        str(args.reps),
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     total = args.points * args.reps
     slots = [Slot("A"), Slot("B")]
     seen: set[str] = set()
@@ -142,7 +156,9 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
             process = slot.process
             if process is None:
                 if now >= slot.restart_at:
-                    slot.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    slot.process = subprocess.Popen(
+                        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                    )
                     slot.holding_since = None
                     slot.kill_after = random.uniform(0.2, 1.2)
                 continue
@@ -218,10 +234,14 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20, help="writers to kill with SIGKILL (default 20)")
-    parser.add_argument("--points", type=int, default=40, help="swept values (default 40)")
+    parser.add_argument("--points", type=int, default=60, help="swept values (default 60)")
     parser.add_argument("--reps", type=int, default=5, help="seeds per value (default 5)")
-    parser.add_argument("--damage-rate", type=float, default=0.01,
-                        help="chance per poll of damaging the store while it is free (default 0.01)")
+    parser.add_argument(
+        "--damage-rate",
+        type=float,
+        default=0.01,
+        help="chance per poll of damaging the store while it is free (default 0.01)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the kill times (default 1)")
     parser.add_argument("--timeout", type=float, default=900, help="give up after this many s (default 900)")
     parser.add_argument("--out", default="store-trial", help="work directory (default store-trial)")

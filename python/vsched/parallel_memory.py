@@ -44,7 +44,7 @@ def available_memory() -> int:
         match = _SIZE.fullmatch(given)
         if match is None:
             raise ValueError(f"{MEMORY_VARIABLE}: expected a size such as 8G, 512M or bytes, got {given!r}")
-        return int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")
+        return int(match.group(1)) << (10 * " kmgt".index(match.group(2).lower() or " "))
     available = int(psutil.virtual_memory().available)
     room = _cgroup_room()
     return available if room is None else min(available, room)

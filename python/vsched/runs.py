@@ -30,10 +30,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import vsched
-from vsched import _core
-from vsched import parallel_memory
+from vsched import _core, parallel_memory
 from vsched import policy as python_policy
-from vsched.store import JOB_COLUMNS, Row, Store, StoreBusy  # noqa: F401 - Store, StoreBusy re-exported
+from vsched.store import JOB_COLUMNS as JOB_COLUMNS
+from vsched.store import Row as Row
+from vsched.store import Store as Store
+from vsched.store import StoreBusy as StoreBusy
 
 if sys.version_info >= (3, 11):
     import tomllib

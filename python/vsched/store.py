@@ -16,6 +16,7 @@ line without one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -46,10 +47,8 @@ _HELD_LOCKS: set[int] = set()
 
 def _close_inherited_locks() -> None:
     for descriptor in _HELD_LOCKS:
-        try:
+        with contextlib.suppress(OSError):
             os.close(descriptor)
-        except OSError:
-            pass
     _HELD_LOCKS.clear()
 
 

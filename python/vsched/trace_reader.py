@@ -122,7 +122,9 @@ class _Source:
     stands, then `tail`. Refuses more than MAX_EVENT_BYTES read since the last `mark()` (one
     event, or what comes before the events)."""
 
-    def __init__(self, label: str, file: IO[bytes], head: bytes = b"", limit: int | None = None, tail: bytes = b""):
+    def __init__(
+        self, label: str, file: IO[bytes], head: bytes = b"", limit: int | None = None, tail: bytes = b""
+    ):
         self.label, self.file, self.pending, self.left, self.tail = label, file, head, limit, tail
         self.read_bytes = 0
         self.marked = 0
@@ -274,7 +276,9 @@ def _load_stream(path: str, file: IO[bytes], window: _Window) -> Schedule:
                 window.add(path, event, position)
             position += 1
     except _NotATrace:
-        raise PlotError(f"TRACE: '{path}' has no \"traceEvents\" list; write one with `vsched run --trace`") from None
+        raise PlotError(
+            f"TRACE: '{path}' has no \"traceEvents\" list; write one with `vsched run --trace`"
+        ) from None
     except (ijson.JSONError, UnicodeDecodeError) as error:
         if position == 0 and not window.schedule.pcpu_names:
             if source.at_end and source.read_bytes > 0:

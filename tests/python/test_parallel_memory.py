@@ -58,14 +58,18 @@ def test_fewer_workers_run_when_the_memory_holds_fewer_runs(
     assert len(rows) == 8 and len({row["pid"] for row in rows}) <= 2
 
 
-def test_enough_memory_changes_nothing(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_enough_memory_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(MEMORY_VARIABLE, "64G")
     jobs = make_jobs("tiny", TINY_SCENARIO, None, [], range(1, 5))
     assert len(list(run_local(jobs, 4, RunSettings(), whose))) == 4
     assert capsys.readouterr().err == ""
 
 
-def test_a_sweep_says_it_runs_fewer_at_once(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sweep_says_it_runs_fewer_at_once(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(MEMORY_VARIABLE, ROOM)
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY_SCENARIO)

@@ -186,8 +186,9 @@ def test_a_second_writer_is_refused_and_the_first_loses_nothing(tmp_path: Path) 
 
     message = str(refused.value)
     assert message == (
-        f"--out: '{tmp_path}' is in use: process {os.getpid()} is writing its runs (runs.jsonl.lock is locked); "
-        "expected another directory, or the same command again once that one has ended"
+        f"--out: '{tmp_path}' is in use: process {os.getpid()} is writing its runs "
+        "(runs.jsonl.lock is locked); expected another directory, or the same command again once "
+        "that one has ended"
     )
     keys = [json.loads(line)["key"] for line in path.read_bytes().splitlines()]
     assert sorted(keys) == sorted(row["key"] for row in rows) and len(set(keys)) == 3
@@ -251,8 +252,21 @@ def test_two_writers_killed_at_random_lose_and_double_no_run(tmp_path: Path) -> 
     kills. Before the lock, runs seen stored vanished (a writer's rewrite) and runs were
     stored twice. The timeout only bounds a hung trial; what is asserted holds at any speed."""
     trial = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "store_trial.py"), "--kills", "6", "--points", "6",
-         "--reps", "4", "--damage-rate", "0.05", "--out", str(tmp_path / "trial"), "--json"],
+        [
+            sys.executable,
+            str(REPO / "scripts" / "store_trial.py"),
+            "--kills",
+            "6",
+            "--points",
+            "6",
+            "--reps",
+            "4",
+            "--damage-rate",
+            "0.05",
+            "--out",
+            str(tmp_path / "trial"),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=900,

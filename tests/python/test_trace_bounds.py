@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from test_trace_window import BUSY_SCENARIO
 
 import vsched
 from vsched.plot import _visible
 from vsched.trace_reader import CHECKPOINT_NAME, Interval, load_trace
 
 from helpers import TINY_SCENARIO, CliResult
-from test_trace_window import BUSY_SCENARIO
 
 Cli = Callable[..., CliResult]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
