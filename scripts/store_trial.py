@@ -12,9 +12,10 @@ and damages the store as a kill during a write, or an older vsched writing besid
 would: a line cut short and a run stored twice; the next writer compacts them away.
 
 Every 20 ms the trial reads the store, as any reader may without the lock, and notes every
-run stored in a whole line. At the end: every run ever seen stored is still there (nothing
-lost), each once (nothing doubled), all the sweep's runs are there, and a last run of the
-same command finds them all stored and writes results.parquet with each run once. Prints a
+run stored in a whole line; when a writer exits 0, every run must be stored at that moment.
+At the end: every run ever seen stored is still there (nothing lost), each once (nothing
+doubled), all the sweep's runs are there, and a last run of the same command finds them all
+stored and writes results.parquet with each run once. Prints a
 summary (`--json`: as JSON) and exits 0 if all of that holds, 1 otherwise.
 """
 
@@ -59,6 +60,7 @@ class Slot:
 
     name: str
     process: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
     holding_since: float | None = None
     kill_after: float = 0.0
     restart_at: float = 0.0
@@ -90,28 +92,56 @@ def lock_holder(lock: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def damage(store: Path, lock: Path) -> bool:
+def replaced_store(pid: int, store: Path) -> list[str]:
+    """The keys in the store file process `pid` appends to, if another process has replaced
+    that file (it shows as deleted in /proc): runs the writer counts as stored that the store
+    does not hold. Empty if it appends to the store itself."""
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    for descriptor in descriptors:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}") == f"{store} (deleted)":
+                with open(f"/proc/{pid}/fd/{descriptor}", "rb") as file:
+                    return [
+                        k
+                        for k in (
+                            json.loads(line).get("key")
+                            for line in file.read().split(b"\n")[:-1]
+                            if line.startswith(b"{")
+                        )
+                        if isinstance(k, str)
+                    ]
+        except (OSError, ValueError):
+            continue
+    return []
+
+
+def damage(store: Path, lock: Path) -> str | None:
     """Take the store's lock if it is free, and append a run stored twice and a line cut
-    short; False if a writer holds the lock."""
+    short; the key stored twice, or None if a writer holds the lock."""
     if not store.exists():
-        return False
+        return None
     descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return False
+            return None
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
         lines = store.read_bytes().split(b"\n")[:-1] if store.exists() else []
+        lines = [line for line in lines if line.startswith(b'{"key"')]
         if not lines:
-            return False
+            return None
+        twice = random.choice(lines)
         with store.open("ab") as file:
-            file.write(random.choice(lines) + b"\n" + b'{"key": "cut-short", "scen')
+            file.write(twice + b"\n" + b'{"key": "cut-short", "scen')
         # A later append must not continue the cut line: a writer compacts it on opening.
         with store.open("ab") as file:
             file.write(b"\n")
-        return True
+        return str(json.loads(twice)["key"])
     finally:
         os.close(descriptor)
 
@@ -143,6 +173,9 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
     total = args.points * args.reps
     slots = [Slot("A"), Slot("B")]
     seen: set[str] = set()
+    injected: set[str] = set()  # keys the trial itself stored twice
+    doubled_now: set[str] = set()  # keys a writer stored twice, seen while the trial ran
+    lost_now: set[str] = set()  # keys a writer appended to a store file another had replaced
     counts = Counter(kills=0, kills_of_holder=0, refused=0, completed=0, damaged=0, observations=0)
     problems: list[str] = []
     started = time.monotonic()
@@ -159,6 +192,7 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
                     slot.process = subprocess.Popen(
                         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
                     )
+                    slot.started = now
                     slot.holding_since = None
                     slot.kill_after = random.uniform(0.2, 1.2)
                 continue
@@ -168,7 +202,9 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
                     slot.holding_since = now
                 holding = slot.holding_since is not None and now - slot.holding_since >= slot.kill_after
                 starting = slot.holding_since is None and random.random() < 0.002
-                if counts["kills"] < args.kills and (holding or starting):
+                # A writer that takes no lock (an older vsched) is killed after as long.
+                unlocked = slot.holding_since is None and now - slot.started >= slot.kill_after + 3.0
+                if counts["kills"] < args.kills and (holding or starting or unlocked):
                     process.kill()
                     process.wait()
                     counts["kills"] += 1
@@ -184,14 +220,26 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
             elif code == 0:
                 counts["completed"] += 1
                 done = counts["kills"] >= args.kills
+                # A writer that ends well has stored every run: none may be missing now.
+                stored = len(set(store_keys(store)))
+                if stored != total:
+                    problems.append(f"writer {slot.name} exited 0 with {stored} of {total} runs stored")
             else:
                 problems.append(f"writer {slot.name} exited {code}: {err.strip()[-500:]}")
                 done = True
-        if counts["kills"] < args.kills and random.random() < args.damage_rate and damage(store, lock):
-            counts["damaged"] += 1
+        if counts["kills"] < args.kills and random.random() < args.damage_rate:
+            twice = damage(store, lock)
+            if twice is not None:
+                counts["damaged"] += 1
+                injected.add(twice)
         keys = store_keys(store)
         counts["observations"] += 1
         seen.update(keys)
+        doubled_now.update(k for k, n in Counter(keys).items() if n > 1 and k not in injected)
+        for slot in slots:
+            if slot.process is not None:
+                appended = set(replaced_store(slot.process.pid, store)) - set(store_keys(store))
+                lost_now.update(appended)
         time.sleep(POLL_S)
     for slot in slots:
         if slot.process is not None:
@@ -208,6 +256,10 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
         problems.append(f"the last run found the sweep incomplete: {last.stderr.strip()[-300:]}")
     if lost:
         problems.append(f"{len(lost)} stored runs lost, e.g. {lost[0]}")
+    if lost_now:
+        problems.append(f"{len(lost_now)} runs appended to a store file another writer had replaced")
+    if doubled_now:
+        problems.append(f"{len(doubled_now)} runs stored twice by the writers while they ran")
     if doubled:
         problems.append(f"{len(doubled)} runs stored twice, e.g. {doubled[0]}")
     if len(set(after)) != total:
@@ -226,7 +278,9 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
         "seen_stored": len(seen),
         "stored_at_end": len(set(final)),
         "lost": len(lost),
+        "lost_while_running": len(lost_now),
         "doubled": len(doubled),
+        "doubled_while_running": len(doubled_now),
         "problems": problems,
     }
 
