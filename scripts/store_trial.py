@@ -203,7 +203,7 @@ def trial(args: argparse.Namespace) -> dict[str, object]:
                 holding = slot.holding_since is not None and now - slot.holding_since >= slot.kill_after
                 starting = slot.holding_since is None and random.random() < 0.002
                 # A writer that takes no lock (an older vsched) is killed after as long.
-                unlocked = slot.holding_since is None and now - slot.started >= slot.kill_after + 3.0
+                unlocked = slot.holding_since is None and now - slot.started >= slot.kill_after + 8.0
                 if counts["kills"] < args.kills and (holding or starting or unlocked):
                     process.kill()
                     process.wait()

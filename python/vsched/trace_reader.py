@@ -348,10 +348,10 @@ def _load_window(path: str, file: IO[bytes], index: dict[str, Any], window: _Win
     if not 0 <= start <= end:
         raise ValueError("the index's offsets are out of order")
     file.seek(start)
-    first = file.read(1)
+    first = file.read(1) if end > start else b""
     # The range starts at an event or at the comma before one, and ends after one.
     head = b"[" + (b"" if first == b"," else first)
-    source = _Source(f"TRACE: '{path}'", file, head, end - start - 1, b"]")
+    source = _Source(f"TRACE: '{path}'", file, head, max(0, end - start - 1), b"]")
     last_checkpoint = None
     for position, event in enumerate(_items(source, whole=False)):
         last_checkpoint = _checkpoint(event)

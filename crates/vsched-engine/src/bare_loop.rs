@@ -90,4 +90,16 @@ mod tests {
             let _ = run(1000, queue_len);
         }
     }
+
+    #[test]
+    fn stops_when_told_between_stretches() {
+        let mut asked = 0;
+        let stopped = run_until(10 * CHECK_EVERY, 10, &mut || {
+            asked += 1;
+            asked < 3
+        });
+        assert!(stopped.is_none());
+        assert_eq!(asked, 3, "asked once per stretch until told to stop");
+        assert!(run_until(CHECK_EVERY, 10, &mut || false).is_some(), "one stretch: never asked");
+    }
 }

@@ -271,6 +271,24 @@ mod tests {
     }
 
     #[test]
+    fn a_benchmark_told_to_stop_is_interrupted() {
+        // A standard benchmark of 1000 simulated seconds would take minutes: it asks whether to
+        // go on every few thousand events, and stops at the first no.
+        let e = bench_json_with(Some(1000.0), 1, &mut || false).unwrap_err();
+        assert!(matches!(e, Error::Interrupted), "{e}");
+        // A file's runs: asked before each run too (a small scenario may never reach a check).
+        let tiny = BENCH_SCENARIO.replace("horizon_s = 60", "horizon_s = 0.0001");
+        let mut asked = 0;
+        let e = bench_file_json_with(&tiny, MAX_BENCH_RUNS, 1, &mut || {
+            asked += 1;
+            asked < 5
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Interrupted), "{e}");
+        assert_eq!(asked, 5);
+    }
+
+    #[test]
     fn copies_out_of_range_name_the_option() {
         for copies in [0, MAX_BENCH_COPIES + 1] {
             let e = bench_json(Some(0.001), copies).unwrap_err().to_string();
