@@ -132,16 +132,23 @@ def damage(store: Path, lock: Path) -> str | None:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
         lines = store.read_bytes().split(b"\n")[:-1] if store.exists() else []
-        lines = [line for line in lines if line.startswith(b'{"key"')]
-        if not lines:
+        runs = []  # the lines that hold a run (not a line cut short earlier)
+        for line in lines:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and isinstance(value.get("key"), str):
+                runs.append((line, value["key"]))
+        if not runs:
             return None
-        twice = random.choice(lines)
+        twice, key = random.choice(runs)
         with store.open("ab") as file:
             file.write(twice + b"\n" + b'{"key": "cut-short", "scen')
         # A later append must not continue the cut line: a writer compacts it on opening.
         with store.open("ab") as file:
             file.write(b"\n")
-        return str(json.loads(twice)["key"])
+        return str(key)
     finally:
         os.close(descriptor)
 

@@ -272,6 +272,7 @@ def test_two_writers_killed_at_random_lose_and_double_no_run(tmp_path: Path) -> 
         timeout=900,
         check=False,
     )
+    assert trial.stdout, trial.stderr[-3000:]
     summary = json.loads(trial.stdout.splitlines()[-1])
     assert summary["problems"] == [], summary
     assert trial.returncode == 0
