@@ -33,6 +33,12 @@ DETAIL_MIN_PX = 4
 LABEL_MIN_PX = 40
 
 
+def _plain(text: str) -> str:
+    """`text` drawn as written: a `$` escaped, so that matplotlib does not read `$...$` as
+    mathtext (a VM named `$x^{$` would fail the whole figure)."""
+    return text.replace("$", r"\$")
+
+
 def _natural_key(text: str) -> tuple[int | str, ...]:
     """Sort "vm10" after "vm9"."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
@@ -158,7 +164,7 @@ def gantt_figure(
             axes.text(
                 (bar.start_ms + bar.end_ms) / 2,
                 row_of[bar.pcpu],
-                bar.label,
+                _plain(bar.label),
                 ha="center",
                 va="center",
                 fontsize=7,
@@ -166,16 +172,16 @@ def gantt_figure(
             )
 
     axes.set_yticks(range(len(pcpus)))
-    axes.set_yticklabels([schedule.pcpu_names.get(pcpu, f"pCPU {pcpu}") for pcpu in pcpus])
+    axes.set_yticklabels([_plain(schedule.pcpu_names.get(pcpu, f"pCPU {pcpu}")) for pcpu in pcpus])
     axes.set_ylim(len(pcpus) - 0.5, -0.5)  # pCPU 0 on top, as in the papers' figures
     axes.set_xlim(window_start, window_end)
     axes.set_xlabel("time (ms)")
     axes.grid(axis="x", linewidth=0.3, alpha=0.5)
-    legend = [Patch(facecolor=colour_of[vm], edgecolor="black", label=vm) for vm in vms]
+    legend = [Patch(facecolor=colour_of[vm], edgecolor="black", label=_plain(vm)) for vm in vms]
     legend.append(Patch(facecolor="white", edgecolor="black", hatch=SPIN_HATCH, label="spinning"))
     axes.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     if title:
-        axes.set_title(title)
+        axes.set_title(_plain(title))
     return figure
 
 
@@ -185,9 +191,10 @@ def plot_trace(
     *,
     start_ms: float | None = None,
     end_ms: float | None = None,
-) -> None:
+) -> Schedule:
     """Read a trace and save its Gantt chart; the image format follows `output_path`'s
-    suffix (png, svg, pdf...)."""
+    suffix (png, svg, pdf...). Returns what was read: its `damage` says where a trace that
+    ends early or is damaged stopped being read (the chart shows what precedes)."""
     image_format = Path(output_path).suffix.lstrip(".").lower()
     supported = FigureCanvasBase.get_supported_filetypes()
     if image_format not in supported:
@@ -199,3 +206,4 @@ def plot_trace(
     schedule = load_trace(trace_path, start_ms=start_ms, end_ms=end_ms)
     figure = gantt_figure(schedule, start_ms=start_ms, end_ms=end_ms, title=Path(trace_path).name)
     figure.savefig(output_path)
+    return schedule

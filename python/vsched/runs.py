@@ -2,9 +2,10 @@
 
 A `Job` is one simulation: a scenario's TOML text with overrides applied, a policy and one
 seed. Its `key` digests all three, so a job is identified by what it computes. Finished jobs
-are appended to a `Store` (a JSON-lines file, one finished run per line, written and synced
-as each run ends); running the same jobs again skips those already stored. An interrupted
-sweep therefore resumes where it stopped, and no run is lost or counted twice.
+are appended to a `Store` (`vsched.store`: a JSON-lines file, one finished run per line,
+written and synced as each run ends, locked against other writers); running the same jobs
+again skips those already stored. An interrupted sweep therefore resumes where it stopped,
+and no run is lost or counted twice.
 
 Jobs run in parallel on local processes or, with the optional `ray` extra, on a Ray cluster;
 the same job gives the same row on either (only `wall_s` differs).
@@ -29,22 +30,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 import vsched
-from vsched import _core
+from vsched import _core, parallel_memory
 from vsched import policy as python_policy
+from vsched.store import JOB_COLUMNS as JOB_COLUMNS
+from vsched.store import Row as Row
+from vsched.store import Store as Store
+from vsched.store import StoreBusy as StoreBusy
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-Row = dict[str, Any]
-"""One finished run, flattened (see `flatten`): the job's columns, then its metrics."""
-
 Override = tuple[str, Any]
 """A dotted scenario key and its value, e.g. ("scheduler.tslice_ms", 10); see `apply_overrides`."""
-
-# Columns that say which job a row is; every other column is a metric of the run.
-JOB_COLUMNS = ("key", "scenario", "policy", "overrides", "seed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,116 +324,6 @@ def _died(job: Job, exitcode: int | None) -> JobFailed:
 
 
 # ---------------------------------------------------------------------------------------------
-# The store of finished runs
-
-# At most this many line numbers are listed in the warning about damaged lines.
-_LISTED_LINES = 10
-
-
-def _is_row(value: Any) -> bool:
-    """Whether a stored line's JSON value is a row as `execute` writes them: the job columns
-    with their types, and metrics that are JSON scalars or arrays."""
-    if not isinstance(value, dict):
-        return False
-    if not isinstance(value.get("key"), str) or not value["key"]:
-        return False
-    if not all(isinstance(value.get(column), str) for column in ("scenario", "policy", "overrides")):
-        return False
-    seed = value.get("seed")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        return False
-    return not any(isinstance(v, dict) for k, v in value.items() if k not in JOB_COLUMNS)
-
-
-def _parse_line(raw: bytes) -> Row | None:
-    """The row a stored line holds, or None if the line is damaged."""
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested beyond reason
-        return None
-    return value if _is_row(value) else None
-
-
-class Store:
-    """Finished runs in `path` (JSON lines), keyed by `Job.key`.
-
-    A line is appended and synced to disk as each run finishes, so a killed sweep loses at
-    most the runs in flight. On opening, a damaged line (cut short by a kill, not UTF-8, not
-    JSON, not a row) is skipped, moved to `<path>.damaged` and reported on stderr in one line;
-    the run it held, if any, is run again. A run stored twice is kept once.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows: dict[str, Row] = {}
-        self.damaged_lines: list[int] = []
-        """1-based numbers of the damaged lines found on opening."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            self._load()
-        self._file = path.open("a", encoding="utf-8")
-
-    def _load(self) -> None:
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        kept: list[bytes] = []
-        damaged: list[bytes] = []
-        for number, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            row = _parse_line(raw)
-            if row is None:
-                self.damaged_lines.append(number)
-                damaged.append(raw)
-            elif row["key"] not in self.rows:
-                self.rows[row["key"]] = row
-                kept.append(raw)
-        clean = b"".join(line + b"\n" for line in kept)
-        if clean == data:
-            return
-        if damaged:
-            with open(f"{self.path}.damaged", "ab") as file:
-                file.write(b"".join(line + b"\n" for line in damaged))
-        # Replaced in one step, so that a kill now leaves either file whole.
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "wb") as file:
-            file.write(clean)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
-        if damaged:
-            numbers = ", ".join(map(str, self.damaged_lines[:_LISTED_LINES]))
-            if len(self.damaged_lines) > _LISTED_LINES:
-                numbers += f" and {len(self.damaged_lines) - _LISTED_LINES} more"
-            count = len(self.damaged_lines)
-            print(
-                f"warning: {self.path}: skipped {count} damaged line{'s' if count > 1 else ''} "
-                f"(line{'s' if count > 1 else ''} {numbers}), moved to {self.path}.damaged; "
-                "the runs they held are run again",
-                file=sys.stderr,
-            )
-
-    def add(self, row: Row) -> None:
-        if row["key"] in self.rows:
-            return
-        self.rows[row["key"]] = row
-        self._file.write(json.dumps(row, allow_nan=True) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-
-# ---------------------------------------------------------------------------------------------
 # Backends
 
 Progress = Callable[[int, int], None]
@@ -514,7 +403,10 @@ def run_local(
 ) -> Iterator[Row]:
     """Run `jobs` on `workers` local processes (in this one for 1), each with `task`, yielding
     each row as its job finishes, in that order; nothing is stored. A failed run raises
-    `JobFailed` naming it, and the runs still going are stopped."""
+    `JobFailed` naming it, and the runs still going are stopped. Fewer processes run when
+    `workers` runs would not fit the machine's memory (`vsched.parallel_memory`)."""
+    if workers > 1:
+        workers = parallel_memory.fit_jobs(jobs, workers, settings.max_memory)
     if workers <= 1:
         for job in jobs:
             yield _row(job, _attempt(job, settings, task))

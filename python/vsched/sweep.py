@@ -225,8 +225,9 @@ def run_sweep(
     `out`/runs.jsonl (a rerun resumes) and the results written to `out`/results.parquet, as
     `vsched sweep --out` does.
 
-    Raises `ScenarioError` for a bad key or value, `InfeasiblePoint` for a point the core
-    refuses unless `skip_infeasible`, and `vsched.runs.JobFailed` if a run fails."""
+    Raises `ScenarioError` for a bad key or value (its subclass `vsched.store.StoreBusy` if
+    another process writes `out`), `InfeasiblePoint` for a point the core refuses unless
+    `skip_infeasible`, and `vsched.runs.JobFailed` if a run fails."""
     vsched._check_int("reps", reps, 1, MAX_REPS)
     vsched._check_int("seed", seed, 0, 2**64 - reps)
     values = [(key, list(choices)) for key, choices in (grid or {}).items()]
@@ -250,9 +251,9 @@ def run_sweep(
         with Store(directory / "runs.jsonl") as store:
             workers = jobs or os.cpu_count() or 1
             rows = run_jobs(planned.jobs, store, workers=workers, progress=progress, settings=settings)
-        columns = swept_columns(planned.jobs)
-        if out is not None:
-            write_parquet(rows, directory / "results.parquet", columns)
+            columns = swept_columns(planned.jobs)
+            if out is not None:  # under the store's lock, as the runs were
+                write_parquet(rows, directory / "results.parquet", columns)
     return SweepResults([{**row, **columns[row["key"]]} for row in rows], planned.skipped)
 
 

@@ -20,9 +20,19 @@ use crate::Time;
 /// standard benchmark. Any gap gives the same speed; it only spreads the keys.
 const MEAN_DELAY_NS: Time = 50_000;
 
+/// Iterations between two calls of `run_until`'s `keep_going` (tens of ms): a Ctrl-C stops a
+/// long loop at once, and the calls, outside the timed stretches, cost the loop nothing.
+const CHECK_EVERY: u64 = 1 << 20;
+
 /// Runs `events` pop-and-push iterations over a heap of `queue_len` events (at least one) and
 /// returns the wall-clock time they took.
 pub fn run(events: u64, queue_len: usize) -> Duration {
+    run_until(events, queue_len, &mut || true).expect("never stopped")
+}
+
+/// As [`run`], calling `keep_going` every million iterations or so; `None` if it returned
+/// `false` (the loop stopped there).
+pub fn run_until(events: u64, queue_len: usize, keep_going: &mut dyn FnMut() -> bool) -> Option<Duration> {
     let mut rng = SplitMix64(0x5eed);
     let mut next_delay = move || rng.next() % (2 * MEAN_DELAY_NS);
     let mut heap: BinaryHeap<Reverse<(u128, u64)>> = BinaryHeap::with_capacity(queue_len.max(1) + 1);
@@ -33,17 +43,26 @@ pub fn run(events: u64, queue_len: usize) -> Duration {
         seq += 1;
     }
     let mut checksum: u64 = 0;
-    let started = Instant::now();
-    for _ in 0..events {
-        let Reverse((k, payload)) = heap.pop().expect("the heap never empties");
-        checksum = checksum.wrapping_add(payload);
-        let now = (k >> 64) as Time;
-        heap.push(Reverse((key(now + next_delay(), seq), seq)));
-        seq += 1;
+    let mut took = Duration::ZERO;
+    let mut left = events;
+    while left > 0 {
+        let chunk = left.min(CHECK_EVERY);
+        let started = Instant::now();
+        for _ in 0..chunk {
+            let Reverse((k, payload)) = heap.pop().expect("the heap never empties");
+            checksum = checksum.wrapping_add(payload);
+            let now = (k >> 64) as Time;
+            heap.push(Reverse((key(now + next_delay(), seq), seq)));
+            seq += 1;
+        }
+        took += started.elapsed();
+        left -= chunk;
+        if left > 0 && !keep_going() {
+            return None;
+        }
     }
-    let took = started.elapsed();
     black_box(checksum);
-    took
+    Some(took)
 }
 
 /// SplitMix64 (Steele, Lea and Flood, OOPSLA 2014): a few instructions per number, so the
@@ -70,5 +89,17 @@ mod tests {
         for queue_len in [0, 1, 100] {
             let _ = run(1000, queue_len);
         }
+    }
+
+    #[test]
+    fn stops_when_told_between_stretches() {
+        let mut asked = 0;
+        let stopped = run_until(10 * CHECK_EVERY, 10, &mut || {
+            asked += 1;
+            asked < 3
+        });
+        assert!(stopped.is_none());
+        assert_eq!(asked, 3, "asked once per stretch until told to stop");
+        assert!(run_until(CHECK_EVERY, 10, &mut || false).is_some(), "one stretch: never asked");
     }
 }

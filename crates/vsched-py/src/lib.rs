@@ -152,8 +152,13 @@ fn python_policy_error(py: Python<'_>, message: String, exception: Option<PyErr>
         .import_bound(py_policy::POLICY_MODULE)
         .and_then(|m| m.getattr("_traceback"))
         .and_then(|format| format.call1((exception.value_bound(py),)));
-    if let Ok(text) = traceback {
-        let _ = value.setattr("policy_traceback", text);
+    match traceback {
+        Ok(text) => {
+            let _ = value.setattr("policy_traceback", text);
+        }
+        // A Ctrl-C while the exception's `str()` ran (one that loops, say).
+        Err(trouble) if trouble.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => return trouble,
+        Err(_) => {}
     }
     error.set_cause(py, Some(exception));
     error
@@ -205,8 +210,9 @@ fn run(
             }
         }
     };
-    let result =
-        guarded(|| Ok(vsched::run_scenario_json_with(scenario_toml, &options, Some(&resolver), &mut on_progress)))?;
+    let result = resolver.failure.interrupted_or(guarded(|| {
+        Ok(vsched::run_scenario_json_with(scenario_toml, &options, Some(&resolver), &mut on_progress))
+    }))?;
     match (result, python_error) {
         (Err(vsched::Error::Interrupted), Some(error)) => Err(error),
         (Err(vsched::Error::Policy(message)), _) => {
@@ -216,14 +222,16 @@ fn run(
     }
 }
 
-/// Checks a scenario (TOML text) without running it; raises `ScenarioError` if it is invalid
-/// or its estimated memory exceeds `max_memory` bytes (0 = the default budget). A Python
-/// policy's file is resolved against `policy_dir` (default: the current directory).
+/// Checks a scenario (TOML text) without running it and returns the memory a run of it is
+/// estimated to hold (bytes); raises `ScenarioError` if it is invalid or that estimate exceeds
+/// `max_memory` bytes (0 = the default budget). A Python policy's file is resolved against
+/// `policy_dir` (default: the current directory).
 #[pyfunction]
 #[pyo3(signature = (scenario_toml, max_memory=0, policy_dir=None))]
-fn validate(py: Python<'_>, scenario_toml: &str, max_memory: u64, policy_dir: Option<String>) -> PyResult<()> {
+fn validate(py: Python<'_>, scenario_toml: &str, max_memory: u64, policy_dir: Option<String>) -> PyResult<u64> {
     let resolver = python_policies(py, None, None, policy_dir)?;
-    guarded(|| vsched::validate_scenario_with(scenario_toml, max_memory, Some(&resolver)).map_err(to_py_err))
+    let result = guarded(|| vsched::estimate_memory_with(scenario_toml, max_memory, Some(&resolver)).map_err(to_py_err));
+    resolver.failure.interrupted_or(result)
 }
 
 /// The scenario's TOML with `[scheduler]` replaced by `policy` (when given), then each
@@ -257,10 +265,10 @@ fn combine_reports(
     policy_dir: Option<String>,
 ) -> PyResult<String> {
     let resolver = python_policies(py, None, None, policy_dir)?;
-    guarded(|| {
+    resolver.failure.interrupted_or(guarded(|| {
         vsched::combine_reports_json(scenario_toml, policy, max_memory, seed, &reports, Some(&resolver))
             .map_err(to_py_err)
-    })
+    }))
 }
 
 /// The registered scheduling policies as JSON text.
@@ -279,16 +287,37 @@ fn workloads() -> PyResult<String> {
 /// repeated `copies` times) and the bare event loop, and returns their figures as JSON text.
 #[pyfunction]
 #[pyo3(name = "bench", signature = (sim_s=None, copies=1))]
-fn run_bench(sim_s: Option<f64>, copies: u32) -> PyResult<String> {
-    guarded(|| vsched::bench_json(sim_s, copies).map_err(to_py_err))
+fn run_bench(py: Python<'_>, sim_s: Option<f64>, copies: u32) -> PyResult<String> {
+    interruptible(py, |keep_going| vsched::bench_json_with(sim_s, copies, keep_going))
+}
+
+/// Runs `call` with a `keep_going` that notices a pending Ctrl-C (Python's signal handlers
+/// run there): the benchmark stops at once and the `KeyboardInterrupt` is raised.
+fn interruptible(
+    py: Python<'_>,
+    call: impl FnOnce(&mut dyn FnMut() -> bool) -> Result<String, vsched::Error>,
+) -> PyResult<String> {
+    let mut python_error: Option<PyErr> = None;
+    let mut keep_going = || match py.check_signals() {
+        Ok(()) => true,
+        Err(error) => {
+            python_error = Some(error);
+            false
+        }
+    };
+    let result = guarded(|| Ok(call(&mut keep_going)))?;
+    match (result, python_error) {
+        (Err(vsched::Error::Interrupted), Some(error)) => Err(error),
+        (result, _) => result.map_err(to_py_err),
+    }
 }
 
 /// Runs the scenario `toml_text` `runs` times with its own seed and returns the wall-clock
 /// time of a run (median, minimum, maximum) as JSON text.
 #[pyfunction]
 #[pyo3(name = "bench_scenario")]
-fn run_bench_scenario(toml_text: &str, runs: u32, copies: u32) -> PyResult<String> {
-    guarded(|| vsched::bench_file_json(toml_text, runs, copies).map_err(to_py_err))
+fn run_bench_scenario(py: Python<'_>, toml_text: &str, runs: u32, copies: u32) -> PyResult<String> {
+    interruptible(py, |keep_going| vsched::bench_file_json_with(toml_text, runs, copies, keep_going))
 }
 
 // The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).

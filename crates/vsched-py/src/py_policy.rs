@@ -39,6 +39,10 @@ struct Failure {
     failed: bool,
     /// The exception of the first failure, if it was one.
     exception: Option<PyErr>,
+    /// A Ctrl-C (`KeyboardInterrupt`) that arrived while Python code ran: loading a policy, its
+    /// `__init__`, `admit`, or the `str()` of its exception. It ends the call, whatever error
+    /// the core made of the failure it caused.
+    interrupt: Option<PyErr>,
 }
 
 impl FailureSlot {
@@ -49,13 +53,32 @@ impl FailureSlot {
     fn record(&self, exception: Option<PyErr>) {
         let mut failure = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if !failure.failed {
-            *failure = Failure { failed: true, exception };
+            failure.failed = true;
+            failure.exception = exception;
         }
     }
 
     /// The exception that failed the run, if any.
     pub fn take_exception(&self) -> Option<PyErr> {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).exception.take()
+    }
+
+    /// Keeps `error` if it is a Ctrl-C; whether it was.
+    pub fn keep_interrupt(&self, py: Python<'_>, error: &PyErr) -> bool {
+        if !error.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+            return false;
+        }
+        let mut failure = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        failure.interrupt.get_or_insert_with(|| error.clone_ref(py));
+        true
+    }
+
+    /// The Ctrl-C kept during the call, if any, else `result`.
+    pub fn interrupted_or<T>(&self, result: PyResult<T>) -> PyResult<T> {
+        match self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).interrupt.take() {
+            Some(interrupt) => Err(interrupt),
+            None => result,
+        }
     }
 }
 
@@ -71,11 +94,42 @@ fn settled(py: Python<'_>, error: PyErr) -> PyErr {
 }
 
 /// One line about `error` (`settled`): its type, message and the line of the policy's code
-/// that raised it.
-fn describe(py: Python<'_>, error: &PyErr) -> String {
-    call_helper(py, "_describe", (error.value_bound(py),))
-        .and_then(|text| text.extract::<String>())
-        .unwrap_or_else(|_| error.to_string())
+/// that raised it. A Ctrl-C while its `str()` runs (one that loops, say) is kept in `failure`
+/// and the type alone is said; nothing calls that `str()` again.
+fn describe(py: Python<'_>, error: &PyErr, failure: &FailureSlot) -> String {
+    failure.keep_interrupt(py, error);
+    call_helper(py, "_describe", (error.value_bound(py),)).and_then(|text| text.extract::<String>()).unwrap_or_else(
+        |trouble| {
+            failure.keep_interrupt(py, &trouble);
+            error.get_type_bound(py).qualname().map_or_else(|_| "an exception".to_string(), |name| name.to_string())
+        },
+    )
+}
+
+/// The `repr()` of a value a policy returned, or "a value" if that fails (a Ctrl-C while it
+/// runs is kept in `failure`).
+fn shown(py: Python<'_>, value: &Bound<'_, PyAny>, failure: &FailureSlot) -> String {
+    value.repr().map_or_else(
+        |trouble| {
+            failure.keep_interrupt(py, &trouble);
+            "a value".to_string()
+        },
+        |r| r.to_string(),
+    )
+}
+
+/// One line about an error of the loader or of a class being checked, a Ctrl-C kept.
+fn loader_error(py: Python<'_>, error: &PyErr, failure: &FailureSlot) -> String {
+    if failure.keep_interrupt(py, error) {
+        return "interrupted".to_string();
+    }
+    error.value_bound(py).str().map_or_else(
+        |trouble| {
+            failure.keep_interrupt(py, &trouble);
+            "an exception whose str() failed".to_string()
+        },
+        |text| text.to_string(),
+    )
 }
 
 /// Resolves the external names of one run's scenario to Python classes.
@@ -101,7 +155,7 @@ impl PolicyResolver for PythonPolicies {
                 _ => None,
             };
             let class = call_helper(py, "_resolve", (name, &self.policy_dir, given))
-                .map_err(|e| ConfigError::new(field, e.value_bound(py).to_string()))?;
+                .map_err(|e| ConfigError::new(field, loader_error(py, &e, &self.failure)))?;
             let hypervisor = match class.getattr("hypervisor").and_then(|h| h.extract::<String>()).as_deref() {
                 Ok("xen") => Hypervisor::Xen,
                 Ok("kvm") => Hypervisor::Kvm,
@@ -116,7 +170,7 @@ impl PolicyResolver for PythonPolicies {
                     Value::Bool(b) => b.into_py(py),
                     Value::Str(s) => s.into_py(py),
                 };
-                kwargs.set_item(key, value).map_err(|e| ConfigError::new(field, e.to_string()))?;
+                kwargs.set_item(key, value).map_err(|e| ConfigError::new(field, loader_error(py, &e, &self.failure)))?;
             }
             let class_name = class.getattr("__qualname__").map(|q| q.to_string()).unwrap_or_else(|_| name.to_string());
             Ok(Arc::new(PythonPolicyClass {
@@ -159,7 +213,7 @@ impl ExternalPolicy for PythonPolicyClass {
                     .iter()
                     .map(|(k, v)| format!("{k}={}", v.repr().map_or(String::new(), |r| r.to_string())))
                     .collect();
-                format!("{}({}) raised {}", self.class_name, args.join(", "), describe(py, &e))
+                format!("{}({}) raised {}", self.class_name, args.join(", "), describe(py, &e, &self.failure))
             })?;
             PythonPolicy::new(py, &self.class_name, instance, self.failure.clone())
         })
@@ -199,15 +253,16 @@ pub struct PythonPolicy {
 
 impl PythonPolicy {
     fn new(py: Python<'_>, class_name: &str, instance: Bound<'_, PyAny>, failure: FailureSlot) -> Result<Self, String> {
-        let base = py.import_bound(POLICY_MODULE).and_then(|m| m.getattr("Policy")).map_err(|e| e.to_string())?;
+        let trouble = |e: PyErr| loader_error(py, &e, &failure);
+        let base = py.import_bound(POLICY_MODULE).and_then(|m| m.getattr("Policy")).map_err(trouble)?;
         let class = instance.get_type();
         let method = |name: &str| -> Result<Option<Py<PyAny>>, String> {
-            let mine = class.getattr(name).map_err(|e| e.to_string())?;
-            let default = base.getattr(name).map_err(|e| e.to_string())?;
+            let mine = class.getattr(name).map_err(trouble)?;
+            let default = base.getattr(name).map_err(trouble)?;
             if mine.is(&default) {
                 return Ok(None);
             }
-            Ok(Some(instance.getattr(name).map_err(|e| e.to_string())?.unbind()))
+            Ok(Some(instance.getattr(name).map_err(trouble)?.unbind()))
         };
         let callbacks = Callbacks {
             admit: method("admit")?,
@@ -227,9 +282,9 @@ impl PythonPolicy {
         let constant = |name: &str, expected: &str, convert: &dyn Fn(&Bound<'_, PyAny>) -> Option<u64>| {
             let value = instance
                 .call_method0(name)
-                .map_err(|e| format!("{class_name}.{name}() raised {}", describe(py, &settled(py, e))))?;
+                .map_err(|e| format!("{class_name}.{name}() raised {}", describe(py, &settled(py, e), &failure)))?;
             convert(&value).ok_or_else(|| {
-                let shown = value.repr().map_or_else(|_| "a value".to_string(), |r| r.to_string());
+                let shown = shown(py, &value, &failure);
                 format!("{class_name}.{name}() returned {shown}; expected {expected}")
             })
         };
@@ -310,7 +365,7 @@ impl PythonPolicy {
     /// The run fails: `callback` raised `error`.
     fn raised(&self, py: Python<'_>, cx: &mut Cx, callback: &str, error: PyErr) {
         let error = settled(py, error);
-        cx.fail(format!("{callback} raised {} at t={} ns", describe(py, &error), cx.now()));
+        cx.fail(format!("{callback} raised {} at t={} ns", describe(py, &error, &self.failure), cx.now()));
         self.failure.record(Some(error));
     }
 }
@@ -324,8 +379,8 @@ impl Policy for PythonPolicy {
             let views: Vec<PyDomainInfo> = domains.iter().map(PyDomainInfo::from).collect();
             let answer = method
                 .call1(py, (pcpus, views))
-                .map_err(|e| format!("admit raised {}", describe(py, &settled(py, e))))?;
-            reason(py, "admit", answer)
+                .map_err(|e| format!("admit raised {}", describe(py, &settled(py, e), &self.failure)))?;
+            reason(py, "admit", answer, &self.failure)
         })
     }
 
@@ -385,7 +440,7 @@ impl Policy for PythonPolicy {
         Python::with_gil(|py| match answer.extract::<PyDecision>(py) {
             Ok(decision) => decision.0,
             Err(_) => {
-                let shown = answer.bind(py).repr().map_or_else(|_| "a value".to_string(), |r| r.to_string());
+                let shown = shown(py, answer.bind(py), &self.failure);
                 cx.fail(format!(
                     "pick_next returned {shown} at t={} ns; expected a vsched.Decision (Decision.run(v, slice_ns) or Decision.idle())",
                     cx.now()
@@ -422,10 +477,10 @@ impl Policy for PythonPolicy {
                 self.failure.record(None);
                 Err(format!("check: {misuse}; a cx may only be used by its callback, on its thread"))
             }
-            (Ok(answer), None) => reason(py, "check", answer),
+            (Ok(answer), None) => reason(py, "check", answer, &self.failure),
             (Err(error), None) => {
                 let error = settled(py, error);
-                let message = format!("check raised {}", describe(py, &error));
+                let message = format!("check raised {}", describe(py, &error, &self.failure));
                 self.failure.record(Some(error));
                 Err(message)
             }
@@ -434,7 +489,7 @@ impl Policy for PythonPolicy {
 }
 
 /// What `admit` or `check` answered: None for yes, or a one-line reason why not.
-fn reason(py: Python<'_>, callback: &str, answer: PyObject) -> Result<(), String> {
+fn reason(py: Python<'_>, callback: &str, answer: PyObject, failure: &FailureSlot) -> Result<(), String> {
     let answer = answer.bind(py);
     if answer.is_none() {
         return Ok(());
@@ -442,7 +497,7 @@ fn reason(py: Python<'_>, callback: &str, answer: PyObject) -> Result<(), String
     match answer.extract::<String>() {
         Ok(reason) => Err(reason),
         Err(_) => {
-            let shown = answer.repr().map_or_else(|_| "a value".to_string(), |r| r.to_string());
+            let shown = shown(py, answer, failure);
             Err(format!("{callback} returned {shown}; expected None or a str saying what is wrong"))
         }
     }

@@ -48,6 +48,18 @@ fn check_copies(copies: u32) -> Result<(), Error> {
 /// VMs repeated `copies` times) once, then the bare event loop for as many events at the
 /// simulator's mean queue length, and reports both speeds.
 pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
+    bench_json_with(sim_s, copies, &mut || true)
+}
+
+/// The bare loop as [`vsched_engine::bare_loop::run`], stopped when `keep_going` says so.
+fn bare_loop(events: u64, queue_len: f64, keep_going: &mut dyn FnMut() -> bool) -> Result<f64, Error> {
+    let took = vsched_engine::bare_loop::run_until(events, queue_len.round() as usize, keep_going);
+    Ok(took.ok_or(Error::Interrupted)?.as_secs_f64().max(1e-9))
+}
+
+/// As [`bench_json`], calling `keep_going` every few thousand events of the run and every
+/// million of the bare loop: returning `false` stops the benchmark ([`Error::Interrupted`]).
+pub fn bench_json_with(sim_s: Option<f64>, copies: u32, keep_going: &mut dyn FnMut() -> bool) -> Result<String, Error> {
     check_copies(copies)?;
     let mut scenario = parse(&replicated(BENCH_SCENARIO, copies)?)?;
     if let Some(s) = sim_s {
@@ -62,10 +74,11 @@ pub fn bench_json(sim_s: Option<f64>, copies: u32) -> Result<String, Error> {
     }
     let mut sim = scenario.build(scenario.seed);
     let started = std::time::Instant::now();
-    let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
+    let metrics =
+        sim.run(scenario.horizon, scenario.until, &mut |_| keep_going()).map_err(|e| run_error(&scenario, e))?;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     let queue_len = sim.event_queue_mean_len();
-    let bare_wall = vsched_engine::bare_loop::run(metrics.events, queue_len.round() as usize).as_secs_f64().max(1e-9);
+    let bare_wall = bare_loop(metrics.events, queue_len, keep_going)?;
     let events_per_s = metrics.events as f64 / wall;
     let bare_events_per_s = metrics.events as f64 / bare_wall;
     Ok(json!({
@@ -100,6 +113,16 @@ pub const MAX_BENCH_RUNS: u32 = 100_000;
 /// length (as [`bench_json`] does), so that a file's figure has the same yardstick as the
 /// standard scenario's: `vs_bare_loop` is the ratio of the two medians.
 pub fn bench_file_json(toml_text: &str, runs: u32, copies: u32) -> Result<String, Error> {
+    bench_file_json_with(toml_text, runs, copies, &mut || true)
+}
+
+/// As [`bench_file_json`], stopped when `keep_going` says so, as [`bench_json_with`] is.
+pub fn bench_file_json_with(
+    toml_text: &str,
+    runs: u32,
+    copies: u32,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<String, Error> {
     if !(1..=MAX_BENCH_RUNS).contains(&runs) {
         return Err(Error::Scenario(format!("--runs: expected an integer in 1..={MAX_BENCH_RUNS}, got {runs}")));
     }
@@ -109,15 +132,19 @@ pub fn bench_file_json(toml_text: &str, runs: u32, copies: u32) -> Result<String
     let mut bare_walls = Vec::with_capacity(runs as usize);
     let mut first = None;
     for _ in 0..runs {
+        // Also between runs: a run of a small scenario may end before its first check.
+        if !keep_going() {
+            return Err(Error::Interrupted);
+        }
         let mut sim = scenario.build(scenario.seed);
         let started = std::time::Instant::now();
-        let metrics = sim.run(scenario.horizon, scenario.until, &mut |_| true).map_err(|e| run_error(&scenario, e))?;
+        let metrics =
+            sim.run(scenario.horizon, scenario.until, &mut |_| keep_going()).map_err(|e| run_error(&scenario, e))?;
         walls.push(started.elapsed().as_secs_f64().max(1e-9));
         let (events, queue_len, _) =
             *first.get_or_insert((metrics.events, sim.event_queue_mean_len(), sim.skipped_pops()));
         debug_assert_eq!(events, metrics.events, "a run with the same seed handled other events");
-        let bare = vsched_engine::bare_loop::run(events, queue_len.round() as usize);
-        bare_walls.push(bare.as_secs_f64().max(1e-9));
+        bare_walls.push(bare_loop(events, queue_len, keep_going)?);
     }
     let median = median_of(&mut walls);
     let bare_median = median_of(&mut bare_walls);
@@ -241,6 +268,24 @@ mod tests {
             let e = bench_draws_json(draws).unwrap_err().to_string();
             assert!(e.starts_with("--draws: expected an integer in 1..=1000000000"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_benchmark_told_to_stop_is_interrupted() {
+        // A standard benchmark of 1000 simulated seconds would take minutes: it asks whether to
+        // go on every few thousand events, and stops at the first no.
+        let e = bench_json_with(Some(1000.0), 1, &mut || false).unwrap_err();
+        assert!(matches!(e, Error::Interrupted), "{e}");
+        // A file's runs: asked before each run too (a small scenario may never reach a check).
+        let tiny = BENCH_SCENARIO.replace("horizon_s = 60", "horizon_s = 0.0001");
+        let mut asked = 0;
+        let e = bench_file_json_with(&tiny, MAX_BENCH_RUNS, 1, &mut || {
+            asked += 1;
+            asked < 5
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Interrupted), "{e}");
+        assert_eq!(asked, 5);
     }
 
     #[test]

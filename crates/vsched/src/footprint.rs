@@ -118,6 +118,11 @@ impl Budget {
         Budget { limit, used: BASE_BYTES }
     }
 
+    /// The estimate so far, in bytes.
+    pub(crate) fn used(&self) -> u64 {
+        self.used
+    }
+
     /// Charges `bytes`; refuses at `field` if the estimate exceeds the budget.
     fn charge(&mut self, field: &str, what: &str, bytes: u64) -> Result<(), ConfigError> {
         self.used = self.used.saturating_add(bytes);

@@ -27,7 +27,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-pub use bench::{bench_draws_json, bench_file_json, bench_json, MAX_BENCH_COPIES, MAX_BENCH_DRAWS, MAX_BENCH_RUNS};
+pub use bench::{
+    bench_draws_json, bench_file_json, bench_file_json_with, bench_json, bench_json_with, MAX_BENCH_COPIES,
+    MAX_BENCH_DRAWS, MAX_BENCH_RUNS,
+};
 pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;
 
@@ -113,6 +116,18 @@ pub fn validate_scenario_with(
 ) -> Result<(), Error> {
     Scenario::parse_with_resolver(toml_text, None, max_memory, resolver)
         .map(|_| ())
+        .map_err(|e| Error::Scenario(e.to_string()))
+}
+
+/// As [`validate_scenario_with`], returning the memory a run of the scenario is estimated to
+/// hold, in bytes: what runs in parallel multiply (`vsched sweep --jobs`).
+pub fn estimate_memory_with(
+    toml_text: &str,
+    max_memory: u64,
+    resolver: Option<&dyn PolicyResolver>,
+) -> Result<u64, Error> {
+    Scenario::parse_with_resolver(toml_text, None, max_memory, resolver)
+        .map(|scenario| scenario.memory_estimate)
         .map_err(|e| Error::Scenario(e.to_string()))
 }
 

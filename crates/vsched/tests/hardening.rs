@@ -126,6 +126,24 @@ fn a_job_too_large_for_memory_is_refused_before_it_is_built() {
 }
 
 #[test]
+fn the_estimate_of_a_run_is_what_the_budget_checked() {
+    // What runs in parallel multiply (`vsched sweep --jobs`, python/vsched/parallel_memory.py):
+    // the same figure the budget compares, growing with the job.
+    let text = |ranks: usize| {
+        let hosts = vec!["0"; ranks].join(", ");
+        format!(
+            "[host]\npcpus = 4\n[scheduler]\nname = \"credit\"\n[[virtual_cluster]]\nname = \"c\"\nvcpus = 1\nhosts = [{hosts}]\n[virtual_cluster.workload]\nkind = \"npb-is\"\n"
+        )
+    };
+    let small = vsched::estimate_memory_with(&text(64), 0, None).unwrap();
+    let large = vsched::estimate_memory_with(&text(4096), 0, None).unwrap();
+    assert!((64 << 20) < small && small < large, "{small} {large}");
+    let e = vsched::validate_scenario(&text(4096), large - 1).unwrap_err().to_string();
+    assert!(e.contains("would need about"), "{e}");
+    assert!(vsched::validate_scenario(&text(4096), large).is_ok());
+}
+
+#[test]
 fn a_vm_due_after_the_run_ended_was_never_created() {
     // The fuzz campaign's finding: `until = "all_done"` ended the run at 0.01 s, before the
     // late VM's start, and its `created_s` said 0.5 s, after the run's end.

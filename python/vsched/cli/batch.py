@@ -32,7 +32,9 @@ def run_batch(
     settings: RunSettings,
 ) -> Any:
     """Run `jobs` into the store `out`/runs.jsonl with a progress bar; on Ctrl-C, say how to
-    resume and exit 130 (the finished runs are kept). A failed run raises `JobFailed`."""
+    resume and exit 130 (the finished runs are kept). A failed run raises `JobFailed`, a
+    directory another process writes `StoreBusy` (exit 2). The store comes back open, `out`
+    locked: the caller writes the results from the runs, then closes it."""
     from vsched.runs import Store, run_jobs
 
     if backend not in ("local", "ray"):
@@ -43,7 +45,7 @@ def run_batch(
         raise CliError(f"--jobs: expected at least 1, got {workers}")
     make_directory("--out", out)
     try:
-        store = Store(out / "runs.jsonl")
+        store = Store(out / "runs.jsonl", "--out")
     except OSError as error:
         raise CliError(f"--out: {describe_os_error(error)}") from None
     progress = JobsProgress(description)
@@ -59,6 +61,7 @@ def run_batch(
         )
     except BaseException as error:
         # A failed run (JobFailed) or an interruption: the bar goes, the finished runs stay.
+        store.close()
         if progress.bar is not None:
             progress.bar.stop()
         if not isinstance(error, KeyboardInterrupt):
@@ -69,8 +72,6 @@ def run_batch(
             file=sys.stderr,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
-    finally:
-        store.close()
     progress.close(len({job.key for job in jobs}))
     return store
 
@@ -164,6 +165,8 @@ def sweep(
         write_parquet(rows, out / "results.parquet", sweeping.swept_columns(job_list))
     except OSError as error:
         raise CliError(f"--out: {describe_os_error(error)}") from None
+    finally:
+        store.close()
     metrics = metric or sweeping.default_metrics(rows)
     # Every swept key, in order: a policy that does not take one has no value for it.
     keys = list(dict.fromkeys(k for point in grid for k, _ in point.overrides))
@@ -271,6 +274,8 @@ def reproduce(
         reproduction.write_outputs(outcomes, job_list, store.rows, out, settings, command, markdown_file)
     except OSError as error:
         raise CliError(describe_os_error(error)) from None
+    finally:
+        store.close()
     claims = [c for o in outcomes for c in o.claims]
     if json_output:
         print_json({"claims": [c.as_json() for c in claims]})

@@ -3,6 +3,7 @@ simulator's speed on this machine, and a trace drawn as a Gantt chart.
 """
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -159,7 +160,9 @@ def plot_trace_command(
     from vsched.plot import PlotError, plot_trace
 
     try:
-        plot_trace(trace, output, start_ms=start_ms, end_ms=end_ms)
+        schedule = plot_trace(trace, output, start_ms=start_ms, end_ms=end_ms)
     except PlotError as error:
         raise CliError(str(error)) from None
+    if schedule.damage:
+        print(f"warning: {schedule.damage}", file=sys.stderr)
     stdout.print(f"wrote {output}")

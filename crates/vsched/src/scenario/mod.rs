@@ -64,6 +64,8 @@ pub struct Scenario {
     /// (`Policy::stall_timeout_ns`), `Some(None)` turns it off.
     pub stall_timeout: Option<Option<Time>>,
     pub events: Vec<EventSpec>,
+    /// The memory a run of this scenario is estimated to hold, in bytes (`footprint`).
+    pub memory_estimate: u64,
 }
 
 /// A scheduled change of a VM's type.

@@ -89,6 +89,7 @@ pub(super) fn validate(
         reps: run.reps,
         stall_timeout: run.stall_timeout,
         events,
+        memory_estimate: budget.used(),
     })
 }
 
