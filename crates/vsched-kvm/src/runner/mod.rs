@@ -18,7 +18,7 @@
 //!   scenario and seed: `Simulation::workload_starts`). Every vCPU is inserted runnable at
 //!   time 0; one given a pCPU before its VM's start halts at once (`sleep`), as a guest with
 //!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
-//!   which is Credit's BOOST. Real guests block at no other time;
+//!   which is Credit's BOOST;
 //! - what guests do on their own (a program that ends, a pause-loop exit, a halt, a wake):
 //!   `guest_events`.
 //!
