@@ -230,7 +230,8 @@ fn run(
 #[pyo3(signature = (scenario_toml, max_memory=0, policy_dir=None))]
 fn validate(py: Python<'_>, scenario_toml: &str, max_memory: u64, policy_dir: Option<String>) -> PyResult<u64> {
     let resolver = python_policies(py, None, None, policy_dir)?;
-    let result = guarded(|| vsched::estimate_memory_with(scenario_toml, max_memory, Some(&resolver)).map_err(to_py_err));
+    let result =
+        guarded(|| vsched::estimate_memory_with(scenario_toml, max_memory, Some(&resolver)).map_err(to_py_err));
     resolver.failure.interrupted_or(result)
 }
 

@@ -170,7 +170,9 @@ impl PolicyResolver for PythonPolicies {
                     Value::Bool(b) => b.into_py(py),
                     Value::Str(s) => s.into_py(py),
                 };
-                kwargs.set_item(key, value).map_err(|e| ConfigError::new(field, loader_error(py, &e, &self.failure)))?;
+                kwargs
+                    .set_item(key, value)
+                    .map_err(|e| ConfigError::new(field, loader_error(py, &e, &self.failure)))?;
             }
             let class_name = class.getattr("__qualname__").map(|q| q.to_string()).unwrap_or_else(|_| name.to_string());
             Ok(Arc::new(PythonPolicyClass {
