@@ -221,6 +221,7 @@ impl Books {
                     virtual_cluster: None,
                     messages_received: 0,
                     rx_packets: 0,
+                    core_shared_s: None,
                 }
             })
             .collect::<Vec<_>>();
@@ -240,6 +241,8 @@ impl Books {
             co_ipis: measured.co_ipis,
             fairness: fairness(&vm_metrics),
             policy_counters: measured.policy_counters,
+            smt_corun_s: None,
+            smt_cross_vm_s: None,
         };
         RunMetrics {
             sim_s: secs(end),

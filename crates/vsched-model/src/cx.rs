@@ -147,6 +147,15 @@ impl<'a> Cx<'a> {
         self.world.core_of(p)
     }
 
+    /// The hardware threads of `p`'s core, `p` included: a core's threads are numbered next to
+    /// each other. Just `p` without SMT.
+    pub fn core_threads(&self, p: PcpuId) -> std::ops::Range<PcpuId> {
+        let core = self.core_of(p);
+        let first = (0..p).rev().take_while(|&q| self.core_of(q) == core).last().unwrap_or(p);
+        let end = (p + 1..self.n_pcpus()).take_while(|&q| self.core_of(q) == core).last().map_or(p + 1, |q| q + 1);
+        first..end
+    }
+
     pub fn n_vcpus(&self) -> usize {
         self.world.n_vcpus()
     }

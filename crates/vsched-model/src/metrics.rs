@@ -81,6 +81,12 @@
 //! (co-scheduling launches over all VMs), `co_ipis` (the IPIs among `ipis` that were
 //! co-scheduling signals), `fairness` and `policy_counters`.
 //!
+//! SMT hosts only (`threads_per_core` > 1; absent otherwise), see `sim/smt.rs`:
+//! `smt_corun_s` (summed over cores, time two or more of a core's hardware threads ran
+//! vCPUs), `smt_cross_vm_s` (likewise, time a core's threads ran vCPUs of two or more
+//! domains); per VM, `core_shared_s` (its vCPUs' time beside another domain's vCPU on one
+//! core, summed over its vCPUs).
+//!
 //! `fairness` is Jain's index (Jain, Chiu & Hawe, DEC-TR-301, 1984) of each VM's CPU
 //! received over its entitlement, `x = cpu_share / entitled_share`, with each VM counted in
 //! proportion to its entitlement: `(Σ e x)² / (Σ e · Σ e x²)` for entitlements `e`. 1.0 when
@@ -179,6 +185,8 @@ pub struct VmMetrics {
     pub virtual_cluster: Option<String>,
     pub messages_received: u64,
     pub rx_packets: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_shared_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -199,6 +207,10 @@ pub struct HostMetrics {
     pub co_ipis: u64,
     pub fairness: Option<f64>,
     pub policy_counters: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smt_corun_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smt_cross_vm_s: Option<f64>,
 }
 
 impl HostMetrics {
@@ -213,6 +225,7 @@ impl HostMetrics {
             }
         }
         let co_launches = sum(|h| h.co_launches);
+        let sum_some = |f: fn(&HostMetrics) -> Option<f64>| hosts.iter().map(f).sum::<Option<f64>>();
         HostMetrics {
             pcpus,
             utilization: hosts.iter().map(|h| h.utilization * h.pcpus as f64).sum::<f64>() / pcpus.max(1) as f64,
@@ -228,6 +241,8 @@ impl HostMetrics {
             co_ipis: sum(|h| h.co_ipis),
             fairness: fairness(vms),
             policy_counters,
+            smt_corun_s: sum_some(|h| h.smt_corun_s),
+            smt_cross_vm_s: sum_some(|h| h.smt_cross_vm_s),
         }
     }
 }

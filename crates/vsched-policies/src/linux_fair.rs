@@ -48,11 +48,28 @@ pub(crate) fn tunable_factor(scaling: &str, pcpus: usize) -> i64 {
 
 /// `select_task_rq_fair` for a wake-up, reduced to `select_idle_sibling` in the last-level
 /// cache domain (no `wake_affine`): the previous pCPU if idle, else an idle pCPU of its
-/// socket (round robin from the previous one), else the previous one.
+/// socket (round robin from the previous one), else the previous one. With SMT
+/// (`sched_smt_active`), a pCPU of a fully idle core first (`select_idle_cpu` →
+/// `select_idle_core`), else an idle hardware sibling of the previous pCPU
+/// (`select_idle_smt`), else any idle pCPU, as in 6.12's `select_idle_sibling`. Linux keeps
+/// "has idle cores" as a hint that may be stale; here it is exact.
 pub(crate) fn wake_cpu(cx: &Cx, prev: PcpuId, idle: impl Fn(PcpuId) -> bool) -> PcpuId {
     let n = cx.n_pcpus();
     let llc = cx.socket_of(prev);
-    (0..n).map(|k| (prev + k) % n).find(|&q| cx.socket_of(q) == llc && idle(q)).unwrap_or(prev)
+    let candidates = || (0..n).map(move |k| (prev + k) % n).filter(move |&q| cx.socket_of(q) == llc);
+    if idle(prev) {
+        return prev;
+    }
+    if cx.core_threads(prev).len() > 1 {
+        let idle_core = |q: PcpuId| cx.core_threads(q).all(&idle);
+        if let Some(q) = candidates().find(|&q| idle_core(q)) {
+            return q;
+        }
+        if let Some(q) = cx.core_threads(prev).find(|&q| idle(q)) {
+            return q;
+        }
+    }
+    candidates().find(|&q| idle(q)).unwrap_or(prev)
 }
 
 /// `find_idlest_cpu` for a new thread: the pCPU with the fewest entities, lowest index on ties.
@@ -82,4 +99,33 @@ pub(crate) fn busiest(
 /// from its cold end), lowest id on ties.
 pub(crate) fn coldest(waiting: impl Iterator<Item = VcpuId>, last_ran: impl Fn(VcpuId) -> Time) -> Option<VcpuId> {
     waiting.min_by_key(|&u| (last_ran(u), u))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vsched_model::hand_world::Bench;
+
+    /// Where a wake-up from pCPU 0 lands on 4 pCPUs in cores of `threads_per_core`, the
+    /// pCPUs in `idle` idle.
+    fn woken_on(threads_per_core: usize, idle: &[PcpuId]) -> PcpuId {
+        let mut hand = Bench::new(4, 1);
+        hand.threads_per_core = threads_per_core;
+        let cx = Cx::new(&mut hand);
+        wake_cpu(&cx, 0, |q| idle.contains(&q))
+    }
+
+    #[test]
+    fn a_wake_up_prefers_a_fully_idle_core_with_smt() {
+        // pCPU 0 busy, its sibling 1 idle, core {2, 3} idle: select_idle_core takes 2.
+        assert_eq!(woken_on(2, &[1, 2, 3]), 2);
+        // Without SMT the scan takes the next idle pCPU.
+        assert_eq!(woken_on(1, &[1, 2, 3]), 1);
+        // No idle core: the previous pCPU's idle sibling (select_idle_smt), then any idle one.
+        assert_eq!(woken_on(2, &[1, 3]), 1);
+        assert_eq!(woken_on(2, &[3]), 3);
+        // The previous pCPU idle: it, whatever its sibling does.
+        assert_eq!(woken_on(2, &[0, 2, 3]), 0);
+        assert_eq!(woken_on(2, &[]), 0);
+    }
 }

@@ -19,6 +19,8 @@ pub(crate) struct HostSection {
     /// Sockets and hardware threads per core (`vsched_model::HostConfig`).
     pub(crate) sockets: Option<u32>,
     pub(crate) threads_per_core: Option<u32>,
+    /// With SMT, a thread's rate while its sibling runs (`vsched_model::HostConfig::smt_rate`).
+    pub(crate) smt_rate: Option<f64>,
     /// The era's caches, overridden one by one (`vsched_model::Caches`).
     pub(crate) l2_kib: Option<u64>,
     pub(crate) l3_kib_per_core: Option<u64>,
@@ -119,6 +121,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         ipi_latency_ns: micros("host.ipi_latency_us", h.ipi_latency_us, defaults.ipi_latency_ns)?,
         sockets: h.sockets.unwrap_or(1) as usize,
         threads_per_core: h.threads_per_core.unwrap_or(1) as usize,
+        smt_rate: smt_rate(h.smt_rate, defaults.smt_rate)?,
         caches: caches(h, &defaults.caches)?,
         sched_cost_ns: micros("host.sched_cost_us", h.sched_cost_us, defaults.sched_cost_ns)?,
         ple_window_cycles: h.ple_window_cycles.unwrap_or(defaults.ple_window_cycles),
@@ -234,6 +237,21 @@ fn topology(host: &HostConfig) -> Result<(), ConfigError> {
 }
 
 /// The era's caches with the `[host]` overrides, each in a range a processor could have.
+/// `host.smt_rate`: a fraction in (0, 1] (1: siblings do not slow each other).
+fn smt_rate(given: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+    let rate = given.unwrap_or(default);
+    if !(rate.is_finite() && rate > 0.0 && rate <= 1.0) {
+        return Err(err(
+            "host.smt_rate",
+            format!(
+                "expected a fraction in (0, 1], a thread's rate while its sibling runs, got {}",
+                vsched_model::number(rate)
+            ),
+        ));
+    }
+    Ok(rate)
+}
+
 fn caches(h: &HostSection, era: &Caches) -> Result<Caches, ConfigError> {
     let within = |field: &str, v: Option<u64>, default: u64, range: std::ops::RangeInclusive<u64>| match v {
         None => Ok(default),

@@ -68,6 +68,12 @@ impl Core {
     }
 
     pub(super) fn set_curr(&mut self, p: PcpuId, next: Option<VcpuId>) {
+        let rearm = self.smt_pcpu_changing(p, next);
+        self.set_curr_accounted(p, next);
+        self.smt_pcpu_changed(rearm);
+    }
+
+    fn set_curr_accounted(&mut self, p: PcpuId, next: Option<VcpuId>) {
         let now = self.now();
         let pc = &mut self.pcpus[p];
         if pc.curr.is_some() == next.is_some() {

@@ -18,6 +18,7 @@ use super::host_threads::{self, HostIo, WithHostThreads};
 use super::locks::Lock;
 use super::network::NetStats;
 use super::slab::Slab;
+use super::smt::Smt;
 use super::state::{policy_stream, Core, Dom, GuestThread, HostState, Pcpu, ThreadState, Vcpu, CLOCK_PHASE_STREAM};
 use super::Simulation;
 use crate::domain::{DomainInfo, VcpuState};
@@ -312,6 +313,7 @@ impl Simulation {
         let pv_spin_ns = host.pv_spin_ns();
         let pmt_unit_ns = host.pmt_unit_ns();
         let caches = CacheFills::new(&host, n_hosts);
+        let smt = Smt::new(host.threads_per_core, host.smt_rate, n_hosts * host.pcpus, n_hosts, doms.len());
         let core = Core {
             host,
             network,
@@ -344,6 +346,7 @@ impl Simulation {
             trace: None,
             error: None,
             stalled: None,
+            smt,
         };
         // Every host runs the same policy; the first speaks for them.
         let stall_timeout =

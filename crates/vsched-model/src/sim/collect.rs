@@ -59,6 +59,7 @@ impl Core {
             }
             pc.since = now;
         }
+        self.smt_close();
         self.with_trace(|t| t.close_all(now));
         for h in 0..self.hosts.len() {
             self.integrate_frag(h);
@@ -133,6 +134,7 @@ impl Core {
             virtual_cluster: self.job_names[dom.job].clone(),
             messages_received: dom.messages_received,
             rx_packets: dom.info.rx_packets,
+            core_shared_s: self.smt.enabled().then(|| secs(self.smt.shared_ns[d])),
         };
         dom.costart.report(&mut vm);
         vm
@@ -146,6 +148,8 @@ impl Core {
             vm.weight_share = ratio(vm.weight as f64, total_weight);
         }
         let busy: Time = self.pcpus[hs.pcpus.clone()].iter().map(|p| p.busy_ns).sum();
+        let h = self.pcpus[hs.pcpus.start].host;
+        let smt = |ns: &[Time]| self.smt.enabled().then(|| secs(ns[h]));
         HostMetrics {
             pcpus: hs.pcpus.len(),
             utilization: ratio(busy as f64, host_capacity),
@@ -161,6 +165,8 @@ impl Core {
             co_ipis: hs.co_ipis,
             fairness: fairness(vms_here),
             policy_counters: hs.counters.sorted(),
+            smt_corun_s: smt(&self.smt.corun_ns),
+            smt_cross_vm_s: smt(&self.smt.cross_vm_ns),
         }
     }
 

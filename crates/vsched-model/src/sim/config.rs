@@ -21,6 +21,9 @@ pub struct HostConfig {
     pub sockets: usize,
     /// Hardware threads per core (2 with SMT); a core's threads share its L2.
     pub threads_per_core: usize,
+    /// With SMT, a thread's compute rate while a sibling thread runs a vCPU, as a fraction of
+    /// its rate alone (`smt`, [`super::smt::DEFAULT_SMT_RATE`]); in (0, 1].
+    pub smt_rate: f64,
     /// Cache sizes and refill latencies (see `cache`).
     pub caches: Caches,
     /// Clock used to turn PLE cycle counts into time.
@@ -108,6 +111,7 @@ impl HostConfig {
             pcpus: 4,
             sockets: 1,
             threads_per_core: 1,
+            smt_rate: super::smt::DEFAULT_SMT_RATE,
             caches: hw.caches,
             cpu_ghz: hw.cpu_ghz,
             context_switch_ns: hw.context_switch_ns,

@@ -46,8 +46,11 @@ impl Core {
         }
         let elapsed = now - from;
         vc.guest_slice_ns += elapsed;
-        match &mut self.threads[vc.curr].state {
-            ThreadState::Computing { left } => *left -= elapsed.min(*left),
+        let t = vc.curr;
+        let work = self.smt_work_in(v, elapsed);
+        let vc = &mut self.vcpus[v];
+        match &mut self.threads[t].state {
+            ThreadState::Computing { left } => *left -= work.min(*left),
             ThreadState::SpinLock { budget, .. } => {
                 vc.spin_ns += elapsed;
                 if let Some(b) = budget {
@@ -115,7 +118,7 @@ impl Core {
     fn next_guest_event(&self, v: VcpuId, from: Time) -> Option<Time> {
         match self.threads[self.vcpus[v].curr].state {
             ThreadState::Ready | ThreadState::Unstarted { .. } => Some(from),
-            ThreadState::Computing { left } => Some(from.saturating_add(left)),
+            ThreadState::Computing { left } => Some(from.saturating_add(self.smt_time_for(v, left))),
             // Something to do about the lock (take it, halt, sleep): as soon as we execute.
             ThreadState::SpinLock { .. } if self.wait_action(v) != WaitAction::Spin => Some(from),
             ThreadState::SpinLock { .. } | ThreadState::SpinIpi { .. } => self.spin_event(v, from),

@@ -10,6 +10,7 @@
 //! | `clocks` | out-of-lockstep pCPU clocks, timer slop, workloads' start offsets |
 //! | `hardware` | machine costs by hardware era (`[host] hardware`) |
 //! | `cache` | cache warmth: refills at switch-in, and the host's sockets, cores and threads |
+//! | `smt` | hardware threads of a core slowing each other, and which domains shared a core |
 //! | `events` | the event kinds, their order at one instant, and the event loop |
 //! | `packed_event` | an event as the queue stores it, packed in one `u128` |
 //! | `dispatch` | applying a policy's decision: switch, overheads, slice timers, reschedule IPIs |
@@ -83,6 +84,7 @@ mod policy_counters;
 mod preempt_delay;
 mod queued;
 mod slab;
+mod smt;
 mod stall;
 mod state;
 mod tracing;
@@ -101,6 +103,7 @@ pub use host_threads::{
     host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS,
     DEFAULT_VIRTIO_BLK_REQUEST_NS,
 };
+pub use smt::DEFAULT_SMT_RATE;
 
 use crate::ids::DomId;
 use crate::policy::Policy;

@@ -362,6 +362,8 @@ pub(super) struct Core {
     pub(super) error: Option<super::RunError>,
     /// A guest thread of this domain looped in steps that take no time (`interpret`).
     pub(super) stalled: Option<DomId>,
+    /// Hardware threads slowing their siblings, and what ran beside what (`smt`).
+    pub(super) smt: super::smt::Smt,
 }
 
 /// A running vCPU's next guest event, armed for after the current instant but not queued
