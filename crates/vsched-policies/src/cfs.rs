@@ -391,7 +391,7 @@ impl Policy for Cfs {
         let p = match (pinned, self.mask(cx, v)) {
             (Some(q), _) => q,
             (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_running(q)),
-            (None, None) => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_running(q)),
+            (None, None) => linux_fair::least_loaded(cx, |q| self.nr_running(q)),
         };
         self.update_curr(cx, p);
         self.se[v].cpu = p;

@@ -624,7 +624,7 @@ impl Policy for Eevdf {
         let p = match (pinned, self.mask(cx, v)) {
             (Some(q), _) => q,
             (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_runnable(q)),
-            (None, None) => linux_fair::least_loaded(self.rqs.len(), |q| self.nr_runnable(q)),
+            (None, None) => linux_fair::least_loaded(cx, |q| self.nr_runnable(q)),
         };
         self.enqueue(cx, p, v, true);
         if cx.mid_run() {

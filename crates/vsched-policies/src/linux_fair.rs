@@ -72,9 +72,22 @@ pub(crate) fn wake_cpu(cx: &Cx, prev: PcpuId, idle: impl Fn(PcpuId) -> bool) -> 
     candidates().find(|&q| idle(q)).unwrap_or(prev)
 }
 
-/// `find_idlest_cpu` for a new thread: the pCPU with the fewest entities, lowest index on ties.
-pub(crate) fn least_loaded(n: usize, nr: impl Fn(PcpuId) -> usize) -> PcpuId {
-    (0..n).min_by_key(|&q| nr(q)).unwrap_or(0)
+/// `find_idlest_cpu` for a new thread: the pCPU with the fewest entities, lowest index on
+/// ties. With SMT, `find_idlest_group` first picks among the cores (the groups of the
+/// cache-sharing domain): the one with the most idle threads, then the fewest entities
+/// (lowest index on ties); then its least loaded thread.
+pub(crate) fn least_loaded(cx: &Cx, nr: impl Fn(PcpuId) -> usize) -> PcpuId {
+    let n = cx.n_pcpus();
+    let threads = cx.core_threads(0).len();
+    if threads <= 1 {
+        return (0..n).min_by_key(|&q| nr(q)).unwrap_or(0);
+    }
+    let idlest_core = (0..n).step_by(threads).min_by_key(|&first| {
+        let core = cx.core_threads(first);
+        let idle = core.clone().filter(|&q| nr(q) == 0).count();
+        (std::cmp::Reverse(idle), core.map(&nr).sum::<usize>())
+    });
+    idlest_core.map_or(0, |first| cx.core_threads(first).min_by_key(|&q| nr(q)).unwrap_or(first))
 }
 
 /// The queue `p` pulls from: the other pCPU with the most entities (`nr`), at least
@@ -127,5 +140,21 @@ mod tests {
         // The previous pCPU idle: it, whatever its sibling does.
         assert_eq!(woken_on(2, &[0, 2, 3]), 0);
         assert_eq!(woken_on(2, &[]), 0);
+    }
+
+    #[test]
+    fn a_new_thread_goes_to_the_idlest_core_with_smt() {
+        // pCPU 0 holds one entity: without SMT pCPU 1 is the least loaded; with SMT, pCPU 1 is
+        // the busy pCPU 0's sibling and core {2, 3} is wholly idle.
+        let placed = |threads_per_core: usize, load: [usize; 4]| {
+            let mut hand = Bench::new(4, 1);
+            hand.threads_per_core = threads_per_core;
+            least_loaded(&Cx::new(&mut hand), |q| load[q])
+        };
+        assert_eq!(placed(1, [1, 0, 0, 0]), 1);
+        assert_eq!(placed(2, [1, 0, 0, 0]), 2);
+        // Both cores half busy: the one with fewer entities, then its idle thread.
+        assert_eq!(placed(2, [2, 0, 1, 0]), 3);
+        assert_eq!(placed(2, [1, 1, 1, 1]), 0);
     }
 }

@@ -15,19 +15,24 @@ pub(super) struct Layout {
     pub(super) first_vcpu: Vec<usize>,
     /// Each vCPU's domain and index in it, by global vCPU id.
     pub(super) vcpus: Vec<(usize, usize)>,
-    /// "pCPU 3", or "host 1 pCPU 3" on a cluster, by global pCPU id.
+    /// "pCPU 3", or "host 1 pCPU 3" on a cluster, by global pCPU id; on an SMT host with
+    /// the core and thread ("pCPU 3 (core 1.1)"), so that siblings read as such.
     pub(super) pcpu_names: Vec<String>,
 }
 
 impl Layout {
     pub(super) fn new(scenario: &Scenario) -> Self {
         let (hosts, pcpus_per_host) = (scenario.hosts, scenario.host.pcpus);
+        let threads = scenario.host.threads_per_core;
         let pcpu_names = (0..hosts * pcpus_per_host)
             .map(|p| {
-                if hosts == 1 {
-                    format!("pCPU {p}")
+                let local = p % pcpus_per_host;
+                let name =
+                    if hosts == 1 { format!("pCPU {p}") } else { format!("host {} pCPU {local}", p / pcpus_per_host) };
+                if threads > 1 {
+                    format!("{name} (core {}.{})", local / threads, local % threads)
                 } else {
-                    format!("host {} pCPU {}", p / pcpus_per_host, p % pcpus_per_host)
+                    name
                 }
             })
             .collect();
