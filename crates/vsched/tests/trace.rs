@@ -225,3 +225,44 @@ fn a_sink_error_stops_the_simulation_at_once() {
     let trace = sim.take_trace().unwrap();
     assert_eq!(trace.finish().unwrap_err().to_string(), "disk full");
 }
+
+/// The rows' names of a trace file: (pid, tid) → name.
+fn row_names(doc: &Value) -> std::collections::BTreeMap<(u64, u64), String> {
+    doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| {
+            let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            (key, e["args"]["name"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn a_kvm_hosts_threads_and_an_smt_hosts_cores_have_their_rows() {
+    // A KVM host adds its host-threads domain (a kernel thread per pCPU, a QEMU and a vhost
+    // thread per VM) to the scenario's VMs: its rows must exist (a trace of it once failed).
+    let toml =
+        demo().replace("name = \"credit\"", "name = \"cfs\"").replace("pcpus = 4", "pcpus = 4\nthreads_per_core = 2");
+    let path = temp_path("kvm-smt.json");
+    run_traced(&toml, &path, 100_000).expect("a KVM host traces");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let names = row_names(&doc);
+    let all: Vec<&String> = names.values().collect();
+    // 4 kernel threads, and QEMU and vhost threads for the 4 VMs.
+    assert!(all.iter().any(|n| *n == "host-threads.v11") && !all.iter().any(|n| *n == "host-threads.v12"), "{all:?}");
+    assert_eq!(names[&(0, 3)], "pCPU 3 (core 1.1)");
+    // Every vCPU row that ran something is named.
+    for (pid, tid) in doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+    {
+        assert!(names.contains_key(&(pid, tid)), "unnamed row {pid}/{tid}");
+    }
+}

@@ -108,6 +108,35 @@ impl HostThreads {
     }
 }
 
+/// The vCPUs of a host-threads domain serving `vms` VMs: one kernel thread per pCPU (unless
+/// they never wake), a QEMU and a vhost thread per VM. 0: the host has no such domain.
+fn host_threads_vcpus(host: &HostConfig, ht: &HostThreads, vms: usize) -> usize {
+    let kthreads = if ht.kthreads() { host.pcpus } else { 0 };
+    kthreads + 2 * vms
+}
+
+/// Every domain as (host, name, vCPUs) in simulation order, `domains` being the caller's,
+/// host by host: the order `add_domains` builds, host-threads domains included, for what
+/// names a run's rows before it starts (a trace's layout).
+pub fn domains_in_simulation_order(
+    host: &HostConfig,
+    domains: &[(usize, String, usize)],
+    n_hosts: usize,
+) -> Vec<(usize, String, usize)> {
+    let mut out = Vec::new();
+    for h in 0..n_hosts {
+        let here: Vec<&(usize, String, usize)> = domains.iter().filter(|d| d.0 == h).collect();
+        out.extend(here.iter().map(|&d| d.clone()));
+        if let Some(ht) = &host.host_threads {
+            let vcpus = host_threads_vcpus(host, ht, here.len());
+            if vcpus > 0 {
+                out.push((h, host_threads_name(h, n_hosts), vcpus));
+            }
+        }
+    }
+    out
+}
+
 /// The name of host `h`'s host-threads domain in a cluster of `hosts`.
 pub fn host_threads_name(h: usize, hosts: usize) -> String {
     if hosts == 1 {
@@ -162,10 +191,10 @@ pub(super) fn add_domains(host: &HostConfig, domains: Vec<DomainConfig>, n_hosts
             out.host_threads.push(false);
             vms += 1;
         }
-        let kthreads = if ht.kthreads() { host.pcpus } else { 0 };
-        if kthreads + 2 * vms == 0 {
+        if host_threads_vcpus(host, ht, vms) == 0 {
             continue;
         }
+        let kthreads = if ht.kthreads() { host.pcpus } else { 0 };
         let period = ((NS_PER_S as f64 / ht.kthread_wakes_per_s).round() as Time).max(1);
         let mut kthread = ProgramBuilder::new();
         kthread

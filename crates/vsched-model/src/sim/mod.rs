@@ -100,8 +100,8 @@ pub use dispatch::MIN_SLICE_NS;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 pub use host_threads::{
-    host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS,
-    DEFAULT_VIRTIO_BLK_REQUEST_NS,
+    domains_in_simulation_order, host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S,
+    DEFAULT_VHOST_PACKET_NS, DEFAULT_VIRTIO_BLK_REQUEST_NS,
 };
 pub use smt::DEFAULT_SMT_RATE;
 

@@ -1,6 +1,6 @@
 //! Who is where in a trace file: the pid, tid and name of every host, pCPU row, VM and vCPU.
 
-use vsched_model::Track;
+use vsched_model::{domains_in_simulation_order, Track};
 
 use crate::scenario::Scenario;
 
@@ -9,8 +9,10 @@ use crate::scenario::Scenario;
 pub(super) struct Layout {
     pub(super) hosts: usize,
     pub(super) pcpus_per_host: usize,
-    /// Each VM's name, by global domain id.
+    /// Each VM's name, by global domain id (a KVM host's host-threads domain included).
     pub(super) vms: Vec<String>,
+    /// Each VM's host and vCPU count, likewise.
+    pub(super) vm_places: Vec<(usize, usize)>,
     /// Each VM's first global vCPU id.
     pub(super) first_vcpu: Vec<usize>,
     /// Each vCPU's domain and index in it, by global vCPU id.
@@ -36,14 +38,19 @@ impl Layout {
                 }
             })
             .collect();
+        // A KVM host's host-threads domain is the simulator's, not the scenario's.
+        let given: Vec<(usize, String, usize)> =
+            scenario.vms.iter().map(|vm| (vm.host, vm.name.clone(), vm.vcpus)).collect();
+        let domains = domains_in_simulation_order(&scenario.host, &given, hosts);
         let mut first_vcpu = Vec::new();
         let mut vcpus = Vec::new();
-        for (d, vm) in scenario.vms.iter().enumerate() {
+        for (d, (_, _, n)) in domains.iter().enumerate() {
             first_vcpu.push(vcpus.len());
-            vcpus.extend((0..vm.vcpus).map(|i| (d, i)));
+            vcpus.extend((0..*n).map(|i| (d, i)));
         }
-        let vms = scenario.vms.iter().map(|v| v.name.clone()).collect();
-        Layout { hosts, pcpus_per_host, vms, first_vcpu, vcpus, pcpu_names }
+        let vm_places = domains.iter().map(|&(h, _, n)| (h, n)).collect();
+        let vms = domains.into_iter().map(|(_, name, _)| name).collect();
+        Layout { hosts, pcpus_per_host, vms, vm_places, first_vcpu, vcpus, pcpu_names }
     }
 
     pub(super) fn pcpu_rows(&self) -> usize {

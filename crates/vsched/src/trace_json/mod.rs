@@ -138,13 +138,13 @@ impl<W: Write> TraceJsonWriter<W> {
             let last = SortArg { sort_index: layout.pcpus_per_host };
             meta(&mut out, &Meta { args: last, name: "thread_sort_index", ph: "M", pid, tid })?;
         }
-        for (d, vm) in scenario.vms.iter().enumerate() {
+        for (d, (vm, &(host, vcpus))) in layout.vms.iter().zip(&layout.vm_places).enumerate() {
             let pid = layout.vm_pid(d);
-            let name = if layout.hosts == 1 { vm.name.clone() } else { format!("{} (host {})", vm.name, vm.host) };
+            let name = if layout.hosts == 1 { vm.clone() } else { format!("{vm} (host {host})") };
             meta(&mut out, &Meta { args: NameArg { name: &name }, name: "process_name", ph: "M", pid, tid: None })?;
             let order = SortArg { sort_index: layout.hosts + d };
             meta(&mut out, &Meta { args: order, name: "process_sort_index", ph: "M", pid, tid: None })?;
-            for i in 0..vm.vcpus {
+            for i in 0..vcpus {
                 let v = layout.first_vcpu[d] + i;
                 let tid = Some(layout.vcpu_tid(v));
                 let name = layout.vcpu_name(v);
