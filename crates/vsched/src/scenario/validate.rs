@@ -55,6 +55,8 @@ pub(super) fn validate(
     // Build once now so range errors surface at validation time.
     let built = policy.build()?;
     host.host_threads = host::host_threads(&f.host, &host, hypervisor, policy.name())?;
+    let sched_gran = crate::sched_gran::sched_gran(&f.host, &host, &policy)?;
+    let built = crate::sched_gran::wrap(built, sched_gran);
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
     let network = network_config(&f.network)?;
     let dom0 = driver_domain(&f.host, &host, hypervisor, hosts, &mut budget)?;
@@ -82,6 +84,7 @@ pub(super) fn validate(
         aligned_clocks,
         network,
         policy,
+        sched_gran,
         vms,
         horizon: vsched_engine::secs_to_ns(run.horizon_s),
         until: run.until,
