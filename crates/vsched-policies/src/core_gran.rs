@@ -38,7 +38,9 @@
 //!   released by a reschedule IPI, so each rendezvous costs a fixed one IPI latency
 //!   (`host.ipi_latency_us`, sourced in docs/realism.md) on top of the wait for the siblings to
 //!   arrive (one more IPI latency, plus whatever they were doing). This release latency stands
-//!   for Xen's out-rendezvous (`sched_context_switched`) and is the "fixed cost".
+//!   for Xen's out-rendezvous (`sched_context_switched`) and is the "fixed cost". A released
+//!   thread was idle, so it also pays the host's wake-up from idle (`idle_wake_us`), which a
+//!   spinning Xen thread does not: an overestimate.
 //! - A thread that waits goes idle, so a unit chosen again at a slice end pays a context
 //!   switch on each thread but the last to arrive (Xen's `continue_running` pays none).
 //! - Credit's and credit2's tick and timers run on each resource's master thread.
