@@ -230,4 +230,7 @@ fn bad_granularities_are_refused_naming_the_field() {
     let e = refused(&base.replace("name = \"credit\"", "name = \"credit2\"\nxen_version = \"4.12\""));
     assert!(e.contains("host.sched_gran") && e.contains("4.13"), "{e}");
     assert!(!e.contains('\n'));
+    let late = base.replace("vcpus = 2\n", "vcpus = 2\nstart_s = 0.05\n");
+    let e = refused(&late);
+    assert!(e.contains("host.sched_gran") && e.contains("start_s"), "{e}");
 }

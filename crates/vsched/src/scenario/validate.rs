@@ -65,6 +65,12 @@ pub(super) fn validate(
     let run = run(&f.run)?;
     lifetimes(&f.vm, run.horizon_s, &mut user)?;
     let (vms, table_of) = simulation_order(user, hosts, &dom0);
+    if sched_gran.is_some() && vms.iter().any(|v| v.start > 0 || v.stop.is_some()) {
+        return Err(err(
+            "host.sched_gran",
+            "core scheduling is not modelled with VMs created or destroyed during the run (start_s / stop_s)",
+        ));
+    }
     if !built.supports_vm_lifecycle() {
         no_lifecycle(&policy, &vms, &table_of)?;
     }
