@@ -8,6 +8,9 @@ pub mod balance_eevdf;
 pub mod bcs;
 pub mod cds;
 pub mod cfs;
+pub mod core_gran;
+/// Not a policy: the unit world `core_gran` shows its policy.
+mod core_gran_world;
 pub mod cosched;
 pub mod credit;
 pub mod credit2;

@@ -37,6 +37,8 @@ pub(crate) struct HostSection {
     /// The hypervisor the host runs, "xen" or "kvm": what it has whatever policy runs it (a Xen
     /// host's Domain-0, a KVM host's threads). Absent: the policy's hypervisor decides.
     pub(crate) hypervisor: Option<String>,
+    /// Xen's `sched-gran`: "cpu" (default), "core" or "socket" (`sched_gran.rs`).
+    pub(crate) sched_gran: Option<String>,
     pub(crate) dom0_vcpus: Option<u32>,
     pub(crate) dom0_weight: Option<u32>,
     /// The Xen release whose Credit rules `credit` and the policies built on it follow,

@@ -18,6 +18,7 @@ mod paravirt;
 pub mod policy_spec;
 pub mod report;
 pub mod scenario;
+mod sched_gran;
 pub mod trace_json;
 
 use std::fs::File;

@@ -53,6 +53,9 @@ pub struct Scenario {
     pub network: NetworkConfig,
     /// The policy, with its parameters: a registered one or the caller's (`external`).
     pub policy: PolicySource,
+    /// Xen's `sched-gran` coarser than a pCPU, with its threads per resource (`sched_gran.rs`);
+    /// `None` schedules each pCPU on its own.
+    pub sched_gran: Option<(vsched_policies::core_gran::SchedGran, usize)>,
     /// Every domain in simulation order: host by host, each host's driver domain first, then
     /// its `[[vm]]`s, then its virtual-cluster VMs.
     pub vms: Vec<VmSpec>,
@@ -204,7 +207,8 @@ impl Scenario {
                 tick: v.tick,
             })
             .collect();
-        let policies = (0..self.hosts).map(|_| self.policy.build_for_run()).collect();
+        let policies =
+            (0..self.hosts).map(|_| crate::sched_gran::wrap(self.policy.build_for_run(), self.sched_gran)).collect();
         let mut sim = Simulation::cluster(self.host.clone(), self.network.clone(), domains, policies, seed);
         if self.aligned_clocks {
             sim.align_host_clocks();

@@ -55,6 +55,8 @@ pub(super) fn validate(
     // Build once now so range errors surface at validation time.
     let built = policy.build()?;
     host.host_threads = host::host_threads(&f.host, &host, hypervisor, policy.name())?;
+    let sched_gran = crate::sched_gran::sched_gran(&f.host, &host, &policy)?;
+    let built = crate::sched_gran::wrap(built, sched_gran);
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
     let network = network_config(&f.network)?;
     let dom0 = driver_domain(&f.host, &host, hypervisor, hosts, &mut budget)?;
@@ -63,6 +65,12 @@ pub(super) fn validate(
     let run = run(&f.run)?;
     lifetimes(&f.vm, run.horizon_s, &mut user)?;
     let (vms, table_of) = simulation_order(user, hosts, &dom0);
+    if sched_gran.is_some() && vms.iter().any(|v| v.start > 0 || v.stop.is_some()) {
+        return Err(err(
+            "host.sched_gran",
+            "core scheduling is not modelled with VMs created or destroyed during the run (start_s / stop_s)",
+        ));
+    }
     if !built.supports_vm_lifecycle() {
         no_lifecycle(&policy, &vms, &table_of)?;
     }
@@ -82,6 +90,7 @@ pub(super) fn validate(
         aligned_clocks,
         network,
         policy,
+        sched_gran,
         vms,
         horizon: vsched_engine::secs_to_ns(run.horizon_s),
         until: run.until,
