@@ -125,7 +125,7 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         default: ParamDefault::Int(LOAD_BALANCE_RATELIMIT_US),
         range: ParamRange::Int { min: 0, max: 1_000_000 }, doc: "minimum interval between work-stealing passes of a pCPU, busy or idle, µs (0 = off; default: 1000 in current Xen, 0 before 4.18)",
     },
-    ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), range: ParamRange::Int { min: 1, max: 1_000_000 }, doc: "shortest slice timer, µs" },
+    ParamSpec { name: "min_timer_us", default: ParamDefault::Int(MIN_TIMER_US), range: ParamRange::Int { min: 10, max: 1_000_000 }, doc: "shortest slice timer, µs (at least the simulator's 10 µs, vsched_model::MIN_SLICE_NS)" },
     ParamSpec { name: "boost", default: ParamDefault::Bool(true), range: ParamRange::Any, doc: "raise waking UNDER vCPUs to BOOST" },
     ParamSpec {
         name: "tickle_one_idle",
@@ -266,6 +266,11 @@ pub(crate) struct Credit {
 }
 
 impl Credit {
+    /// The shortest slice timer it programs (`CSCHED_MIN_TIMER`).
+    pub(crate) fn min_timer_ns(&self) -> Time {
+        self.min_timer_ns
+    }
+
     /// First half of `csched_schedule`: charge `prev`, and put it back in `p`'s run queue
     /// if it is still runnable. With `ratelimit`, a vCPU that ran less than the rate limit
     /// keeps the pCPU: the decision to return is `Some`.

@@ -589,9 +589,10 @@ impl CreditVariant for CvsComm {
             match self.answer_signal(base, cx, p, prev, signal) {
                 Answer::Sibling(s) => next = Some(s),
                 Answer::KeepPrev(u) => {
-                    // It runs on for what is left of its slice.
+                    // It runs on for what is left of its slice, a timer Credit programs no
+                    // shorter than `CSCHED_MIN_TIMER` (a fuzzed case once left 421 ns).
                     base.commit(cx, p, prev, Some(u));
-                    return Decision::run(u, self.slice_end[p] - cx.now());
+                    return Decision::run(u, (self.slice_end[p] - cx.now()).max(base.min_timer_ns()));
                 }
                 Answer::Usual => {}
             }

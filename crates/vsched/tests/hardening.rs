@@ -157,3 +157,14 @@ fn a_vm_due_after_the_run_ended_was_never_created() {
     let late = m.vms.iter().find(|v| v.name == "late").unwrap();
     assert_eq!((late.created_s, late.cpu_s), (None, 0.0));
 }
+
+#[test]
+fn cvs_comm_keeps_a_vcpu_no_shorter_than_credits_min_timer() {
+    // The fuzz campaign's case 16770: a signalled pCPU let its vCPU run out its slice, 421 ns
+    // of it, a decision the simulator refuses (`MIN_SLICE_NS`); Credit programs no timer
+    // shorter than `CSCHED_MIN_TIMER`.
+    let toml = include_str!("fuzz_cases/cvs-comm-short-slice.toml");
+    let scenario = vsched::Scenario::parse(toml).expect("the case is valid");
+    let result = scenario.build(scenario.seed).run(scenario.horizon, scenario.until, &mut |_| true);
+    assert!(result.is_ok(), "{:?}", result.err());
+}
