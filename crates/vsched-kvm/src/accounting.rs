@@ -221,6 +221,7 @@ impl Books {
                     virtual_cluster: None,
                     messages_received: 0,
                     rx_packets: 0,
+                    halt_poll: None,
                 }
             })
             .collect::<Vec<_>>();

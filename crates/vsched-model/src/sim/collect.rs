@@ -5,7 +5,7 @@ use vsched_engine::Time;
 
 use super::accounting::{RUNNABLE, RUNNING};
 use super::state::{Core, Dom, HostState};
-use crate::metrics::{fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{fairness, ClusterMetrics, HaltPollMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
@@ -133,6 +133,7 @@ impl Core {
             virtual_cluster: self.job_names[dom.job].clone(),
             messages_received: dom.messages_received,
             rx_packets: dom.info.rx_packets,
+            halt_poll: self.halt_poll_metrics(d),
         };
         dom.costart.report(&mut vm);
         vm
@@ -162,6 +163,26 @@ impl Core {
             fairness: fairness(vms_here),
             policy_counters: hs.counters.sorted(),
         }
+    }
+
+    /// Domain `d`'s halt polls, if it may poll: a VM (not the driver domain, not the host's
+    /// threads) on a host with `halt_poll_ns` > 0 or with its guest's haltpoll driver.
+    fn halt_poll_metrics(&self, d: usize) -> Option<HaltPollMetrics> {
+        let dom = &self.doms[d];
+        let info = &dom.info;
+        let may_poll =
+            (self.host.halt_poll.max_ns > 0 || info.pv.haltpoll.is_some()) && !info.driver && !info.host_threads;
+        let s = &dom.halt_stats;
+        may_poll.then(|| HaltPollMetrics {
+            halt_attempted_poll: s.attempted,
+            halt_successful_poll: s.successful,
+            halt_poll_invalid: 0,
+            halt_poll_success_s: secs(s.success_ns),
+            halt_poll_fail_s: secs(s.fail_ns),
+            guest_halt_polls: s.guest_polls,
+            guest_halt_successful_polls: s.guest_successful,
+            guest_halt_poll_s: secs(s.guest_ns),
+        })
     }
 
     /// Each named job (virtual cluster): its VMs, ranks and completion.
