@@ -249,3 +249,38 @@ fn bad_settings_are_refused_naming_the_field() {
     // And accepted where they apply.
     assert!(Scenario::parse(&kvm("halt_poll_ns = 200000", "guest_haltpoll = true")).is_ok());
 }
+
+/// A waker skips the IPI to a vCPU polling in its guest (`TIF_POLLING_NRFLAG`). Two vCPUs on
+/// two pCPUs (`pinned`, no slices), IPIs of 2 µs, exits of 1 µs, no IPI virtualization. Both
+/// halt at 0 and are woken at 5; the reschedule IPIs put them on their pCPUs at 7 (the
+/// window grows to 50 µs). vCPU 0 reaches a blocking barrier at 17; vCPU 1 releases it at 37.
+/// With guest haltpoll vCPU 0 polls from 17, sees the release at 37 at once (no IPI, no exit
+/// for the waker) and both finish at 47. Without, vCPU 0 halts; the release's IPI wakes it at
+/// 39, the waker pays its ICR-write exit (finishing at 48) and the reschedule IPI puts vCPU 0
+/// back at 41: it finishes at 51, after 2 more IPIs (each run also has the 4 reschedule IPIs
+/// of the start and of the wake-ups at 5).
+#[test]
+fn a_waker_skips_the_ipi_to_a_vcpu_polling_in_its_guest() {
+    let barrier = Instr::Barrier(vsched_model::BarrierWait::Block);
+    let v0 = program(&[io(us(5)), compute(us(10)), barrier.clone(), compute(us(10)), Instr::Exit]);
+    let v1 = program(&[io(us(5)), compute(us(30)), barrier, compute(us(10)), Instr::Exit]);
+    let host = HostConfig { ipi_latency_ns: us(2), vm_exit_ns: us(1), ipi_virtualization: false, ..free_host(2) };
+    let make = |haltpoll: bool| {
+        let mut d = domain("B", VmType::Hit, vec![v0.clone(), v1.clone()]);
+        d.guest.finite = true;
+        d.pv.haltpoll = haltpoll.then(GuestHaltPoll::default);
+        d
+    };
+    let run = |haltpoll: bool| {
+        let mut sim = Simulation::new(host.clone(), vec![make(haltpoll)], pinned(None), 1);
+        sim.run(us(100_000), Until::AllDone, &mut |_| true).expect("run failed")
+    };
+    let (on, off) = (run(true), run(false));
+    assert_eq!(vm(&on, "B").completion_s, Some(47e-6));
+    // The reschedule IPIs of the start and of the wake-ups at 5, two each.
+    assert_eq!(on.host.ipis, 4);
+    let p = polls(&on, "B");
+    assert_eq!((p.guest_halt_polls, p.guest_halt_successful_polls, p.guest_halt_poll_s), (1, 1, 20e-6));
+    assert_eq!(vm(&off, "B").completion_s, Some(51e-6));
+    assert_eq!(off.host.ipis, 6);
+}
