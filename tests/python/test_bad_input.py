@@ -138,6 +138,37 @@ BAD_SCENARIOS = [
         ["host.sockets"],
     ),
     ("zero sockets", with_replaced("pcpus = 2", "pcpus = 2\nsockets = 0"), ["host.sockets"]),
+    (
+        "halt polling on a Xen host",
+        with_replaced("pcpus = 2", "pcpus = 2\nhalt_poll_ns = 200000"),
+        ["host.halt_poll_ns", "KVM"],
+    ),
+    (
+        "guest haltpoll on a Xen host",
+        with_replaced("vcpus = 2", "vcpus = 2\nguest_haltpoll = true"),
+        ["vm[0].guest_haltpoll", "KVM"],
+    ),
+    (
+        "negative halt_poll_ns",
+        with_replaced('name = "credit"', 'name = "kvm-eevdf"').replace(
+            "pcpus = 2", "pcpus = 2\nhalt_poll_ns = -1"
+        ),
+        ["host.halt_poll_ns"],
+    ),
+    (
+        "halt_poll_ns beyond KVM's unsigned int",
+        with_replaced('name = "credit"', 'name = "kvm-eevdf"').replace(
+            "pcpus = 2", "pcpus = 2\nhalt_poll_ns = 5000000000"
+        ),
+        ["host.halt_poll_ns", "4294967295"],
+    ),
+    (
+        "a guest haltpoll parameter without guest haltpoll",
+        with_replaced('name = "credit"', 'name = "kvm-eevdf"').replace(
+            "vcpus = 2", "vcpus = 2\nguest_halt_poll_ns = 100000", 1
+        ),
+        ["vm[0].guest_halt_poll_ns", "guest_haltpoll = true"],
+    ),
     ("odd pcpus with SMT", with_replaced("pcpus = 2", "pcpus = 3\nthreads_per_core = 2"), ["host.sockets"]),
     ("zero fill buffers", with_replaced("pcpus = 2", "pcpus = 2\nfill_buffers = 0"), ["host.fill_buffers"]),
     ("negative L2", with_replaced("pcpus = 2", "pcpus = 2\nl2_kib = -1"), ["host.l2_kib"]),

@@ -222,6 +222,7 @@ impl Books {
                     messages_received: 0,
                     rx_packets: 0,
                     core_shared_s: None,
+                    halt_poll: None,
                 }
             })
             .collect::<Vec<_>>();

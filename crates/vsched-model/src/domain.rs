@@ -77,6 +77,10 @@ pub struct Paravirt {
     /// so that a host with `preempt_delay` may put off preempting it (Uhlig et al., VM '04;
     /// Kashyap et al., eCS, USENIX ATC '18).
     pub critical_sections: bool,
+    /// The guest's `cpuidle-haltpoll` driver and `haltpoll` governor (Linux ≥ 5.4), with its
+    /// module parameters: it polls before HLT and turns host polling off through
+    /// `MSR_KVM_POLL_CONTROL` (`KVM_FEATURE_POLL_CONTROL`, Linux ≥ 5.3; `sim/halt_poll.rs`).
+    pub haltpoll: Option<crate::sim::GuestHaltPoll>,
 }
 
 /// The host-level state of a vCPU.

@@ -27,15 +27,16 @@ pub use domain::{DomainInfo, Paravirt, VcpuState, VmType};
 pub use guest::{BarrierWait, Dur, GuestSpec, Instr, LockChoice, LockKind, Program, ProgramBuilder, FOREVER};
 pub use histogram::Histogram;
 pub use ids::{DomId, PcpuId, VcpuId};
-pub use metrics::{ClusterMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+pub use metrics::{ClusterMetrics, HaltPollMetrics, HostMetrics, IoMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 pub use params::{concat_params, number, ConfigError, ParamDefault, ParamRange, ParamSpec, Params, Value};
 pub use policy::{Decision, Hypervisor, Policy, PolicyInfo, YieldReason, DEFAULT_STALL_TIMEOUT_NS};
 pub use queues::{FifoQueue, VtimeQueue};
 pub use sim::{
-    domains_in_simulation_order, driver_guest, hardware, host_threads_name, Caches, Clocks, DomainConfig, GuestTick,
-    Hardware, HostConfig, HostThreads, IoConfig, NetworkConfig, RunError, Simulation, Until, DEFAULT_GUEST_HZ,
-    DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S,
-    DEFAULT_VHOST_PACKET_NS, DEFAULT_VIRTIO_BLK_REQUEST_NS, HARDWARE, KERNEL_FOOTPRINT_BYTES, MIN_SLICE_NS,
+    domains_in_simulation_order, driver_guest, hardware, host_threads_name, Caches, Clocks, DomainConfig,
+    GuestHaltPoll, GuestTick, HaltPoll, Hardware, HostConfig, HostThreads, IoConfig, NetworkConfig, RunError,
+    Simulation, Until, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, DEFAULT_KTHREAD_RUN_NS,
+    DEFAULT_KTHREAD_WAKES_PER_S, DEFAULT_VHOST_PACKET_NS, DEFAULT_VIRTIO_BLK_REQUEST_NS, GUEST_HALT_POLL_NS_DEFAULT,
+    HARDWARE, KERNEL_FOOTPRINT_BYTES, KVM_HALT_POLL_NS_DEFAULT, MIN_SLICE_NS,
 };
 pub use trace::{
     CounterOf, FlowKind, FlowPoint, Instant, Span, Trace, TraceEvent, TraceSink, Track, VcpuActivity, VcpuSlice,

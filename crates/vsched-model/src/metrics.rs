@@ -69,6 +69,11 @@
 //! the smallest and largest sample. It is exact below 2,048 ns and otherwise within 1/2048
 //! (0.049 %) of the true nearest-rank quantile; the smallest and largest samples (p0, p100)
 //! are exact.
+//! - `halt_attempted_poll`, `halt_successful_poll`, `halt_poll_invalid`, `halt_poll_success_s`,
+//!   `halt_poll_fail_s`, `guest_halt_polls`, `guest_halt_successful_polls`,
+//!   `guest_halt_poll_s`: its halt polls, in the host and in its guest ([`HaltPollMetrics`]);
+//!   only for a VM that may poll. A wake-up a poll caught counts in `wake_latency_us_mean`
+//!   with latency 0 (the vCPU never left its pCPU).
 //! - `host`: the host it runs on (0 on a single host); `virtual_cluster`: the virtual
 //!   cluster (parallel job across VMs) it belongs to, if any.
 //! - `messages_received`: messages delivered to its vCPUs (from any rank, shared memory
@@ -187,6 +192,33 @@ pub struct VmMetrics {
     pub rx_packets: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_shared_s: Option<f64>,
+    /// Halt polling, present only for a VM that may poll (`HaltPollMetrics`).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub halt_poll: Option<HaltPollMetrics>,
+}
+
+/// A VM's halt polls (`sim/halt_poll.rs`), in KVM's stat names where KVM has them
+/// (`struct kvm_vcpu_stat_generic`, include/linux/kvm_host.h), summed over its vCPUs.
+/// Reported for a VM on a host with `halt_poll_ns` > 0 or with `guest_haltpoll`; absent
+/// otherwise, so reports of runs without polling are unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HaltPollMetrics {
+    /// Host polls started (`halt_attempted_poll`).
+    pub halt_attempted_poll: u64,
+    /// Host polls that ended in a wake-up, the vCPU never blocked (`halt_successful_poll`).
+    pub halt_successful_poll: u64,
+    /// Successful polls ended by an invalid wake-up (`halt_poll_invalid`): always 0 on x86,
+    /// where every wake-up is valid.
+    pub halt_poll_invalid: u64,
+    /// Time spent in successful and in failed host polls (`halt_poll_success_ns`,
+    /// `halt_poll_fail_ns`, in seconds).
+    pub halt_poll_success_s: f64,
+    pub halt_poll_fail_s: f64,
+    /// Guest polls (the haltpoll governor's `poll_idle`), those a wake-up ended, and their
+    /// time (wall time, the guest's clock).
+    pub guest_halt_polls: u64,
+    pub guest_halt_successful_polls: u64,
+    pub guest_halt_poll_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -163,6 +163,14 @@ pub trait Policy {
     /// it queued. The simulator validates the decision and fails the run if it is unusable.
     fn pick_next(&mut self, cx: &mut Cx, pcpu: PcpuId, prev: Option<VcpuId>) -> Decision;
 
+    /// Whether `pcpu`'s run queue holds a runnable entity besides the one running there
+    /// (Linux's `!single_task_running()`), for a policy with per-pCPU run queues. KVM's halt
+    /// polling stops when it does (`kvm_vcpu_can_poll`, `sim/halt_poll.rs`); `None` (the
+    /// default): the policy does not say, and only a reschedule of `pcpu` stops a poll.
+    fn others_queued(&self, _pcpu: PcpuId) -> Option<bool> {
+        None
+    }
+
     /// The periodic tick on `pcpu` (see `tick_period_ns`).
     fn tick(&mut self, _cx: &mut Cx, _pcpu: PcpuId) {}
 

@@ -589,6 +589,10 @@ impl Policy for Eevdf {
         self.se = vec![Entity::default(); cx.n_vcpus()];
     }
 
+    fn others_queued(&self, p: PcpuId) -> Option<bool> {
+        Some(self.nr_queued(p) > 1)
+    }
+
     fn tick_period_ns(&self) -> Option<Time> {
         Some(self.tick_ns)
     }

@@ -317,6 +317,10 @@ impl<S: LinuxSched> Policy for Kvm<S> {
         self.sched.tick_period_ns()
     }
 
+    fn others_queued(&self, p: PcpuId) -> Option<bool> {
+        self.sched.others_queued(p)
+    }
+
     fn ticks_aligned(&self) -> bool {
         self.sched.ticks_aligned()
     }

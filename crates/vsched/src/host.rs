@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 use vsched_model::{
-    hardware, Caches, Clocks, ConfigError, HostConfig, HostThreads, Hypervisor, IoConfig, ParamDefault, ParamRange,
-    ParamSpec, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
+    hardware, Caches, Clocks, ConfigError, HaltPoll, HostConfig, HostThreads, Hypervisor, IoConfig, ParamDefault,
+    ParamRange, ParamSpec, DEFAULT_GUEST_HZ, DEFAULT_HARDWARE, DEFAULT_IDLE_WAKES_PER_S, HARDWARE,
 };
 
 use crate::scenario::{err, micros};
@@ -75,6 +75,11 @@ pub(crate) struct HostSection {
     pub(crate) virtio_blk_request_us: Option<f64>,
     pub(crate) vhost_packet_us: Option<f64>,
     pub(crate) host_tick_us: Option<f64>,
+    /// KVM's host halt polling, in its module parameters' names and units (`crate::halt_poll`).
+    pub(crate) halt_poll_ns: Option<u64>,
+    pub(crate) halt_poll_ns_grow: Option<u64>,
+    pub(crate) halt_poll_ns_grow_start: Option<u64>,
+    pub(crate) halt_poll_ns_shrink: Option<u64>,
 }
 
 /// `[host] xen_version`, checked as Credit checks its own.
@@ -159,8 +164,9 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
             }
         },
         io: io_config(h)?,
-        // Known once the policy is (`host_threads`).
+        // Known once the policy is (`host_threads`, `crate::halt_poll`).
         host_threads: None,
+        halt_poll: HaltPoll::OFF,
     };
     if matches!(host.preempt_delay_ns, Some(delay) if delay > 100_000_000) {
         return Err(err("host.preempt_delay_us", "expected at most 100000 microseconds (100 ms; 0 = off)"));

@@ -12,6 +12,7 @@ mod bench;
 pub mod external;
 mod footprint;
 mod guest_kernel;
+mod halt_poll;
 mod host;
 pub mod overrides;
 mod paravirt;

@@ -16,6 +16,7 @@ pub(crate) struct PvKeys {
     pub(crate) sched_yield: Option<bool>,
     pub(crate) critical_sections: Option<bool>,
     pub(crate) sched_slice_us: Option<f64>,
+    pub(crate) haltpoll: crate::halt_poll::GuestPollKeys,
 }
 
 /// Linux clamps a requested slice to [0.1 ms, 100 ms] (`__setscheduler_params`,
@@ -30,6 +31,7 @@ pub(crate) fn paravirt(at: &dyn Fn(&str) -> String, keys: &PvKeys) -> Result<(Pa
         tlb_flush: keys.tlb_flush.unwrap_or(false),
         sched_yield: keys.sched_yield.unwrap_or(false),
         critical_sections: keys.critical_sections.unwrap_or(false),
+        haltpoll: crate::halt_poll::guest_haltpoll(at, &keys.haltpoll)?,
     };
     // Linux turns both on only when the host also offers steal time, whose `preempted` flag
     // they read (`pv_tlb_flush_supported`, `pv_sched_yield_supported`, arch/x86/kernel/kvm.c).

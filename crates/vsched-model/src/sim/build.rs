@@ -211,6 +211,7 @@ impl Simulation {
                     idle_phase: guest_kernel::idle_phase(&streams, lockstep, cfg.tick, vcpus.len()),
                     delay_until: None,
                     pinned: (is_host && index < kthreads).then_some(hs.pcpus.start + index),
+                    halt: Default::default(),
                 });
                 if online {
                     hs.n_waiting += 1;
@@ -274,6 +275,7 @@ impl Simulation {
                 idle_period_ns: cfg.tick.idle_period_ns(),
                 guest_ticks: 0,
                 timer_wakes: 0,
+                halt_stats: Default::default(),
             });
         }
         // Hosts without domains still own an (empty) slice where the next host starts.
@@ -347,6 +349,7 @@ impl Simulation {
             error: None,
             stalled: None,
             smt,
+            host_pollers: Vec::new(),
         };
         // Every host runs the same policy; the first speaks for them.
         let stall_timeout =

@@ -5,7 +5,7 @@ use vsched_engine::Time;
 
 use super::accounting::{RUNNABLE, RUNNING};
 use super::state::{Core, Dom, HostState};
-use crate::metrics::{fairness, ClusterMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
+use crate::metrics::{fairness, ClusterMetrics, HaltPollMetrics, HostMetrics, NetworkMetrics, RunMetrics, VmMetrics};
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {
@@ -135,6 +135,7 @@ impl Core {
             messages_received: dom.messages_received,
             rx_packets: dom.info.rx_packets,
             core_shared_s: self.smt.enabled().then(|| secs(self.smt.shared_ns[d])),
+            halt_poll: self.halt_poll_metrics(d),
         };
         dom.costart.report(&mut vm);
         vm
@@ -168,6 +169,26 @@ impl Core {
             smt_corun_s: smt(&self.smt.corun_ns),
             smt_cross_vm_s: smt(&self.smt.cross_vm_ns),
         }
+    }
+
+    /// Domain `d`'s halt polls, if it may poll: a VM (not the driver domain, not the host's
+    /// threads) on a host with `halt_poll_ns` > 0 or with its guest's haltpoll driver.
+    fn halt_poll_metrics(&self, d: usize) -> Option<HaltPollMetrics> {
+        let dom = &self.doms[d];
+        let info = &dom.info;
+        let may_poll =
+            (self.host.halt_poll.max_ns > 0 || info.pv.haltpoll.is_some()) && !info.driver && !info.host_threads;
+        let s = &dom.halt_stats;
+        may_poll.then(|| HaltPollMetrics {
+            halt_attempted_poll: s.attempted,
+            halt_successful_poll: s.successful,
+            halt_poll_invalid: 0,
+            halt_poll_success_s: secs(s.success_ns),
+            halt_poll_fail_s: secs(s.fail_ns),
+            guest_halt_polls: s.guest_polls,
+            guest_halt_successful_polls: s.guest_successful,
+            guest_halt_poll_s: secs(s.guest_ns),
+        })
     }
 
     /// Each named job (virtual cluster): its VMs, ranks and completion.

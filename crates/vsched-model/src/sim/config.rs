@@ -5,6 +5,7 @@ use vsched_engine::{Time, NS_PER_MS, NS_PER_US};
 
 use super::disk::IoConfig;
 use super::guest_kernel::GuestTick;
+use super::halt_poll::HaltPoll;
 use super::hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE};
 use super::host_threads::HostThreads;
 use crate::domain::{Paravirt, VmType};
@@ -83,6 +84,8 @@ pub struct HostConfig {
     /// The host's own threads and timer tick, on a KVM host (`host_threads`); `None`: a
     /// silent host.
     pub host_threads: Option<HostThreads>,
+    /// KVM's host halt-polling (`halt_poll`): off (`halt_poll_ns` 0) unless the scenario sets it.
+    pub halt_poll: HaltPoll,
 }
 
 /// How the pCPUs' timers relate to each other (see `sim/clocks.rs`).
@@ -139,6 +142,7 @@ impl HostConfig {
             workload_start_spread_ns: 10 * NS_PER_MS,
             io: IoConfig::default(),
             host_threads: None,
+            halt_poll: HaltPoll::OFF,
         }
     }
 

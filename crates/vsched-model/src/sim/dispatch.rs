@@ -28,6 +28,7 @@ pub const MIN_SLICE_NS: Time = 10_000;
 impl Simulation {
     /// Asks the policy what `p` runs next and makes it so.
     pub(super) fn schedule(&mut self, p: PcpuId) {
+        self.stop_poll_for_resched(p);
         if self.core.defer_preemption(p) {
             return;
         }
@@ -150,6 +151,7 @@ impl Core {
                 }
                 overhead += refill;
                 overhead += self.guest_ticks_at_entry(v);
+                self.halt_ended(v);
                 if let Some(w) = woke_at {
                     let dom = &mut self.doms[self.vcpus[v].dom];
                     dom.wake_latency_sum += now - w;

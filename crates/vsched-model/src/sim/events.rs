@@ -171,6 +171,7 @@ impl Simulation {
                 self.core.events += 1;
             }
             self.drain();
+            self.stop_polls_beside_others();
             if let Some(e) = self.core.error.take() {
                 return Err(e);
             }

@@ -183,6 +183,16 @@ impl Core {
         }
     }
 
+    /// Running `v` left a halt without a switch (a host poll caught its wake-up): its tick
+    /// runs again from the next instant of its grid, if its kernel ticks.
+    pub(super) fn arm_running_tick(&mut self, v: VcpuId) {
+        let now = self.now();
+        match self.next_tick(self.vcpus[v].dom, now) {
+            Some(next) => self.arm_guest_timer(v, next),
+            None => self.cancel_guest_timer(v),
+        }
+    }
+
     /// Cancels `v`'s pending guest timer (a preempted vCPU's tick waits for its next entry).
     /// The event stays in its slot until the timer is armed again (which replaces it in
     /// place, usually by one due within the timer slop of it) or until it comes due, and is
@@ -207,6 +217,11 @@ impl Core {
         if vc.tick_gen != gen {
             return None;
         }
+        // Its idle timer, while it polls in the host: a wake-up inside the window (`halt_poll`).
+        if self.poll_timer(v) {
+            return Some(false);
+        }
+        let vc = &mut self.vcpus[v];
         match vc.state {
             VcpuState::Running(_) => {
                 self.doms[vc.dom].guest_ticks += 1;

@@ -97,7 +97,7 @@ impl Core {
         let state = self.threads[vc.curr].state;
         state.halted()
             && !matches!(state, ThreadState::HaltedLock { .. })
-            && (vc.state == VcpuState::Blocked || vc.timer_wake)
+            && (vc.state == VcpuState::Blocked || vc.timer_wake || vc.halt.poll.is_some())
     }
 
     /// Running vCPU `v`'s thread blocked: the vCPU runs the next thread of its queue instead

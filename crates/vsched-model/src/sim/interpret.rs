@@ -19,7 +19,7 @@ use super::locks::WaitAction;
 use super::state::{Core, PendingGuestEvent, SpinLimit, ThreadState};
 use crate::domain::VcpuState;
 use crate::guest::{BarrierWait, Dur, Instr, FOREVER};
-use crate::ids::{DomId, ThreadId, VcpuId};
+use crate::ids::{DomId, PcpuId, ThreadId, VcpuId};
 
 /// Steps one thread may take in one instant before its program is declared to loop without
 /// taking time: far more than any program of ours takes between two durations.
@@ -116,6 +116,10 @@ impl Core {
     /// When running vCPU `v`'s thread, executing from `from` on, next needs the interpreter:
     /// its compute ends, its spinning must be looked at, or never (None).
     fn next_guest_event(&self, v: VcpuId, from: Time) -> Option<Time> {
+        // A polling vCPU's thread is halted: the poll's end (`halt_poll`).
+        if let Some(at) = self.poll_end_at(v, from) {
+            return Some(at);
+        }
         match self.threads[self.vcpus[v].curr].state {
             ThreadState::Ready | ThreadState::Unstarted { .. } => Some(from),
             ThreadState::Computing { left } => Some(from.saturating_add(self.smt_time_for(v, left))),
@@ -161,6 +165,9 @@ impl Core {
         debug_assert!(self.to_advance.is_empty());
         self.sync(v);
         let now = self.queue.now();
+        if self.poll_timed_out(v) {
+            return;
+        }
         if self.vcpus[v].timer_wake && self.timer_handler_done(v) {
             return;
         }
@@ -221,6 +228,22 @@ impl Core {
         if self.switch_on_block(v) {
             return;
         }
+        // Or it polls first (`halt_poll`).
+        if self.halt_poll_begins(v) {
+            return;
+        }
+        self.halt(v, true);
+    }
+
+    /// Running vCPU `v` halts (its guest has nothing to run) and its pCPU reschedules in this
+    /// same instant; `arm_timer` unless its idle timer is armed already (a poll armed it).
+    pub(super) fn halt(&mut self, v: VcpuId, arm_timer: bool) {
+        let p = self.halt_in_place(v, arm_timer);
+        self.to_sleep.push_back((v, p));
+    }
+
+    /// `halt` but for the reschedule, which the caller sees to. Returns the vCPU's pCPU.
+    pub(super) fn halt_in_place(&mut self, v: VcpuId, arm_timer: bool) -> PcpuId {
         let vc = &mut self.vcpus[v];
         vc.gen = vc.gen.wrapping_add(1);
         let VcpuState::Running(p) = vc.state else { unreachable!("only a running thread blocks") };
@@ -229,10 +252,12 @@ impl Core {
             self.ipi_taken(s, v);
         }
         self.set_state(v, VcpuState::Blocked);
-        self.arm_idle_timer(v);
-        self.to_sleep.push_back((v, p));
+        if arm_timer {
+            self.arm_idle_timer(v);
+        }
         // A mutex owner that blocks is off its CPU: its spinners see it.
         self.mutex_owner_moved(self.vcpus[v].curr);
+        p
     }
 
     /// Thread `t`'s wake-up arrived (I/O done, a kick, an interrupt): it resumes, and its
@@ -249,7 +274,7 @@ impl Core {
         let vc = &self.vcpus[v];
         // Up for its guest timer only (`guest_kernel`): its thread resumes where the vCPU is.
         let timer_woken = vc.timer_wake && matches!(vc.state, VcpuState::Runnable | VcpuState::Running(_));
-        if vc.state != VcpuState::Blocked && !timer_woken {
+        if vc.state != VcpuState::Blocked && !timer_woken && vc.halt.poll.is_none() {
             return None;
         }
         if !self.resume(t) {
@@ -286,6 +311,9 @@ impl Core {
     /// thread: a halted one becomes runnable and is returned (the policy must hear of it). One
     /// up for its timer and running now touches its thread's footprint (`cache`).
     pub(super) fn resume_vcpu(&mut self, v: VcpuId) -> Option<VcpuId> {
+        if self.idle_polling(v) {
+            return self.poll_woken(v);
+        }
         let vc = &mut self.vcpus[v];
         if vc.timer_wake {
             vc.timer_wake = false;
@@ -316,7 +344,7 @@ impl Core {
         );
         th.state = ThreadState::Ready;
         if blocked {
-            self.send_wake(w);
+            return self.send_wake(w);
         } else if current {
             self.arm(v);
             self.trace_state(v);
@@ -325,12 +353,19 @@ impl Core {
     }
 
     /// Blocked thread `w` is woken by an interrupt: an IPI from the vCPU that releases it, or
-    /// the virtual NIC's, which arrives one IPI latency later.
-    pub(super) fn send_wake(&mut self, w: ThreadId) {
+    /// the virtual NIC's, which arrives one IPI latency later. A vCPU polling in its guest
+    /// needs none: the waker sets `need_resched`, seen at once (`halt_poll`). True if an
+    /// interrupt was sent.
+    pub(super) fn send_wake(&mut self, w: ThreadId) -> bool {
         let v = self.threads[w].vcpu;
+        if self.guest_polling(v) {
+            self.post(self.queue.now(), Ev::Wake { t: w });
+            return false;
+        }
         let at = self.queue.now() + self.host.ipi_latency_ns;
         self.hosts[self.vcpus[v].host].ipis += 1;
         self.post(at, Ev::Wake { t: w });
+        true
     }
 
     /// Interprets `v`'s program from its current instruction until it must wait.

@@ -46,6 +46,8 @@ impl Core {
             .filter(|&u| {
                 u != v
                     && match self.vcpus[u].state {
+                        // A polling vCPU is idle for its guest: lazy TLB (`halt_poll`).
+                        _ if self.idle_polling(u) => false,
                         VcpuState::Running(_) => true,
                         VcpuState::Runnable if pv.tlb_flush => {
                             deferred += 1;

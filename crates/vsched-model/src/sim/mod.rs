@@ -20,6 +20,7 @@
 //! | `guest_kernel` | the guest kernels' timers: ticks of running vCPUs, timer wakes of halted ones |
 //! | `guest_sched` | the guest kernels' schedulers: threads that outnumber vCPUs, time slices, wake-up placement |
 //! | `ple` | pause-loop exits |
+//! | `halt_poll` | KVM halt-polling: the host's `halt_poll_ns` and the guest's haltpoll governor |
 //! | `preempt_delay` | putting off a reschedule inside a marked guest critical section |
 //! | `irq` | guest IPIs (`ipi_sync`, TLB shootdowns) |
 //! | `locks` | guest locks: ticket, test-and-set, preemptable ticket, and each kind's rules |
@@ -70,6 +71,7 @@ mod dispatch;
 mod events;
 mod guest_kernel;
 mod guest_sched;
+mod halt_poll;
 mod hardware;
 mod host_threads;
 mod interpret;
@@ -98,6 +100,11 @@ pub use config::{driver_guest, Clocks, DomainConfig, HostConfig, NetworkConfig};
 pub use disk::IoConfig;
 pub use dispatch::MIN_SLICE_NS;
 pub use guest_kernel::{GuestTick, DEFAULT_GUEST_HZ, DEFAULT_IDLE_WAKES_PER_S};
+pub use halt_poll::{
+    GuestHaltPoll, HaltPoll, GUEST_HALT_POLL_GROW, GUEST_HALT_POLL_GROW_START, GUEST_HALT_POLL_NS_DEFAULT,
+    GUEST_HALT_POLL_SHRINK, KVM_HALT_POLL_NS_DEFAULT, KVM_HALT_POLL_NS_GROW, KVM_HALT_POLL_NS_GROW_START,
+    KVM_HALT_POLL_NS_SHRINK,
+};
 pub use hardware::{hardware, Caches, Hardware, DEFAULT_HARDWARE, HARDWARE};
 pub use host_threads::{
     domains_in_simulation_order, host_threads_name, HostThreads, DEFAULT_KTHREAD_RUN_NS, DEFAULT_KTHREAD_WAKES_PER_S,

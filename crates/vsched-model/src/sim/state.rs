@@ -199,6 +199,8 @@ pub(super) struct Vcpu {
     /// The one pCPU it may run on (global id): a host's per-CPU kernel thread
     /// (`host_threads`).
     pub(super) pinned: Option<PcpuId>,
+    /// Its halt-polling windows and poll (`halt_poll`).
+    pub(super) halt: super::halt_poll::VcpuHalt,
 }
 
 pub(super) struct Pcpu {
@@ -272,6 +274,8 @@ pub(super) struct Dom {
     pub(super) idle_period_ns: Option<Time>,
     pub(super) guest_ticks: u64,
     pub(super) timer_wakes: u64,
+    /// Its vCPUs' halt polls (`halt_poll`).
+    pub(super) halt_stats: super::halt_poll::HaltStats,
 }
 
 /// One host's share of the core: its slices of the global arrays, its network backlog and
@@ -364,6 +368,8 @@ pub(super) struct Core {
     pub(super) stalled: Option<DomId>,
     /// Hardware threads slowing their siblings, and what ran beside what (`smt`).
     pub(super) smt: super::smt::Smt,
+    /// vCPUs polling in the host (`halt_poll`): few, usually none.
+    pub(super) host_pollers: Vec<VcpuId>,
 }
 
 /// A running vCPU's next guest event, armed for after the current instant but not queued

@@ -84,6 +84,13 @@ pub(super) struct VirtualClusterSection {
     pub(super) guest_tick: Option<String>,
     pub(super) guest_hz: Option<u32>,
     pub(super) idle_wakes_per_s: Option<f64>,
+    /// The guest's haltpoll cpuidle driver and its governor's parameters (`crate::halt_poll`).
+    pub(super) guest_haltpoll: Option<bool>,
+    pub(super) guest_halt_poll_ns: Option<u64>,
+    pub(super) guest_halt_poll_grow: Option<u64>,
+    pub(super) guest_halt_poll_shrink: Option<u64>,
+    pub(super) guest_halt_poll_grow_start: Option<u64>,
+    pub(super) guest_halt_poll_allow_shrink: Option<bool>,
     pub(super) workload: WorkloadSection,
 }
 
@@ -121,6 +128,13 @@ pub(super) struct VmSection {
     pub(super) guest_tick: Option<String>,
     pub(super) guest_hz: Option<u32>,
     pub(super) idle_wakes_per_s: Option<f64>,
+    /// The guest's haltpoll cpuidle driver and its governor's parameters (`crate::halt_poll`).
+    pub(super) guest_haltpoll: Option<bool>,
+    pub(super) guest_halt_poll_ns: Option<u64>,
+    pub(super) guest_halt_poll_grow: Option<u64>,
+    pub(super) guest_halt_poll_shrink: Option<u64>,
+    pub(super) guest_halt_poll_grow_start: Option<u64>,
+    pub(super) guest_halt_poll_allow_shrink: Option<bool>,
     pub(super) workload: WorkloadSection,
 }
 

@@ -57,6 +57,14 @@ pub(super) fn validate(
     host.host_threads = host::host_threads(&f.host, &host, hypervisor, policy.name())?;
     let sched_gran = crate::sched_gran::sched_gran(&f.host, &host, &policy)?;
     let built = crate::sched_gran::wrap(built, sched_gran);
+    host.halt_poll = crate::halt_poll::host_halt_poll(&f.host, hypervisor, policy.name())?;
+    let haltpoll_tables = f.vm.iter().enumerate().map(|(i, v)| (format!("vm[{i}]"), v.guest_haltpoll == Some(true)));
+    let cluster_tables = f
+        .virtual_cluster
+        .iter()
+        .enumerate()
+        .map(|(c, v)| (format!("virtual_cluster[{c}]"), v.guest_haltpoll == Some(true)));
+    crate::halt_poll::refuse_off_kvm(hypervisor, policy.name(), haltpoll_tables.chain(cluster_tables))?;
     let (hosts, aligned_clocks) = cluster(&f.cluster)?;
     let network = network_config(&f.network)?;
     let dom0 = driver_domain(&f.host, &host, hypervisor, hosts, &mut budget)?;

@@ -49,6 +49,14 @@ macro_rules! vm_shape {
                 sched_yield: $table.pv_sched_yield,
                 critical_sections: $table.pv_critical_sections,
                 sched_slice_us: $table.sched_slice_us,
+                haltpoll: crate::halt_poll::GuestPollKeys {
+                    on: $table.guest_haltpoll,
+                    ns: $table.guest_halt_poll_ns,
+                    grow: $table.guest_halt_poll_grow,
+                    shrink: $table.guest_halt_poll_shrink,
+                    grow_start: $table.guest_halt_poll_grow_start,
+                    allow_shrink: $table.guest_halt_poll_allow_shrink,
+                },
             },
         }
     };
