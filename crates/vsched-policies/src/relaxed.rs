@@ -34,7 +34,9 @@
 //! its default our choice in the range the literature sweeps (docs/policies.md shows its
 //! effect); ESX's per-pCPU run queues, its load balancing, shares / reservations / limits and
 //! its cache- and topology-aware placement are reduced to one global run queue ordered by
-//! weighted consumption; the slice is a secondary source's (the default quantum of 50 ms,
+//! weighted consumption, a VM's weight shared among its vCPUs (ESX's default shares are per
+//! vCPU instead, "an equal share of CPU per virtual CPU", vSphere 4.1 Resource Management
+//! Guide: a known deviation, docs/policies.md); the slice is a secondary source's (the default quantum of 50 ms,
 //! "vSphere High Performance Cookbook", 2nd ed., ch. 1, which cites VMware's documentation).
 //!
 //! Metrics: per VM in esxtop's names (`policy_metrics`: `%CSTP`, `%RDY`, skew;
