@@ -181,8 +181,8 @@ impl Policy for Relaxed {
     /// Contract: a blocked vCPU is idle, which counts as progress.
     fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
         let now = cx.now();
-        self.charge(v, now);
         self.books.set_mode(cx, v, Mode::Progressing, now);
+        self.charge(v, now);
     }
 
     /// Contract: a pause-loop exit gives up the rest of the quantum; KVM's hypercalls are
@@ -198,11 +198,12 @@ impl Policy for Relaxed {
     fn pick_next(&mut self, cx: &mut Cx, _pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
         let now = cx.now();
         let runnable_prev = prev.filter(|&u| cx.is_runnable(u));
-        if let Some(u) = prev {
-            self.charge(u, now);
-        }
+        // Mode first: the cumulative skew accrues up to now while `prev` still counts as running.
         if let Some(u) = runnable_prev {
             self.books.set_mode(cx, u, Mode::Waiting, now);
+        }
+        if let Some(u) = prev {
+            self.charge(u, now);
         }
         // Accounting first: it may co-stop `prev`, or co-start it (a co-start leaves a vCPU
         // still on its pCPU to that pCPU), so `prev` is queued after, unless co-stopped.

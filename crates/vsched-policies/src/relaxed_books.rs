@@ -7,8 +7,9 @@
 //!   ("VMware vSphere 4: The CPU Scheduler in VMware ESX 4", 2009, §3.1, "Further Relaxed
 //!   Co-Scheduling": the skew "is measured as the difference in progress between the slowest
 //!   vCPU and each one of the other vCPUs").
-//! - `cumulative` (ESX 3.x): a count per vCPU that grows while the vCPU makes progress and a
-//!   sibling does not. The same section and its Figure 1(a) say ESX 3.x accumulated skew per
+//! - `cumulative` (ESX 3.x): a count per vCPU that grows while the vCPU runs and a sibling
+//!   waits (ready or co-stopped); an idle vCPU, which makes progress, gains none ("idle
+//!   vCPUs do not accumulate skew", VMware performance blog, June 2008). The same section and its Figure 1(a) say ESX 3.x accumulated skew per
 //!   vCPU, so that a vCPU ahead of different siblings at different times counts every lead (3T
 //!   in the figure where the true difference is 2T, "a 50 percent overestimation"). How ESX
 //!   3.x cleared the count is not in the sources we could read; our reading, the simplest
@@ -164,9 +165,10 @@ impl Books {
         cx.vcpus_of(d).filter(move |&u| u < known)
     }
 
-    /// ESX 3.x's count up to `now`: each vCPU of `d` making progress while a sibling does not
-    /// gains the time since the last accrual. Modes do not change between accruals (every
-    /// change of mode accrues first), so this is exact.
+    /// ESX 3.x's count up to `now`: each vCPU of `d` running while a sibling waits (ready or
+    /// co-stopped) gains the time since the last accrual. Modes do not change between
+    /// accruals (every change of mode accrues first, before the policy charges a run), so
+    /// this is exact.
     fn accrue(&mut self, cx: &Cx, d: DomId, now: Time) {
         let vm = &mut self.vms[d];
         let dt = now.saturating_sub(vm.accrued_to);
@@ -178,8 +180,9 @@ impl Books {
         if lagging {
             let known = self.vcpus.len();
             for u in cx.vcpus_of(d).filter(|&u| u < known) {
+                // Running, not idle: "idle vCPUs do not accumulate skew" (2008 blog).
                 let b = &mut self.vcpus[u];
-                if b.mode == Mode::Progressing {
+                if b.mode == Mode::Progressing && b.ran_from.is_some() {
                     b.accumulated_ns += dt;
                 }
             }

@@ -113,7 +113,7 @@ fn other_policies_report_no_policy_figures() {
 
 #[test]
 fn cumulative_skew_keeps_the_leader_stopped_until_its_sibling_is_level() {
-    // ESX 3.x's count on the first test's VM. v0 runs 0-4 ms, its count (progress while v1
+    // ESX 3.x's count on the first test's VM. v0 runs 0-4 ms, its count (time run while v1
     // waits) reaching 4 > 3 ms: it co-stops and v1 runs. v1 is the slower until 8 ms, so its
     // own count is cleared at every check, and v0's count does not shrink: v0 stays
     // co-stopped until v1 is level at 8 ms (both counts cleared), not until 5 ms as under the
