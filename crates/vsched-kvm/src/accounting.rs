@@ -222,6 +222,7 @@ impl Books {
                     messages_received: 0,
                     rx_packets: 0,
                     core_shared_s: None,
+                    policy_metrics: Default::default(),
                     halt_poll: None,
                 }
             })

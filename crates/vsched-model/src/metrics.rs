@@ -79,6 +79,8 @@
 //! - `messages_received`: messages delivered to its vCPUs (from any rank, shared memory
 //!   included); `rx_packets`: network packets among them (messages from other VMs, counted
 //!   in MTU-sized packets), what seed 002's CVS reads.
+//! - `policy_metrics`: figures the policy keeps per VM, by name (only present when the policy
+//!   keeps any): `relaxed` gives esxtop's `%CSTP` and `%RDY` and its skew (docs/policies.md).
 //!
 //! Per host: `utilization` (busy pCPU time over capacity), `frag_idle_s` (pCPU idle time
 //! while at least one vCPU was runnable and waiting), `context_switches`, `ipis`,
@@ -192,6 +194,10 @@ pub struct VmMetrics {
     pub rx_packets: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_shared_s: Option<f64>,
+    /// The policy's own figures for this VM (`Policy::vm_metrics`), e.g. `relaxed`'s `%CSTP`;
+    /// left out of the report when the policy gives none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub policy_metrics: BTreeMap<String, f64>,
     /// Halt polling, present only for a VM that may poll (`HaltPollMetrics`).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub halt_poll: Option<HaltPollMetrics>,

@@ -186,6 +186,13 @@ pub trait Policy {
     fn check(&self, _cx: &Cx) -> Result<(), String> {
         Ok(())
     }
+
+    /// The policy's own figures for domain `d` at the end of the run (`cx.now()`), reported
+    /// in the VM's `policy_metrics` (e.g. `relaxed`'s esxtop `%CSTP`). Contract: called once
+    /// per domain after the last event; it changes nothing. Most policies report none.
+    fn vm_metrics(&self, _cx: &Cx, _d: DomId) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }
 
 /// The hypervisor a policy is the scheduler of. It decides what a host has by default: a

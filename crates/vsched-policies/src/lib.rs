@@ -46,6 +46,7 @@ mod linux_balance;
 mod linux_fair;
 pub mod pcs;
 pub mod relaxed;
+mod relaxed_books;
 /// Not a policy: what `cosched` and `vds` share.
 mod rounds;
 pub mod rr;

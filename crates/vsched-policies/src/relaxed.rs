@@ -12,37 +12,44 @@
 //! the threshold. Each vCPU decides for itself; there is no gang start (that was ESX 2.x's
 //! strict co-scheduling, vsched's `cosched`), so nothing is fragmented. Among the eligible
 //! ready vCPUs the one with the least weighted consumption runs next (a proportional-share
-//! virtual time), for [`DEFAULT_SLICE_MS`] at most; a woken vCPU starts no further back than
-//! the least virtual time queued, so sleeping earns no credit.
+//! virtual time, `VtimeQueue`: equal times in arrival order), for [`DEFAULT_SLICE_MS`] at
+//! most; a woken vCPU starts no further back than the least virtual time queued, so sleeping
+//! earns no credit.
 //!
 //! Where it comes from: "VMware vSphere 4: The CPU Scheduler in VMware ESX 4" (technical
 //! white paper, 2009), "Relaxed Co-Scheduling": ESX 4 tracks each vCPU's progress and
 //! measures the skew against the slowest sibling; a leading vCPU whose skew exceeds a
 //! threshold co-stops itself, and is co-started when the laggards have caught up; idle
 //! vCPUs count as making progress ("ESX Scheduler Support for SMP VMs: Co-scheduling and
-//! More", VMware performance blog, June 2008). ESX 3.x accumulated skew instead (a vCPU's
-//! skew grew whenever it ran while a sibling did not, an overestimate the ESX 4 paper
-//! illustrates); that profile is not modelled.
+//! More", VMware performance blog, June 2008). "The CPU Scheduler in VMware vSphere 5.1"
+//! (2013) says both decisions are individual: a leading vCPU co-stops itself, and co-stopped
+//! vCPUs may co-start once the slowest sibling progresses.
+//!
+//! ESX 3.x profile (`skew_model = "cumulative"`): the skew is ESX 3.x's accumulated count
+//! (`relaxed_books.rs` says what the sources give and what is our reading); co-stop and
+//! co-start stay per vCPU, by the same threshold. Whether ESX 3.x co-stopped the whole VM
+//! is not in the sources we could read, so the profile changes the measure only.
 //!
 //! Approximations: the threshold is not published — `costop_threshold_us` is a parameter,
 //! its default our choice in the range the literature sweeps (docs/policies.md shows its
 //! effect); ESX's per-pCPU run queues, its load balancing, shares / reservations / limits and
 //! its cache- and topology-aware placement are reduced to one global run queue ordered by
-//! weighted consumption; the slice is a secondary source's (the default quantum of 50 ms,
+//! weighted consumption, a VM's weight shared among its vCPUs (ESX's default shares are per
+//! vCPU instead, "an equal share of CPU per virtual CPU", vSphere 4.1 Resource Management
+//! Guide: a known deviation, docs/policies.md); the slice is a secondary source's (the default quantum of 50 ms,
 //! "vSphere High Performance Cookbook", 2nd ed., ch. 1, which cites VMware's documentation).
 //!
-//! Metrics in VMware's names (`host.policy_counters`): `relaxed.costops` and
-//! `relaxed.costarts` (how many times), `relaxed.costop_us` (time vCPUs spent co-stopped: over
-//! the run's length and the VM's vCPUs, the `%CSTP` of esxtop); `%RDY` is the simulator's
-//! `steal_s` (ready, not running: co-stopped time included).
+//! Metrics: per VM in esxtop's names (`policy_metrics`: `%CSTP`, `%RDY`, skew;
+//! `relaxed_books.rs`), and per host (`host.policy_counters`) `relaxed.costops`,
+//! `relaxed.costarts` (how many times) and `relaxed.costop_us` (time vCPUs spent co-stopped).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use vsched_model::queues::VtimeQueue;
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
     VcpuId, VcpuState, YieldReason, NS_PER_MS, NS_PER_US,
 };
+
+use crate::relaxed_books::{Books, Mode, SkewModel};
 
 /// The default co-stop threshold: 3 ms. Not published by VMware; our choice, within the
 /// 1-10 ms the literature's sweeps cover (docs/policies.md, "relaxed").
@@ -68,88 +75,31 @@ const PARAMS: &[ParamSpec] = &[
         range: ParamRange::Int { min: 1, max: 10_000 },
         doc: "quantum in milliseconds",
     },
+    ParamSpec {
+        name: "skew_model",
+        default: ParamDefault::Str("min-relative"),
+        range: ParamRange::Any,
+        doc: "\"min-relative\" (ESX 4 and later: lead over the slowest sibling) or \"cumulative\" (ESX 3.x: \
+              accumulated while ahead)",
+    },
 ];
-
-/// What a vCPU is doing, for its progress.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    /// Running guest code, or blocked (idle): making progress.
-    Progressing,
-    /// Ready and not running, or co-stopped: not.
-    Waiting,
-}
-
-/// One vCPU's books.
-#[derive(Clone, Debug)]
-struct VcpuBooks {
-    mode: Mode,
-    /// Progress up to `since`, ns.
-    progress_ns: Time,
-    since: Time,
-    /// Weighted consumption: ns run × `WEIGHT_SCALE` / the vCPU's weight.
-    vtime: u64,
-    /// When it last started running, if it runs.
-    ran_from: Option<Time>,
-    /// Co-stopped since this time.
-    costopped_at: Option<Time>,
-    /// Its weight: its VM's over its vCPUs, at least 1.
-    weight: u64,
-}
 
 pub struct Relaxed {
     threshold_ns: Time,
     slice_ns: Time,
-    vcpus: Vec<VcpuBooks>,
-    /// Ready vCPUs by (vtime, vCPU): the least first. Entries of vCPUs that since ran,
-    /// blocked or co-stopped are skipped when popped (`queued` says which are live).
-    ready: BinaryHeap<Reverse<(u64, VcpuId)>>,
-    queued: Vec<bool>,
+    books: Books,
+    /// Ready vCPUs that are not co-stopped, by virtual time.
+    ready: VtimeQueue,
 }
 
 impl Relaxed {
-    /// `v`'s progress at `now`.
-    fn progress(&self, v: VcpuId, now: Time) -> Time {
-        let b = &self.vcpus[v];
-        match b.mode {
-            Mode::Progressing => b.progress_ns + now.saturating_sub(b.since),
-            Mode::Waiting => b.progress_ns,
-        }
-    }
-
-    /// `v` goes to `mode` at `now`, its progress brought up to date.
-    fn set_mode(&mut self, v: VcpuId, mode: Mode, now: Time) {
-        let progress = self.progress(v, now);
-        let b = &mut self.vcpus[v];
-        b.progress_ns = progress;
-        b.since = now;
-        b.mode = mode;
-    }
-
-    /// How far `v` is ahead of the slowest vCPU of its VM at `now`.
-    fn skew(&self, cx: &Cx, v: VcpuId, now: Time) -> Time {
-        let slowest = cx.vcpus_of(cx.dom_of(v)).map(|u| self.progress(u, now)).min().unwrap_or(0);
-        self.progress(v, now) - slowest
-    }
-
     fn enqueue(&mut self, v: VcpuId) {
-        self.queued[v] = true;
-        self.ready.push(Reverse((self.vcpus[v].vtime, v)));
-    }
-
-    /// The least virtual time queued (for a woken vCPU's floor).
-    fn min_queued_vtime(&mut self) -> Option<u64> {
-        while let Some(&Reverse((vtime, v))) = self.ready.peek() {
-            if self.queued[v] && self.vcpus[v].vtime == vtime {
-                return Some(vtime);
-            }
-            self.ready.pop();
-        }
-        None
+        self.ready.insert(v, self.books.vcpus[v].vtime);
     }
 
     /// Charges `v`'s running since it was picked.
     fn charge(&mut self, v: VcpuId, now: Time) {
-        let b = &mut self.vcpus[v];
+        let b = &mut self.books.vcpus[v];
         if let Some(from) = b.ran_from.take() {
             b.vtime += now.saturating_sub(from) * WEIGHT_SCALE / b.weight;
         }
@@ -157,9 +107,10 @@ impl Relaxed {
 
     /// Co-stops `v` (ready or running) at `now`.
     fn costop(&mut self, cx: &mut Cx, v: VcpuId, now: Time) {
-        self.set_mode(v, Mode::Waiting, now);
-        self.vcpus[v].costopped_at = Some(now);
-        self.queued[v] = false;
+        self.books.set_mode(cx, v, Mode::Waiting, now);
+        self.books.vcpus[v].costopped_at = Some(now);
+        self.books.vcpus[v].costops += 1;
+        self.ready.remove(v);
         cx.count("relaxed.costops");
         if let Some(p) = cx.running_on(v) {
             cx.resched(p);
@@ -170,7 +121,8 @@ impl Relaxed {
     /// its pCPU (co-stopped and back within the threshold before that pCPU rescheduled) is
     /// requeued by that pCPU's `pick_next` instead.
     fn costart(&mut self, cx: &mut Cx, v: VcpuId, now: Time) {
-        let since = self.vcpus[v].costopped_at.take().expect("co-stopped");
+        let since = self.books.vcpus[v].costopped_at.take().expect("co-stopped");
+        self.books.vcpus[v].costopped_ns += now - since;
         cx.count("relaxed.costarts");
         cx.count_by("relaxed.costop_us", (now - since) / NS_PER_US);
         if cx.state(v) == VcpuState::Runnable {
@@ -183,9 +135,10 @@ impl Relaxed {
     /// co-stopped one back within the threshold.
     fn account(&mut self, cx: &mut Cx) {
         let now = cx.now();
-        for v in 0..self.vcpus.len() {
-            let skew = self.skew(cx, v, now);
-            let stopped = self.vcpus[v].costopped_at.is_some();
+        self.books.sample(cx, now);
+        for v in 0..self.books.vcpus.len() {
+            let skew = self.books.deciding_skew(v);
+            let stopped = self.books.vcpus[v].costopped_at.is_some();
             let asks = matches!(cx.state(v), VcpuState::Running(_) | VcpuState::Runnable);
             if !stopped && asks && skew > self.threshold_ns {
                 self.costop(cx, v, now);
@@ -206,20 +159,7 @@ impl Policy for Relaxed {
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let d: DomId = cx.dom_of(v);
         let weight = (u64::from(cx.domain(d).weight) * WEIGHT_SCALE / cx.domain(d).vcpus.max(1) as u64).max(1);
-        if self.vcpus.len() <= v {
-            let books = VcpuBooks {
-                mode: Mode::Waiting,
-                progress_ns: 0,
-                since: cx.now(),
-                vtime: 0,
-                ran_from: None,
-                costopped_at: None,
-                weight,
-            };
-            self.vcpus.resize(v + 1, books);
-            self.queued.resize(v + 1, false);
-        }
-        self.vcpus[v].weight = weight;
+        self.books.insert(v, d, cx.now(), weight);
         self.enqueue(v);
         cx.kick_idle_from(0);
     }
@@ -228,11 +168,11 @@ impl Policy for Relaxed {
     /// than the least queued; an idle pCPU is asked to take it.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let now = cx.now();
-        self.set_mode(v, Mode::Waiting, now);
-        if let Some(floor) = self.min_queued_vtime() {
-            self.vcpus[v].vtime = self.vcpus[v].vtime.max(floor);
+        self.books.set_mode(cx, v, Mode::Waiting, now);
+        if let Some((_, floor)) = self.ready.peek_min() {
+            self.books.vcpus[v].vtime = self.books.vcpus[v].vtime.max(floor);
         }
-        if self.vcpus[v].costopped_at.is_none() {
+        if self.books.vcpus[v].costopped_at.is_none() {
             self.enqueue(v);
             cx.kick_idle_from(0);
         }
@@ -241,8 +181,8 @@ impl Policy for Relaxed {
     /// Contract: a blocked vCPU is idle, which counts as progress.
     fn sleep(&mut self, cx: &mut Cx, v: VcpuId) {
         let now = cx.now();
+        self.books.set_mode(cx, v, Mode::Progressing, now);
         self.charge(v, now);
-        self.set_mode(v, Mode::Progressing, now);
     }
 
     /// Contract: a pause-loop exit gives up the rest of the quantum; KVM's hypercalls are
@@ -258,29 +198,28 @@ impl Policy for Relaxed {
     fn pick_next(&mut self, cx: &mut Cx, _pcpu: PcpuId, prev: Option<VcpuId>) -> Decision {
         let now = cx.now();
         let runnable_prev = prev.filter(|&u| cx.is_runnable(u));
+        // Mode first: the cumulative skew accrues up to now while `prev` still counts as running.
+        if let Some(u) = runnable_prev {
+            self.books.set_mode(cx, u, Mode::Waiting, now);
+        }
         if let Some(u) = prev {
             self.charge(u, now);
-        }
-        if let Some(u) = runnable_prev {
-            self.set_mode(u, Mode::Waiting, now);
         }
         // Accounting first: it may co-stop `prev`, or co-start it (a co-start leaves a vCPU
         // still on its pCPU to that pCPU), so `prev` is queued after, unless co-stopped.
         self.account(cx);
-        if let Some(u) = runnable_prev.filter(|&u| self.vcpus[u].costopped_at.is_none() && !self.queued[u]) {
+        if let Some(u) = runnable_prev.filter(|&u| self.books.vcpus[u].costopped_at.is_none()) {
             self.enqueue(u);
         }
-        while let Some(Reverse((vtime, v))) = self.ready.pop() {
-            let free = cx.state(v) == VcpuState::Runnable || (Some(v) == prev && cx.is_runnable(v));
-            if !self.queued[v] || self.vcpus[v].vtime != vtime || !free {
-                continue;
-            }
-            self.queued[v] = false;
-            self.set_mode(v, Mode::Progressing, now);
-            self.vcpus[v].ran_from = Some(now);
-            return Decision::run(v, self.slice_ns);
-        }
-        Decision::idle()
+        // A queued vCPU still on another pCPU (switching out) waits there until it is off.
+        let free = |v: VcpuId| cx.state(v) == VcpuState::Runnable || (Some(v) == prev && cx.is_runnable(v));
+        let Some(v) = self.ready.iter().map(|(v, _)| v).find(|&v| free(v)) else {
+            return Decision::idle();
+        };
+        self.ready.remove(v);
+        self.books.set_mode(cx, v, Mode::Progressing, now);
+        self.books.vcpus[v].ran_from = Some(now);
+        Decision::run(v, self.slice_ns)
     }
 
     /// Contract: the skew check between decisions.
@@ -288,14 +227,20 @@ impl Policy for Relaxed {
         self.account(cx);
     }
 
+    /// Contract: the VM's esxtop figures (`relaxed_books.rs`).
+    fn vm_metrics(&self, cx: &Cx, d: DomId) -> Vec<(&'static str, f64)> {
+        self.books.report(cx, d, cx.now())
+    }
+
     /// Invariants: a co-stopped vCPU does not run and is not queued; a ready one that is not
     /// co-stopped is queued.
     fn check(&self, cx: &Cx) -> Result<(), String> {
-        for (v, b) in self.vcpus.iter().enumerate() {
-            if b.costopped_at.is_some() && self.queued[v] {
+        for (v, b) in self.books.vcpus.iter().enumerate() {
+            let queued = self.ready.contains(v);
+            if b.costopped_at.is_some() && queued {
                 return Err(format!("vCPU {v} is co-stopped and queued"));
             }
-            if b.costopped_at.is_none() && cx.state(v) == VcpuState::Runnable && !self.queued[v] {
+            if b.costopped_at.is_none() && cx.state(v) == VcpuState::Runnable && !queued {
                 return Err(format!("vCPU {v} is ready, not co-stopped, and not queued"));
             }
             let running = cx.running_on(v);
@@ -308,12 +253,12 @@ impl Policy for Relaxed {
 }
 
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
+    let model = params.choice("skew_model", &SkewModel::NAMES)?;
     Ok(Box::new(Relaxed {
         threshold_ns: params.int("costop_threshold_us") as Time * NS_PER_US,
         slice_ns: params.int("slice_ms") as Time * NS_PER_MS,
-        vcpus: Vec::new(),
-        ready: BinaryHeap::new(),
-        queued: Vec::new(),
+        books: Books::new(SkewModel::named(&model)),
+        ready: VtimeQueue::new(),
     }))
 }
 

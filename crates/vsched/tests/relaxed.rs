@@ -10,11 +10,23 @@ use vsched_model::*;
 
 const MS: u64 = NS_PER_MS;
 
-/// A 2-vCPU hog VM alone on one pCPU under `relaxed` with `threshold_ms`: its spans.
-fn two_vcpus_on_one_pcpu(threshold_ms: u64) -> (RunMetrics, Vec<Span>) {
-    let scheduler = format!("name = \"relaxed\"\ncostop_threshold_us = {}", threshold_ms * 1000);
+/// A 2-vCPU hog VM alone on one pCPU under `relaxed` with `threshold_ms` and `skew_model`:
+/// its spans.
+fn two_vcpus_on_one_pcpu_model(threshold_ms: u64, model: &str) -> (RunMetrics, Vec<Span>) {
+    let scheduler =
+        format!("name = \"relaxed\"\ncostop_threshold_us = {}\nskew_model = \"{model}\"", threshold_ms * 1000);
     let toml = free_scenario(1, &scheduler, &[vm_toml("A", 2, "", HOG)], "horizon_s = 0.2");
     traced(&toml, 1)
+}
+
+/// The same at the default (ESX 4's min-relative) skew.
+fn two_vcpus_on_one_pcpu(threshold_ms: u64) -> (RunMetrics, Vec<Span>) {
+    two_vcpus_on_one_pcpu_model(threshold_ms, "min-relative")
+}
+
+/// VM `name`'s figure `key` among the policy's own (`policy_metrics`).
+fn figure(m: &RunMetrics, name: &str, key: &str) -> f64 {
+    *vm(m, name).policy_metrics.get(key).unwrap_or_else(|| panic!("{key} of {name}"))
 }
 
 #[test]
@@ -77,4 +89,65 @@ fn weights_share_the_cpu_between_vms() {
     let m = run(&toml, 1);
     let ratio = vm(&m, "heavy").cpu_s / vm(&m, "light").cpu_s;
     assert!((ratio - 2.0).abs() < 0.05, "{ratio}");
+}
+
+#[test]
+fn esxtop_figures_add_up_on_the_hand_checked_trace() {
+    // The trace of the first test over 200 ms: one of the two vCPUs always waits (200 of the
+    // 400 vCPU-ms), and it co-stops at 4, 12, ..., 196 ms for 1 ms each (25 ms in all, every
+    // co-stop closed before the end): %CSTP = 25 / 400, %RDY = (200 - 25) / 400.
+    let (m, _) = two_vcpus_on_one_pcpu(3);
+    assert_eq!(counter(&m, "relaxed.costop_us"), 25_000);
+    assert!((figure(&m, "A", "%CSTP") - 6.25).abs() < 1e-9, "{:?}", vm(&m, "A").policy_metrics);
+    assert!((figure(&m, "A", "%RDY") - 43.75).abs() < 1e-9, "{:?}", vm(&m, "A").policy_metrics);
+    assert_eq!(figure(&m, "A", "costops"), counter(&m, "relaxed.costops") as f64);
+    // The largest lead is the threshold plus the 1 ms check.
+    assert_eq!(figure(&m, "A", "skew_us_max"), 4_000.0);
+}
+
+#[test]
+fn other_policies_report_no_policy_figures() {
+    let toml = free_scenario(1, "name = \"credit\"", &[vm_toml("A", 2, "", HOG)], "horizon_s = 0.05");
+    assert!(vm(&run(&toml, 1), "A").policy_metrics.is_empty());
+}
+
+#[test]
+fn cumulative_skew_keeps_the_leader_stopped_until_its_sibling_is_level() {
+    // ESX 3.x's count on the first test's VM. v0 runs 0-4 ms, its count (time run while v1
+    // waits) reaching 4 > 3 ms: it co-stops and v1 runs. v1 is the slower until 8 ms, so its
+    // own count is cleared at every check, and v0's count does not shrink: v0 stays
+    // co-stopped until v1 is level at 8 ms (both counts cleared), not until 5 ms as under the
+    // min-relative skew. v1 runs on, counting from 8 ms, and co-stops at 12 ms (4 > 3): the
+    // same runs as min-relative, each co-stop 4 ms instead of 1.
+    let (m, spans) = two_vcpus_on_one_pcpu_model(3, "cumulative");
+    let (_, relative) = two_vcpus_on_one_pcpu(3);
+    assert_eq!(on(&spans, 0), on(&relative, 0), "two vCPUs: the count is the lead while it grows");
+    let starts = counter(&m, "relaxed.costarts");
+    assert_eq!(counter(&m, "relaxed.costop_us"), starts * 4_000);
+    // 25 co-stops of 4 ms over 400 vCPU-ms (the last one, 196-200 ms, ends with the run).
+    assert!((figure(&m, "A", "%CSTP") - 25.0).abs() < 1e-9, "{:?}", vm(&m, "A").policy_metrics);
+    assert!((figure(&m, "A", "%RDY") - 25.0).abs() < 1e-9, "{:?}", vm(&m, "A").policy_metrics);
+}
+
+#[test]
+fn cumulative_skew_overestimates_a_lead_over_different_siblings() {
+    // Three hogs on two pCPUs: a vCPU is ahead of one sibling, then of another, and ESX
+    // 3.x's count adds both leads (the white paper's Figure 1(a)), so it co-stops vCPUs
+    // for longer than the min-relative skew, which sees only the lead over the slowest.
+    let scenario = |model: &str| {
+        let scheduler = format!("name = \"relaxed\"\nskew_model = \"{model}\"");
+        free_scenario(2, &scheduler, &[vm_toml("A", 3, "", HOG)], "horizon_s = 0.5")
+    };
+    let (cumulative, relative) = (run(&scenario("cumulative"), 1), run(&scenario("min-relative"), 1));
+    let (c, r) = (figure(&cumulative, "A", "%CSTP"), figure(&relative, "A", "%CSTP"));
+    assert!(c > r, "%CSTP {c} (cumulative) against {r} (min-relative)");
+}
+
+#[test]
+fn an_unknown_skew_model_is_refused_by_name() {
+    let info = vsched_policies::find("relaxed").unwrap();
+    let given = [("skew_model".to_string(), Value::Str("esx3".into()))].into_iter().collect();
+    let params = vsched_model::Params::check("scheduler", info.params, &given).unwrap();
+    let err = (info.build)(&params).err().unwrap().to_string();
+    assert_eq!(err, "scheduler.skew_model: expected one of \"min-relative\", \"cumulative\", got \"esx3\"");
 }

@@ -135,6 +135,7 @@ impl Core {
             messages_received: dom.messages_received,
             rx_packets: dom.info.rx_packets,
             core_shared_s: self.smt.enabled().then(|| secs(self.smt.shared_ns[d])),
+            policy_metrics: Default::default(),
             halt_poll: self.halt_poll_metrics(d),
         };
         dom.costart.report(&mut vm);

@@ -198,7 +198,20 @@ impl Simulation {
         }
         // A vCPU left waiting since the last event has waited until the end.
         stall.look(&self.core, end)?;
-        Ok(self.core.finish(end))
+        let mut metrics = self.core.finish(end);
+        self.add_policy_vm_metrics(&mut metrics);
+        Ok(metrics)
+    }
+
+    /// Each policy's own figures for the VMs of its host (`Policy::vm_metrics`).
+    fn add_policy_vm_metrics(&mut self, metrics: &mut crate::metrics::RunMetrics) {
+        for (h, policy) in self.policies.iter().enumerate() {
+            let doms = self.core.hosts[h].doms.clone();
+            for d in doms.clone() {
+                let figures = with_cx(&mut self.core, h, None, |cx| policy.vm_metrics(cx, d - doms.start));
+                metrics.vms[d].policy_metrics.extend(figures.into_iter().map(|(name, x)| (name.to_string(), x)));
+            }
+        }
     }
 
     /// The simulator's invariants, then each policy's `check`.
