@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Callable
 
@@ -10,6 +11,13 @@ import pytest
 from vsched.cli import main
 
 from helpers import TINY_SCENARIO, CliResult
+
+# The Ctrl-C tests start commands and send them SIGINT, as a terminal does to a foreground
+# job. A test run started as a background job of a script (`bash .ci/run &`) has SIGINT
+# ignored, which its children would inherit, and a command that starts with SIGINT ignored
+# keeps ignoring it, as POSIX intends for background jobs: take it back for the children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
