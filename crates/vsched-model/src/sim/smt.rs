@@ -85,10 +85,10 @@ impl Smt {
         self.enabled() && self.rate < RATE_ONE
     }
 
-    /// The pCPUs of `p`'s core other than `p`.
-    fn siblings(&self, p: PcpuId) -> impl Iterator<Item = PcpuId> {
+    /// The pCPUs of `p`'s core, `p` included (a core's threads are numbered next to each other).
+    fn core_of(&self, p: PcpuId) -> std::ops::Range<PcpuId> {
         let first = p - p % self.threads_per_core;
-        (first..first + self.threads_per_core).filter(move |&q| q != p)
+        first..first + self.threads_per_core
     }
 }
 
@@ -116,7 +116,9 @@ impl Core {
             return RATE_ONE;
         }
         match self.vcpus[v].state {
-            VcpuState::Running(p) if self.smt.siblings(p).any(|q| self.pcpus[q].curr.is_some()) => self.smt.rate,
+            VcpuState::Running(p) if self.smt.core_of(p).any(|q| q != p && self.pcpus[q].curr.is_some()) => {
+                self.smt.rate
+            }
             _ => RATE_ONE,
         }
     }
@@ -141,9 +143,7 @@ impl Core {
         }
         self.smt_integrate(p);
         if self.smt.slows() && self.pcpus[p].curr.is_some() != next.is_some() {
-            let tpc = self.smt.threads_per_core;
-            let first = p - p % tpc;
-            for (slot, q) in (first..first + tpc).enumerate() {
+            for (slot, q) in self.smt.core_of(p).enumerate() {
                 if q == p {
                     continue;
                 }
@@ -175,9 +175,8 @@ impl Core {
         if spent == 0 {
             return;
         }
-        let first = core * tpc;
         let mut doms: [Option<DomId>; 8] = [None; 8];
-        for (i, q) in (first..first + tpc).enumerate() {
+        for (i, q) in self.smt.core_of(p).enumerate() {
             doms[i] = self.pcpus[q].curr.map(|v| self.vcpus[v].dom);
         }
         let busy = doms.iter().flatten().count();
