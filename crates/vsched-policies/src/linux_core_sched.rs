@@ -342,9 +342,8 @@ impl CoreSched {
                 self.threads[t].traced_forced_idle = forced;
                 cx.trace_counter(FORCED_IDLE_TRACK, CounterOf::Pcpu(t), forced as i64);
             }
-            if t == p {
-                self.threads[t].pick = None;
-            } else if cx.curr(t) == pick {
+            // `p` takes its pick now; a sibling already running its pick needs nothing.
+            if t == p || cx.curr(t) == pick {
                 self.threads[t].pick = None;
             } else {
                 self.threads[t].pick = Some(pick);

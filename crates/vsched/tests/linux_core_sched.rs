@@ -137,6 +137,56 @@ fn a_forced_idle_thread_steals_a_task_of_its_cores_cookie() {
     }
 }
 
+/// The "forced idle" samples of a streamed (detailed) trace: (pCPU, at, value).
+#[derive(Clone, Default)]
+struct ForcedIdleSamples(std::rc::Rc<std::cell::RefCell<Vec<(PcpuId, Time, i64)>>>);
+
+impl vsched_model::TraceSink for ForcedIdleSamples {
+    fn event(&mut self, event: &TraceEvent) -> std::io::Result<()> {
+        if let TraceEvent::Counter(c) = event {
+            if let (CounterOf::Pcpu(p), "forced idle") = (c.of, c.name) {
+                self.0.borrow_mut().push((p, c.at, c.value));
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _events: u64, _dropped: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Thread-ns spent at 1 on the pCPUs' "forced idle" trace tracks, to `horizon`.
+fn forced_idle_track_ns(toml: &str, horizon: Time) -> Time {
+    let scenario = vsched::Scenario::parse(toml).expect("scenario");
+    let mut sim = scenario.build(1);
+    let samples = ForcedIdleSamples::default();
+    sim.stream_trace(1_000_000, Box::new(samples.clone()));
+    sim.run(scenario.horizon, scenario.until, &mut |_| true).expect("run");
+    let mut since: std::collections::BTreeMap<PcpuId, Time> = Default::default();
+    let mut total = 0;
+    for &(p, at, value) in samples.0.borrow().iter() {
+        match (value, since.remove(&p)) {
+            (1, None) => drop(since.insert(p, at)),
+            (0, Some(t)) => total += at - t,
+            (0, None) => {} // a track may start at 0
+            other => panic!("pCPU {p}: forced idle {other:?} at {at}"),
+        }
+    }
+    total + since.values().map(|&t| horizon - t).sum::<Time>()
+}
+
+#[test]
+fn perfetto_shows_forced_idle_as_the_counter_counts_it() {
+    let vms = [vm_toml("A", 1, "", HOG), vm_toml("B", 1, "", HOG)];
+    for policy in ["cfs", "eevdf"] {
+        let toml = smt_scenario(2, policy, "vm", &vms, "horizon_s = 0.5");
+        let m = run(&toml, 1);
+        let track = forced_idle_track_ns(&toml, 500 * NS_PER_MS);
+        assert_eq!(track, counter(&m, "core_sched.forced_idle_ns"), "{policy}");
+    }
+}
+
 #[test]
 fn off_and_one_thread_per_core_change_nothing() {
     // `core_sched = "vm"` on a host without SMT is Linux's core scheduling with one thread per
