@@ -193,7 +193,13 @@ def is_python_policy(name: str) -> bool:
 
 
 def policy_name(policy_class: type[Policy]) -> str:
-    """The name a class given as an object runs under (and the report shows)."""
+    """The name a class given as an object runs under, and the report shows: `FILE.py:CLASS`,
+    FILE relative to the current directory, as `vsched run --policy FILE.py:CLASS` names it
+    there, so that one policy has one label whether it is run by the command line or through
+    the API; `MODULE:CLASS` for a class without a source file (defined in a notebook)."""
+    source = getattr(sys.modules.get(policy_class.__module__), "__file__", None)
+    if isinstance(source, str) and source.endswith(".py"):
+        return f"{os.path.relpath(source)}:{policy_class.__qualname__}"
     return f"{policy_class.__module__}:{policy_class.__qualname__}"
 
 
