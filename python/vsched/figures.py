@@ -27,6 +27,7 @@ HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 # Characters per title line: what the default 6.4-inch axes hold at 9 points.
 TITLE_CHARS = 85
+Colour = tuple[float, float, float, float]
 # One colour per policy, the same in every figure (matplotlib's cycle would give a policy the
 # colour of its position in each figure): 40 distinct colours, enough for every registered policy.
 PALETTE = [matplotlib.colormaps[name](i) for name in ("tab20", "tab20b") for i in range(20)]
@@ -35,9 +36,6 @@ PALETTE = [matplotlib.colormaps[name](i) for name in ("tab20", "tab20b") for i i
 @cache
 def _registered() -> list[str]:
     return [entry["name"] for entry in vsched.policies()]
-
-
-Colour = tuple[float, float, float, float]
 
 
 def policy_colour(policy: str) -> Colour:

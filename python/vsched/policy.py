@@ -197,7 +197,10 @@ def policy_name(policy_class: type[Policy]) -> str:
     the API; `MODULE:CLASS` for a class without a source file (defined in a notebook)."""
     source = getattr(sys.modules.get(policy_class.__module__), "__file__", None)
     if isinstance(source, str) and source.endswith(".py"):
-        return f"{os.path.relpath(source)}:{policy_class.__qualname__}"
+        try:
+            return f"{os.path.relpath(source)}:{policy_class.__qualname__}"
+        except ValueError:  # on another drive than the current directory
+            return f"{source}:{policy_class.__qualname__}"
     return f"{policy_class.__module__}:{policy_class.__qualname__}"
 
 

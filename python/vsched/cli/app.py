@@ -47,7 +47,7 @@ def prose(text: str) -> str:
 
 def finish_help(group: Any) -> None:
     """Make the help of `group` (the click command of `app`) and of each of its commands read
-    well: paragraphs as prose, and no `<bool>` type after a flag (Typer from 0.2x shows one,
+    well: paragraphs as prose, and no `<bool>` type after a flag (Typer 0.29 shows one,
     as if a flag took a value, `--help` included)."""
     context = typer.Context(group)
     for command in [group, *group.commands.values()]:
