@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -20,8 +20,9 @@ LOCK_PAIRS = Path(__file__).resolve().parents[2] / "scenarios" / "core-sched" / 
 BRIEF = {"run.horizon_s": 0.2, "run.until": "horizon"}
 
 
-def _run(**overrides: object) -> dict:
-    return vsched.run(LOCK_PAIRS, reps=1, overrides={**BRIEF, **overrides})["runs"][0]
+def _run(**overrides: object) -> dict[str, Any]:
+    run: dict[str, Any] = vsched.run(LOCK_PAIRS, reps=1, overrides={**BRIEF, **overrides})["runs"][0]
+    return run
 
 
 @pytest.mark.parametrize("policy", ["cfs", "eevdf", "kvm-dy", "kvm-eevdf"])
