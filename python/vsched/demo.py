@@ -118,8 +118,8 @@ def _field_meanings() -> RenderableType:
 
 
 # A figure whose largest value over the seeds exceeds its smallest this many times is quoted
-# as its median and range: a mean of values orders of magnitude apart describes no run (the
-# old demo's cpu_s "106 ± 168" over a convoy at 300 s and two runs of 9 s).
+# as its median and range: a mean of values orders of magnitude apart describes no run (a
+# lock convoy cut at 300 s beside two runs of 9 s gives a cpu_s of "106 ± 168").
 SPREAD_FACTOR = 10.0
 
 
