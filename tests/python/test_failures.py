@@ -129,9 +129,9 @@ def abort() -> None:
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
     # pytest's faulthandler writes to a copy of the terminal's stderr taken before capture,
-    # which a forked worker inherits: point the dump at this process's stderr (the test's
-    # captured file descriptor 2) so that the intended crash stays in the captured output.
-    faulthandler.enable(file=sys.__stderr__)
+    # which a forked worker inherits: point the dump at this process's file descriptor 2 (the
+    # test's captured stderr) so that the intended crash stays in the captured output.
+    faulthandler.enable(file=2)
     os.abort()
 
 
