@@ -15,7 +15,7 @@ change in what is refused shows too. `--horizon-s S` caps every run's horizon (q
 still a byte-for-byte comparison of what was run). `--silent-kvm-hosts` adds
 `host_threads = false` to `[host]` under every KVM policy: a build with host threads
 (docs/realism.md, "A KVM host is never silent") then gives the digests of a build before them.
-`compare` exits 1 on any difference.
+`--policies a,b` runs only those policies. `compare` exits 1 on any difference.
 """
 
 from __future__ import annotations
@@ -72,11 +72,15 @@ def digest(job: tuple[str, str, float | None, bool]) -> tuple[str, str]:
     return f"{path} | {policy}", hashlib.sha256(stable.encode()).hexdigest()
 
 
-def write(out: Path, horizon_s: float | None, jobs: int, silent_kvm: bool) -> None:
+def write(out: Path, horizon_s: float | None, jobs: int, silent_kvm: bool, only: list[str] | None) -> None:
     import vsched
 
     scenarios = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").rglob("*.toml"))
-    policies = [(p["name"], silent_kvm and p.get("hypervisor") == "kvm") for p in vsched.policies()]
+    policies = [
+        (p["name"], silent_kvm and p.get("hypervisor") == "kvm")
+        for p in vsched.policies()
+        if only is None or p["name"] in only
+    ]
     work = [(s, p, horizon_s, silent) for s in scenarios for p, silent in policies]
     results: dict[str, str] = {}
     with ProcessPoolExecutor(jobs) as pool:
@@ -111,12 +115,16 @@ def main() -> int:
         action="store_true",
         help="add host_threads = false to [host] under every KVM policy",
     )
+    w.add_argument(
+        "--policies", default=None, help="comma-separated policy names to run (default: every registered one)"
+    )
     c = sub.add_parser("compare", help="exit 1 if two digest files differ")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
     args = parser.parse_args()
     if args.command == "write":
-        write(args.out, args.horizon_s, args.jobs, args.silent_kvm_hosts)
+        only = args.policies.split(",") if args.policies else None
+        write(args.out, args.horizon_s, args.jobs, args.silent_kvm_hosts, only)
         return 0
     return compare(args.before, args.after)
 

@@ -30,7 +30,7 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from vsched import _core
 from vsched import policy as _policy
@@ -55,6 +55,7 @@ from vsched.policy import (
 )
 
 __all__ = [
+    "__version__",
     "DEFAULT_BASELINE_SCENARIO",
     "DEFAULT_SCENARIO",
     "CounterOf",
@@ -386,7 +387,35 @@ def bench_scenario(scenario: ScenarioLike, runs: int = 10, copies: int = 1) -> d
     return figures
 
 
+def __getattr__(name: str) -> Any:
+    """What `import vsched` leaves out until it is used, so that the package and the command
+    line start fast: `run_sweep` (multiprocessing, pyarrow) and `__version__` (package
+    metadata)."""
+    if name == "run_sweep":
+        from vsched.sweep import run_sweep
+
+        return run_sweep
+    if name == "__version__":
+        return _version()
+    raise AttributeError(f"module 'vsched' has no attribute {name!r}")
+
+
+def _version() -> str:
+    """The installed distribution's version, from its metadata: the one source of the version
+    that `vsched --version` prints (pyproject.toml takes it from the Rust crate's)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("vsched")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 # At the end: these modules use the helpers above.
 from vsched.frames import Report, SweepResults  # noqa: E402
 from vsched.scenario import Scenario, scenario_toml  # noqa: E402
-from vsched.sweep import run_sweep  # noqa: E402
+
+if TYPE_CHECKING:
+    from vsched.sweep import run_sweep as run_sweep
+
+    __version__: str

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import textwrap
+import zlib
+from functools import cache
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +19,7 @@ matplotlib.use("Agg")  # files only, no display
 matplotlib.rcParams["svg.hashsalt"] = "vsched"
 import matplotlib.pyplot as plt  # noqa: E402
 
+import vsched  # noqa: E402
 from vsched.catalog.model import FigureResult  # noqa: E402
 
 # Grey-scale friendly hatches, as the papers print in black and white.
@@ -24,11 +27,40 @@ HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 # Characters per title line: what the default 6.4-inch axes hold at 9 points.
 TITLE_CHARS = 85
+Colour = tuple[float, float, float, float]
+# One colour per policy, the same in every figure (matplotlib's cycle would give a policy the
+# colour of its position in each figure): 40 distinct colours, enough for every registered policy.
+PALETTE = [matplotlib.colormaps[name](i) for name in ("tab20", "tab20b") for i in range(20)]
+
+
+@cache
+def _registered() -> list[str]:
+    return [entry["name"] for entry in vsched.policies()]
+
+
+def policy_colour(policy: str) -> Colour:
+    """The colour of `policy` in every figure: a registered policy's by its place in the
+    core's list of policies (no two alike); any other name's chosen from the name itself."""
+    registered = _registered()
+    index = registered.index(policy) if policy in registered else zlib.crc32(policy.encode())
+    return PALETTE[index % len(PALETTE)]
+
+
+def series_colours(result: FigureResult) -> dict[str, Colour]:
+    """Each series' colour, from the policy its runs had (the runs' `policy` column, which names
+    the scenario's own policy too), else the policy its cases name, else its label."""
+    policy_of: dict[str, str] = {}
+    for case in result.figure.cases:
+        runs = result.rows.get((case.x, case.series)) or [{}]
+        policy = runs[0].get("policy") or case.policy or case.series
+        policy_of.setdefault(case.series, str(policy))
+    return {series: policy_colour(policy_of[series]) for series in result.series}
 
 
 def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
     """Write `stem`.png and `stem`.svg; return their paths."""
     figure = result.figure
+    colours = series_colours(result)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     if figure.kind == "cdf":
         for i, series in enumerate(result.series):
@@ -39,7 +71,13 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
                 ys = [(k + 1) / len(values) for k in range(len(values))]
                 label = series if len(result.xs) == 1 else f"{series}, {x}"
                 ax.step(
-                    values, ys, where="post", label=label, marker=MARKERS[i % len(MARKERS)], markevery=0.1
+                    values,
+                    ys,
+                    where="post",
+                    label=label,
+                    color=colours[series],
+                    marker=MARKERS[i % len(MARKERS)],
+                    markevery=0.1,
                 )
         ax.set_ylim(0, 1.02)
         ax.set_ylabel("cumulative fraction")
@@ -53,7 +91,15 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
             for i, series in enumerate(result.series):
                 ys = [result.value(x, series) for x in result.xs]
                 es = [result.std(x, series) for x in result.xs] if error else None
-                ax.errorbar(positions, ys, yerr=es, label=series, marker=MARKERS[i % len(MARKERS)], capsize=3)
+                ax.errorbar(
+                    positions,
+                    ys,
+                    yerr=es,
+                    label=series,
+                    color=colours[series],
+                    marker=MARKERS[i % len(MARKERS)],
+                    capsize=3,
+                )
             ax.set_xticks(positions, result.xs)
         else:
             width = 0.8 / max(len(result.series), 1)
@@ -67,6 +113,7 @@ def draw(result: FigureResult, paper_label: str, stem: Path) -> list[Path]:
                     width,
                     yerr=es,
                     label=series,
+                    color=colours[series],
                     hatch=HATCHES[i % len(HATCHES)],
                     edgecolor="black",
                     capsize=2,

@@ -17,8 +17,8 @@ had, named even when the scenario's own) and `seed`; then `vm` or `host`. One ro
 seed and VM with a column per metric is the layout `groupby` and plotting libraries expect:
 `report.vms().groupby("vm")["completion_s"].mean()`.
 
-The tables are pandas DataFrames when pandas is installed (`pip install 'vsched[frames]'`),
-otherwise pyarrow Tables with the same columns (`.to_pylist()` gives the rows as dicts).
+The tables are always pandas DataFrames (pandas is a dependency of vsched), whatever else is
+installed; `pyarrow.Table.from_pandas(frame)` converts one for Arrow tools.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vsched.runs import Row, arrow_table, flatten
+from vsched.store import Row
+
+if TYPE_CHECKING:
+    import pandas
 
 # A flat row's columns that identify its run, as written by `vsched.runs.execute`.
 _IDENTITY = ("scenario", "policy", "seed")
@@ -42,14 +45,12 @@ SET_PREFIX = "set."
 it keeps a key such as `vm.spin.vcpus` apart from the metric `vm.spin.vcpus`."""
 
 
-def table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> Any:
-    """`rows` as a pandas DataFrame if pandas is installed, else a pyarrow Table; columns in
-    the order `columns` gives, or of their first appearance."""
+def table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> pandas.DataFrame:
+    """`rows` as a pandas DataFrame, columns in the order `columns` gives, or of their first
+    appearance. pandas is imported here, at the first table, not with the package."""
+    import pandas
+
     names = list(columns) if columns is not None else list(dict.fromkeys(c for row in rows for c in row))
-    try:
-        import pandas
-    except ImportError:
-        return arrow_table(rows, names)
     return pandas.DataFrame.from_records(list(rows), columns=names)
 
 
@@ -104,7 +105,7 @@ def host_rows(runs: Iterable[Row]) -> list[Row]:
     return rows
 
 
-def _run_table(rows: Sequence[Row]) -> Any:
+def _run_table(rows: Sequence[Row]) -> pandas.DataFrame:
     """The runs table: identity columns first, then the figures in name order."""
     identity = list(_ordered(_identity(rows[0]))) if rows else list(_IDENTITY)
     figures = sorted({name for row in rows for name in row} - set(identity) - set(_MACHINERY))
@@ -117,19 +118,21 @@ class Report(dict[str, Any]):
 
     def run_rows(self) -> list[Row]:
         """One flat row per repetition: scenario, policy, seed, then its figures flattened."""
+        from vsched.runs import flatten
+
         identity = {"scenario": self["scenario"], "policy": self["policy"]}
         return [{**identity, "seed": run["seed"], **flatten(run)} for run in self["runs"]]
 
-    def runs(self) -> Any:
-        """One row per repetition, its figures flattened (DataFrame or pyarrow Table)."""
+    def runs(self) -> pandas.DataFrame:
+        """One row per repetition, its figures flattened (a pandas DataFrame)."""
         return _run_table(self.run_rows())
 
-    def vms(self) -> Any:
-        """One row per repetition and VM, a column per VM metric (DataFrame or pyarrow Table)."""
+    def vms(self) -> pandas.DataFrame:
+        """One row per repetition and VM, a column per VM metric (a pandas DataFrame)."""
         return table(vm_rows(self.run_rows()))
 
-    def hosts(self) -> Any:
-        """One row per repetition and host, a column per host metric (DataFrame or pyarrow Table)."""
+    def hosts(self) -> pandas.DataFrame:
+        """One row per repetition and host, a column per host metric (a pandas DataFrame)."""
         return table(host_rows(self.run_rows()))
 
 
@@ -158,16 +161,16 @@ class SweepResults:
     rows: list[Row]
     skipped: list[SkippedPoint] = field(default_factory=list)
 
-    def runs(self) -> Any:
-        """One row per point and seed, its figures flattened (DataFrame or pyarrow Table)."""
+    def runs(self) -> pandas.DataFrame:
+        """One row per point and seed, its figures flattened (a pandas DataFrame)."""
         return _run_table(self.rows)
 
-    def vms(self) -> Any:
-        """One row per point, seed and VM, a column per VM metric (DataFrame or pyarrow Table)."""
+    def vms(self) -> pandas.DataFrame:
+        """One row per point, seed and VM, a column per VM metric (a pandas DataFrame)."""
         return table(vm_rows(self.rows))
 
-    def hosts(self) -> Any:
-        """One row per point, seed and host, a column per host metric (DataFrame or pyarrow Table)."""
+    def hosts(self) -> pandas.DataFrame:
+        """One row per point, seed and host, a column per host metric (a pandas DataFrame)."""
         return table(host_rows(self.rows))
 
 

@@ -16,13 +16,11 @@ next run.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
 import sys
-import sysconfig
-import traceback
+from functools import cache
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
@@ -193,7 +191,16 @@ def is_python_policy(name: str) -> bool:
 
 
 def policy_name(policy_class: type[Policy]) -> str:
-    """The name a class given as an object runs under (and the report shows)."""
+    """The name a class given as an object runs under, and the report shows: `FILE.py:CLASS`,
+    FILE relative to the current directory, as `vsched run --policy FILE.py:CLASS` names it
+    there, so that one policy has one label whether it is run by the command line or through
+    the API; `MODULE:CLASS` for a class without a source file (defined in a notebook)."""
+    source = getattr(sys.modules.get(policy_class.__module__), "__file__", None)
+    if isinstance(source, str) and source.endswith(".py"):
+        try:
+            return f"{os.path.relpath(source)}:{policy_class.__qualname__}"
+        except ValueError:  # on another drive than the current directory
+            return f"{source}:{policy_class.__qualname__}"
     return f"{policy_class.__module__}:{policy_class.__qualname__}"
 
 
@@ -224,6 +231,8 @@ def file_digest(name: str) -> str:
     file that cannot be read): part of a job's identity, so that editing the policy reruns it."""
     if not is_python_policy(name):
         return ""
+    import hashlib  # here, not at start-up: it loads OpenSSL
+
     try:
         return hashlib.sha256(Path(split_name(split_params(name)[0])[0]).read_bytes()).hexdigest()
     except (OSError, ScenarioError):
@@ -237,6 +246,8 @@ def load_class(name: str, base_dir: str) -> type[Policy]:
     path = Path(base_dir, path_text)
     if not path.is_file():
         raise ScenarioError(f"{path_text}: no such file (looked in {path.parent.resolve()})")
+    import hashlib
+
     module_name = "vsched_policy_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -288,14 +299,19 @@ def _resolve(name: str, base_dir: str, given: type[Policy] | None) -> type[Polic
     return load_class(name, base_dir)
 
 
-# Where the Python installation's own modules live: frames there are not the policy's code.
-_LIBRARY_DIRS = tuple(
-    {
-        str(Path(p).resolve())
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-)
+@cache
+def _library_dirs() -> tuple[str, ...]:
+    """Where the Python installation's own modules live: frames there are not the policy's code."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(
+        {
+            str(Path(p).resolve())
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (p := paths.get(key))
+        }
+    )
 
 
 def _shown(filename: str | None) -> str:
@@ -314,7 +330,7 @@ def _policy_frame(tb: TracebackType | None) -> tuple[str, int] | None:
     found = None
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not str(Path(filename).resolve()).startswith(_LIBRARY_DIRS) or found is None:
+        if not str(Path(filename).resolve()).startswith(_library_dirs()) or found is None:
             found = (filename, tb.tb_lineno)
         tb = tb.tb_next
     return found
@@ -332,6 +348,8 @@ def _describe(error: BaseException) -> str:
 def _traceback(error: BaseException) -> str:
     """The traceback of an exception a callback raised: the policy's frames only, since
     callbacks are called from the core, not from Python."""
+    import traceback
+
     return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 

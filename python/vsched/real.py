@@ -267,7 +267,7 @@ def comparison_table(result: dict[str, Any]) -> Group:
     and real vCPUs' median [min–max] over the runs, and real over simulated."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("VM", "figure", "simulator", "real vCPUs", "real/sim"):
-        table.add_column(column, justify="left" if column in ("VM", "figure") else "right", no_wrap=True)
+        table.add_column(column, justify="left" if column in ("VM", "figure") else "right", overflow="fold")
     for vm in result["vms"]:
         first = True
         for key, figure in vm["figures"].items():

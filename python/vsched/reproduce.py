@@ -409,12 +409,20 @@ def markdown(outcomes: Sequence[FigureOutcome], settings: Settings, command: str
 
 HTML_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>vsched reproductions</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body {{ font-family: sans-serif; max-width: 72em; margin: 2em auto; padding: 0 1em; line-height: 1.4; }}
-table {{ border-collapse: collapse; margin: 1em 0; font-size: 90%; }}
-th, td {{ border: 1px solid #bbb; padding: 0.2em 0.5em; vertical-align: top; }}
-th {{ background: #eee; }}
-img {{ max-width: 100%; }}
+body {{ font-family: system-ui, sans-serif; max-width: 72em; margin: 2em auto; padding: 0 1em;
+  line-height: 1.45; color: #222; }}
+h1, h2, h3 {{ line-height: 1.2; margin-top: 1.6em; }}
+h2 {{ border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }}
+table {{ display: block; overflow-x: auto; border-collapse: collapse; margin: 1em 0; font-size: 90%; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; vertical-align: top; }}
+th {{ background: #eef1f5; text-align: left; }}
+tbody tr:nth-child(even) {{ background: #f8f9fb; }}
+td {{ font-variant-numeric: tabular-nums; }}
+code {{ font-size: 90%; background: #f3f3f3; padding: 0.05em 0.25em; border-radius: 3px; }}
+img {{ max-width: 100%; height: auto; }}
+li {{ margin: 0.25em 0; }}
 </style></head><body>
 {body}
 </body></html>

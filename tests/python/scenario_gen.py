@@ -231,6 +231,10 @@ def _host(src: Source, policy: Entry) -> dict[str, Any]:
         cores = pcpus // threads
         host["threads_per_core"] = threads
         host["sockets"] = pick(src, [s for s in range(1, cores + 1) if cores % s == 0])
+        if threads > 1 and chance(src, 0.5):
+            host["smt_rate"] = round(src.real(0.3, 1.0), 3)
+        if policy.hypervisor == "xen" and chance(src, 0.3):
+            host["sched_gran"] = pick(src, ["cpu", "core", "socket"])
     if chance(src, 0.1):
         grow = src.integer(1, 4)
         host["ple_grow"] = grow
@@ -253,6 +257,15 @@ def _host(src: Source, policy: Entry) -> dict[str, Any]:
         ]:
             if chance(src, 0.1):
                 host[key] = round(src.real(0.0, high), 3)
+        if chance(src, 0.1):
+            host["halt_poll_ns"] = pick(src, [200000, 0, 50000, 1000000])
+            for key, values in [
+                ("halt_poll_ns_grow", [2, 0, 4]),
+                ("halt_poll_ns_grow_start", [10000, 1000, 100000]),
+                ("halt_poll_ns_shrink", [0, 2, 4]),
+            ]:
+                if chance(src, 0.2):
+                    host[key] = pick(src, values)
     return host
 
 
@@ -278,6 +291,10 @@ def _paravirt(src: Source, table: dict[str, Any]) -> None:
         table["pv_tlb_flush"] = chance(src, 0.5)
         table["pv_sched_yield"] = chance(src, 0.5)
     table["pv_critical_sections"] = chance(src, 0.3)
+    if chance(src, 0.2):
+        table["guest_haltpoll"] = True
+        if chance(src, 0.3):
+            table["guest_halt_poll_ns"] = pick(src, [200000, 10000, 1000000])
     if chance(src, 0.3):
         table["sched_slice_us"] = round(src.real(100.0, 10000.0), 1)
 

@@ -50,6 +50,7 @@ use std::collections::BTreeSet;
 
 use crate::kvm_version;
 use crate::linux_balance::{self, Mask};
+use crate::linux_core_sched::{self, CoreSched};
 use crate::linux_fair::{self, fair, YieldTo};
 use vsched_model::{
     ConfigError, Cx, Decision, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time, VcpuId,
@@ -70,6 +71,7 @@ const TICK_HZ: i64 = 250;
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
     kvm_version::CFS_PARAM,
+    linux_core_sched::PARAM,
     ParamSpec {
         name: "latency_us",
         default: ParamDefault::Int(LATENCY_US),
@@ -147,9 +149,12 @@ pub struct Cfs {
     ple_window_grow: u32,
     /// Balance scheduling's sibling rule (`balance-cfs`, linux_balance.rs); off in `cfs`.
     balance: bool,
+    /// Core scheduling with a cookie per VM (`core_sched = "vm"`, linux_core_sched.rs).
+    core_sched: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
+    core: CoreSched,
 }
 
 impl Cfs {
@@ -169,9 +174,15 @@ impl Cfs {
         linux_balance::mask(self.balance, cx, v, |u| self.rq_of(u))
     }
 
-    /// `can_migrate_task`'s affinity test: may `v` move to `p`?
-    fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
+    /// `is_cpu_allowed`: may `v` run on `p`?
+    fn allowed(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
         self.se[v].pinned.is_none() && linux_balance::may_move(self.balance, cx, v, p, |u| self.rq_of(u))
+    }
+
+    /// `can_migrate_task`: may the balancer move `v` to `p`? Where allowed, and with core
+    /// scheduling not into a core that runs another cookie (`task_hot`).
+    fn may_move(&self, cx: &Cx, v: VcpuId, p: PcpuId) -> bool {
+        self.allowed(cx, v, p) && self.core.core_cookie_match(cx, p, v)
     }
 
     /// `wakeup_gran`: the wakeup granularity in `v`'s vruntime.
@@ -288,37 +299,67 @@ impl Cfs {
         let busiest = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_running(q), movable)?;
         let waiting = self.rqs[busiest].tree.iter().map(|&(_, u)| u).filter(|&u| self.may_move(cx, u, p));
         let v = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
-        self.tree_remove(v);
-        self.clear_buddies(busiest, v);
-        self.update_min(busiest);
-        self.migrate(v, p);
-        self.enqueue(p, v);
+        self.move_waiting(cx, v, p);
         cx.count(if min_gap == 0 { "cfs.newidle_pulls" } else { "cfs.balance_pulls" });
         Some(v)
     }
 
-    /// `pick_next_entity` with the next and skip buddies; takes the pick out of the tree.
-    fn pick(&mut self, p: PcpuId) -> Option<VcpuId> {
+    /// `detach_task` + `attach_task`: the waiting `v` moves to `to`'s queue.
+    fn move_waiting(&mut self, cx: &mut Cx, v: VcpuId, to: PcpuId) {
+        let from = self.se[v].cpu;
+        self.tree_remove(v);
+        self.clear_buddies(from, v);
+        self.update_min(from);
+        self.core.dequeued(cx, from, self.nr_running(from));
+        self.migrate(v, to);
+        self.enqueue(to, v);
+        self.core.enqueued(cx, to);
+    }
+
+    /// `pick_next_entity(cfs_rq, curr)` with the next and skip buddies: the running entity
+    /// counts if it is still queued (a sibling's, under core scheduling; `pick_next` puts its
+    /// own back first). Takes nothing out of the tree.
+    fn choose(&self, p: PcpuId) -> Option<VcpuId> {
         let rq = &self.rqs[p];
-        let mut it = rq.tree.iter();
-        let &(left_v, left) = it.next()?;
+        let vr = |u: VcpuId| self.se[u].vruntime;
+        let curr = rq.curr;
+        let first = rq.tree.first().map(|&(_, u)| u);
+        // `entity_before(curr, left)`: strictly earlier.
+        let left = match (first, curr) {
+            (Some(f), Some(c)) if vr(c) < vr(f) => c,
+            (Some(f), _) => f,
+            (None, c) => c?,
+        };
         let gran = self.gran(left);
         let mut se = left;
         if rq.skip == Some(left) {
-            if let Some(&(second_v, second)) = it.next() {
-                if second_v - left_v <= gran {
-                    se = second;
+            let second = if Some(left) == curr {
+                first
+            } else {
+                let after = rq.tree.range((vr(left), left)..).nth(1).map(|&(_, u)| u);
+                match (after, curr) {
+                    (Some(a), Some(c)) if vr(c) < vr(a) => Some(c),
+                    (None, c) => c,
+                    (a, _) => a,
                 }
+            };
+            if let Some(second) = second.filter(|&u| vr(u) - vr(left) <= gran) {
+                se = second;
             }
         }
-        if let Some(n) = rq.next.filter(|&n| self.se[n].in_tree && self.se[n].cpu == p) {
-            if self.se[n].vruntime - left_v <= gran {
+        let queued_here = |n: VcpuId| (self.se[n].in_tree && self.se[n].cpu == p) || curr == Some(n);
+        if let Some(n) = rq.next.filter(|&n| queued_here(n)) {
+            if vr(n) - vr(left) <= gran {
                 se = n;
             }
         }
-        self.clear_buddies(p, se);
-        self.tree_remove(se);
         Some(se)
+    }
+
+    /// `set_next_entity`: `v`, chosen on `p`, leaves the tree to run.
+    fn take(&mut self, p: PcpuId, v: VcpuId) {
+        self.clear_buddies(p, v);
+        self.tree_remove(v);
     }
 }
 
@@ -359,6 +400,7 @@ impl Policy for Cfs {
         self.wakeup_gran_ns *= factor;
         self.rqs = (0..cx.n_pcpus()).map(|_| RunQueue::default()).collect();
         self.se = vec![Entity::default(); cx.n_vcpus()];
+        self.core.init(cx, self.core_sched);
     }
 
     fn others_queued(&self, p: PcpuId) -> Option<bool> {
@@ -392,6 +434,7 @@ impl Policy for Cfs {
         let weight = linux_fair::load_weight(cx.domain(cx.dom_of(v)).weight);
         let pinned = cx.pinned(v);
         self.se[v] = Entity { weight, last_ran: cx.now(), pinned, ..Entity::default() };
+        self.core.insert(cx, v);
         let p = match (pinned, self.mask(cx, v)) {
             (Some(q), _) => q,
             (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_running(q)),
@@ -401,13 +444,14 @@ impl Policy for Cfs {
         self.se[v].cpu = p;
         self.place(p, v, true);
         self.enqueue(p, v);
+        self.core.enqueued(cx, p);
         if cx.mid_run() {
             self.check_preempt(cx, p, v);
         }
     }
 
     /// Contract: dequeue and forget.
-    fn vcpu_remove(&mut self, _cx: &mut Cx, v: VcpuId) {
+    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
         let p = self.se[v].cpu;
         self.tree_remove(v);
         self.clear_buddies(p, v);
@@ -415,15 +459,17 @@ impl Policy for Cfs {
             self.rqs[p].curr = None;
         }
         self.update_min(p);
+        self.core.dequeued(cx, p, self.nr_running(p));
     }
 
     /// `try_to_wake_up`: choose a pCPU (a bound thread's own), place, enqueue, maybe preempt.
     fn wake(&mut self, cx: &mut Cx, v: VcpuId) {
         let prev = self.se[v].cpu;
+        let scan = |q| self.idle(q) && self.core.cookie_match(cx, q, v);
         let p = match (self.se[v].pinned, self.mask(cx, v)) {
             (Some(q), _) => q,
             (None, Some(mask)) => linux_balance::wake_cpu(cx, &mask, prev, |q| self.idle(q)),
-            (None, None) => linux_fair::wake_cpu(cx, prev, |q| self.idle(q)),
+            (None, None) => linux_fair::wake_cpu(cx, prev, |q| self.idle(q), scan),
         };
         if p != prev {
             self.migrate(v, p);
@@ -431,6 +477,7 @@ impl Policy for Cfs {
         self.update_curr(cx, p);
         self.place(p, v, false);
         self.enqueue(p, v);
+        self.core.enqueued(cx, p);
         self.check_preempt(cx, p, v);
     }
 
@@ -444,6 +491,7 @@ impl Policy for Cfs {
             self.se[v].last_ran = cx.now();
         }
         self.update_min(p);
+        self.core.dequeued(cx, p, self.nr_running(p));
     }
 
     /// PLE handling disabled: a pause-loop exit changes nothing (see the header).
@@ -458,12 +506,18 @@ impl Policy for Cfs {
                 self.enqueue(p, c);
             }
         }
-        if self.rqs[p].tree.is_empty() {
-            self.pull(cx, p, 0);
-        }
-        let Some(v) = self.pick(p) else {
+        let next = if self.core.on() {
+            self.core_pick(cx, p)
+        } else {
+            if self.rqs[p].tree.is_empty() {
+                self.pull(cx, p, 0);
+            }
+            self.choose(p)
+        };
+        let Some(v) = next else {
             return Decision::idle();
         };
+        self.take(p, v);
         self.rqs[p].curr = Some(v);
         let e = &mut self.se[v];
         e.exec_start = cx.now();
@@ -489,6 +543,10 @@ impl Policy for Cfs {
                 cx.resched(p);
             }
         }
+        if let Some(c) = self.rqs[p].curr.filter(|_| self.core.on()) {
+            let (ran, slice) = ((self.se[c].sum_exec - self.se[c].slice_start) as i64, self.slice(p, c));
+            self.core.tick(cx, p, self.nr_running(p), ran, slice);
+        }
         if let Some(v) = self.pull(cx, p, 2) {
             self.check_preempt(cx, p, v);
         }
@@ -510,7 +568,12 @@ impl Policy for Cfs {
         if self.balance {
             linux_balance::check(cx, |u| self.rq_of(u))?;
         }
-        Ok(())
+        self.core.check(cx)
+    }
+
+    /// Under core scheduling, each VM's `core_forceidle_sum_s`.
+    fn vm_metrics(&self, _cx: &Cx, d: vsched_model::DomId) -> Vec<(&'static str, f64)> {
+        self.core.vm_metrics(d)
     }
 }
 
@@ -525,9 +588,18 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
         return Err(params.invalid("tick_hz", format!("expected an integer <= 100000, got {hz}")));
     }
     let profile = kvm_version::from_params(params, false)?;
+    let core_sched = linux_core_sched::from_params(params)?;
+    if core_sched && !profile.core_sched {
+        return Err(params.invalid(
+            "core_sched",
+            format!("core scheduling arrived in Linux 5.14; kvm_version is {:?}", params.str("kvm_version")),
+        ));
+    }
     Ok(Cfs {
         ple_window_grow: profile.ple_window_grow,
         balance: false,
+        core_sched,
+        core: CoreSched::default(),
         latency_ns,
         min_gran_ns,
         wakeup_gran_ns,
@@ -543,6 +615,9 @@ pub(crate) fn from_params(params: &Params) -> Result<Cfs, ConfigError> {
 fn build(params: &Params) -> Result<Box<dyn Policy>, ConfigError> {
     Ok(Box::new(from_params(params)?))
 }
+
+#[path = "cfs_core_sched.rs"]
+mod core_sched;
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cfs",

@@ -81,6 +81,7 @@ use std::collections::BTreeSet;
 
 use crate::kvm_version;
 use crate::linux_balance::{self, Mask};
+use crate::linux_core_sched::{self, CoreSched};
 use crate::linux_fair::YieldTo;
 use crate::linux_fair::{self, fair};
 use vsched_model::{
@@ -101,6 +102,7 @@ const fn feature(name: &'static str, on: bool, doc: &'static str) -> ParamSpec {
 
 pub(crate) const PARAMS: &[ParamSpec] = &[
     kvm_version::EEVDF_PARAM,
+    linux_core_sched::PARAM,
     ParamSpec {
         name: "base_slice_us",
         default: ParamDefault::Int(BASE_SLICE_US),
@@ -202,6 +204,8 @@ struct Entity {
     /// slice is protected while the deadline is unchanged.
     picked_deadline: Option<i64>,
     exec_start: Time,
+    /// When it was last picked (`prev_sum_exec_runtime`: it runs from then until it stops).
+    picked_at: Time,
     /// When it last stopped running (for the least-recently-run pull).
     last_ran: Time,
     /// The one pCPU it may run on (`kthread_bind`: a host's per-CPU kernel thread).
@@ -216,9 +220,12 @@ pub struct Eevdf {
     feat: Features,
     /// Balance scheduling's sibling rule (`balance-eevdf`, linux_balance.rs); off in `eevdf`.
     balance: bool,
+    /// Core scheduling with a cookie per VM (`core_sched = "vm"`, linux_core_sched.rs).
+    core_sched: bool,
     // State.
     rqs: Vec<RunQueue>,
     se: Vec<Entity>,
+    core: CoreSched,
     /// Enqueue counter: the tree's tie-break.
     enqueues: u64,
 }
@@ -250,12 +257,16 @@ impl Eevdf {
         linux_balance::mask(self.balance, cx, u, |w| self.rq_of(w))
     }
 
-    /// `can_migrate_task`: a delayed vCPU stays (see the header), a thread bound to its pCPU
-    /// stays (`cpus_ptr`), and under balance scheduling only one allowed on `p` moves.
+    /// `is_cpu_allowed`: a thread bound to its pCPU stays (`cpus_ptr`), and under balance
+    /// scheduling only one allowed on `p` moves.
+    fn allowed(&self, cx: &Cx, u: VcpuId, p: PcpuId) -> bool {
+        self.se[u].pinned.is_none() && linux_balance::may_move(self.balance, cx, u, p, |w| self.rq_of(w))
+    }
+
+    /// `can_migrate_task`: a delayed vCPU stays (see the header), and only where allowed; with
+    /// core scheduling not into a core that runs another cookie (`task_hot`).
     fn may_move(&self, cx: &Cx, u: VcpuId, p: PcpuId) -> bool {
-        !self.se[u].delayed
-            && self.se[u].pinned.is_none()
-            && linux_balance::may_move(self.balance, cx, u, p, |w| self.rq_of(w))
+        !self.se[u].delayed && self.allowed(cx, u, p) && self.core.core_cookie_match(cx, p, u)
     }
 
     /// `cfs_rq->nr_running`: queued entities, delayed ones and a runnable `curr` included.
@@ -517,6 +528,7 @@ impl Eevdf {
         let e = &mut self.se[u];
         e.picked_deadline = Some(e.deadline);
         e.exec_start = now;
+        e.picked_at = now;
         self.rqs[p].curr = Some(u);
     }
 
@@ -528,14 +540,23 @@ impl Eevdf {
         let q = linux_fair::busiest(p, self.rqs.len(), min_gap, |q| self.nr_runnable(q), movable)?;
         let waiting = self.rqs[q].tree.iter().map(|&(_, _, u)| u).filter(|&u| self.may_move(cx, u, p));
         let u = linux_fair::coldest(waiting, |u| self.se[u].last_ran)?;
+        self.move_waiting(cx, u, p);
+        cx.count(if min_gap == 0 { "eevdf.newidle_pulls" } else { "eevdf.balance_pulls" });
+        Some(u)
+    }
+
+    /// `detach_task` + `attach_task`: the waiting `u` moves to `p`'s queue, its relative
+    /// deadline and its lag with it.
+    fn move_waiting(&mut self, cx: &mut Cx, u: VcpuId, p: PcpuId) {
+        let q = self.se[u].cpu;
         self.charge(cx, q);
         self.dequeue(q, u);
+        self.core.dequeued(cx, q, self.nr_runnable(q));
         let e = &mut self.se[u];
         e.deadline -= e.vruntime;
         e.rel_deadline = true;
         self.enqueue(cx, p, u, false);
-        cx.count(if min_gap == 0 { "eevdf.newidle_pulls" } else { "eevdf.balance_pulls" });
-        Some(u)
+        self.core.enqueued(cx, p);
     }
 }
 
@@ -587,6 +608,7 @@ impl Policy for Eevdf {
         self.base_slice_ns *= linux_fair::tunable_factor(&self.scaling, cx.n_pcpus());
         self.rqs = (0..cx.n_pcpus()).map(|_| RunQueue::default()).collect();
         self.se = vec![Entity::default(); cx.n_vcpus()];
+        self.core.init(cx, self.core_sched);
     }
 
     fn others_queued(&self, p: PcpuId) -> Option<bool> {
@@ -625,19 +647,21 @@ impl Policy for Eevdf {
         let weight = linux_fair::load_weight(info.weight);
         let pinned = cx.pinned(v);
         self.se[v] = Entity { weight, slice, custom_slice, last_ran: cx.now(), pinned, ..Entity::default() };
+        self.core.insert(cx, v);
         let p = match (pinned, self.mask(cx, v)) {
             (Some(q), _) => q,
             (None, Some(mask)) => linux_balance::fork_cpu(cx, &mask, |q| self.nr_runnable(q)),
             (None, None) => linux_fair::least_loaded(cx, |q| self.nr_runnable(q)),
         };
         self.enqueue(cx, p, v, true);
+        self.core.enqueued(cx, p);
         if cx.mid_run() {
             self.wakeup_preempt(cx, p, v);
         }
     }
 
     /// Contract: dequeue (a delayed entity too) and forget.
-    fn vcpu_remove(&mut self, _cx: &mut Cx, v: VcpuId) {
+    fn vcpu_remove(&mut self, cx: &mut Cx, v: VcpuId) {
         let p = self.se[v].cpu;
         if self.se[v].tree_key.is_some() {
             self.dequeue(p, v);
@@ -648,6 +672,7 @@ impl Policy for Eevdf {
         }
         self.se[v].on_rq = false;
         self.se[v].delayed = false;
+        self.core.dequeued(cx, p, self.nr_runnable(p));
     }
 
     /// `try_to_wake_up`: a delayed vCPU is requeued where it is (`ttwu_runnable`); any other
@@ -659,14 +684,16 @@ impl Policy for Eevdf {
             p
         } else {
             let (prev, idle) = (self.se[v].cpu, |q| self.nr_queued(q) == 0);
+            let scan = |q| idle(q) && self.core.cookie_match(cx, q, v);
             let p = match (self.se[v].pinned, self.mask(cx, v)) {
                 (Some(q), _) => q,
                 (None, Some(mask)) => linux_balance::wake_cpu(cx, &mask, prev, idle),
-                (None, None) => linux_fair::wake_cpu(cx, prev, idle),
+                (None, None) => linux_fair::wake_cpu(cx, prev, idle, scan),
             };
             self.enqueue(cx, p, v, false);
             p
         };
+        self.core.enqueued(cx, p);
         self.wakeup_preempt(cx, p, v);
     }
 
@@ -676,6 +703,8 @@ impl Policy for Eevdf {
         let p = self.se[v].cpu;
         self.update_curr(cx.now(), p); // a reschedule is under way
         self.clear_buddies(p, v);
+        // `sched_core_dequeue` runs before the class's dequeue, delayed or not.
+        self.core.dequeued(cx, p, self.nr_runnable(p).saturating_sub(1));
         if self.feat.delay_dequeue && !self.eligible(p, v) {
             self.se[v].delayed = true;
             cx.count("eevdf.delayed_dequeues");
@@ -692,6 +721,9 @@ impl Policy for Eevdf {
     fn pick_next(&mut self, cx: &mut Cx, p: PcpuId, _prev: Option<VcpuId>) -> Decision {
         let now = cx.now();
         self.update_curr(now, p); // we are rescheduling already
+        if self.core.on() {
+            return self.core_pick_next(cx, p);
+        }
         let next = loop {
             if self.nr_queued(p) == 0 {
                 self.put_prev(now, p);
@@ -717,6 +749,10 @@ impl Policy for Eevdf {
     /// `task_tick_fair` → `entity_tick` → `update_curr`, then the periodic balance.
     fn tick(&mut self, cx: &mut Cx, p: PcpuId) {
         self.charge(cx, p);
+        if let Some(c) = self.rqs[p].curr.filter(|_| self.core.on()) {
+            let ran = (cx.now() - self.se[c].picked_at) as i64;
+            self.core.tick(cx, p, self.nr_queued(p), ran, self.se[c].slice);
+        }
         if let Some(v) = self.pull(cx, p, 2) {
             self.wakeup_preempt(cx, p, v);
         }
@@ -746,7 +782,12 @@ impl Policy for Eevdf {
         if self.balance {
             linux_balance::check(cx, |u| self.rq_of(u))?;
         }
-        Ok(())
+        self.core.check(cx)
+    }
+
+    /// Under core scheduling, each VM's `core_forceidle_sum_s`.
+    fn vm_metrics(&self, _cx: &Cx, d: vsched_model::DomId) -> Vec<(&'static str, f64)> {
+        self.core.vm_metrics(d)
     }
 }
 
@@ -776,8 +817,10 @@ pub(crate) fn from_params(params: &Params) -> Result<Eevdf, ConfigError> {
         tick_ns: NS_PER_S / hz as Time,
         feat,
         balance: false,
+        core_sched: linux_core_sched::from_params(params)?,
         rqs: Vec::new(),
         se: Vec::new(),
+        core: CoreSched::default(),
         enqueues: 0,
     })
 }
@@ -793,6 +836,9 @@ pub const INFO: PolicyInfo = PolicyInfo {
     params: PARAMS,
     build,
 };
+
+#[path = "eevdf_core_sched.rs"]
+mod core_sched;
 
 #[cfg(test)]
 #[path = "eevdf_tests.rs"]

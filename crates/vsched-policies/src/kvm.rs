@@ -408,4 +408,8 @@ impl<S: LinuxSched> Policy for Kvm<S> {
     fn check(&self, cx: &Cx) -> Result<(), String> {
         self.sched.check(cx)
     }
+
+    fn vm_metrics(&self, cx: &Cx, d: vsched_model::DomId) -> Vec<(&'static str, f64)> {
+        self.sched.vm_metrics(cx, d)
+    }
 }

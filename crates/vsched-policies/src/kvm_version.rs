@@ -128,6 +128,8 @@ pub(crate) struct KvmProfile {
     pub(crate) steal_time_preempted: bool,
     pub(crate) pv_tlb_flush: bool,
     pub(crate) pv_sched_yield: bool,
+    /// Core scheduling (`CONFIG_SCHED_CORE`, Linux >= 5.14; linux_core_sched.rs).
+    pub(crate) core_sched: bool,
 }
 
 const LINUX_3_2: KvmProfile = KvmProfile {
@@ -147,6 +149,7 @@ const LINUX_3_2: KvmProfile = KvmProfile {
     steal_time_preempted: false,
     pv_tlb_flush: false,
     pv_sched_yield: false,
+    core_sched: false,
 };
 
 const LINUX_3_12: KvmProfile = KvmProfile {
@@ -168,7 +171,8 @@ const LINUX_4_19: KvmProfile = KvmProfile {
 const LINUX_5_4: KvmProfile =
     KvmProfile { candidates: Candidates::Ready, kick_yield: true, pv_sched_yield: true, ..LINUX_4_19 };
 
-const LINUX_5_15: KvmProfile = KvmProfile { boost_pending_irq: true, yield_bail_out: true, ..LINUX_5_4 };
+const LINUX_5_15: KvmProfile =
+    KvmProfile { boost_pending_irq: true, yield_bail_out: true, core_sched: true, ..LINUX_5_4 };
 
 /// 6.1 has 5.15's rules (6.1.20 `kvm_vcpu_on_spin` and `kvm_sched_yield`).
 const LINUX_6_1: KvmProfile = LINUX_5_15;

@@ -42,6 +42,8 @@ pub mod kvm_eevdf;
 mod kvm_version;
 /// Not a policy: balance scheduling's sibling rule on `cfs` and `eevdf`.
 mod linux_balance;
+/// Not a policy: Linux core scheduling (cookies, the core-wide pick) for `cfs` and `eevdf`.
+mod linux_core_sched;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
 mod linux_fair;
 pub mod pcs;

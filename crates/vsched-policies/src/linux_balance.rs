@@ -125,7 +125,8 @@ impl Mask {
 /// allowed CPUs, then `select_fallback_rq` if its answer (the previous CPU) is not allowed.
 /// Counts the wake-ups the rule moved and the crowded placements.
 pub(crate) fn wake_cpu(cx: &mut Cx, mask: &Mask, prev: PcpuId, idle: impl Fn(PcpuId) -> bool) -> PcpuId {
-    let p = linux_fair::wake_cpu(cx, prev, |q| mask.allows(q) && idle(q));
+    let allowed_idle = |q| mask.allows(q) && idle(q);
+    let p = linux_fair::wake_cpu(cx, prev, allowed_idle, allowed_idle);
     if !mask.allows(prev) {
         cx.count(SPREAD_WAKES);
     }

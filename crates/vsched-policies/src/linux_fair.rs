@@ -53,7 +53,16 @@ pub(crate) fn tunable_factor(scaling: &str, pcpus: usize) -> i64 {
 /// `select_idle_core`), else an idle hardware sibling of the previous pCPU
 /// (`select_idle_smt`), else any idle pCPU, as in 6.12's `select_idle_sibling`. Linux keeps
 /// "has idle cores" as a hint that may be stale; here it is exact.
-pub(crate) fn wake_cpu(cx: &Cx, prev: PcpuId, idle: impl Fn(PcpuId) -> bool) -> PcpuId {
+///
+/// `scan_idle` is `idle` for the last scan (`select_idle_cpu` → `__select_idle_cpu`), where
+/// core scheduling also asks that the pCPU's core run the waking task's cookie
+/// (`sched_cpu_cookie_match`).
+pub(crate) fn wake_cpu(
+    cx: &Cx,
+    prev: PcpuId,
+    idle: impl Fn(PcpuId) -> bool,
+    scan_idle: impl Fn(PcpuId) -> bool,
+) -> PcpuId {
     let n = cx.n_pcpus();
     let llc = cx.socket_of(prev);
     let candidates = || (0..n).map(move |k| (prev + k) % n).filter(move |&q| cx.socket_of(q) == llc);
@@ -69,7 +78,7 @@ pub(crate) fn wake_cpu(cx: &Cx, prev: PcpuId, idle: impl Fn(PcpuId) -> bool) -> 
             return q;
         }
     }
-    candidates().find(|&q| idle(q)).unwrap_or(prev)
+    candidates().find(|&q| scan_idle(q)).unwrap_or(prev)
 }
 
 /// `find_idlest_cpu` for a new thread: the pCPU with the fewest entities, lowest index on
@@ -125,7 +134,7 @@ mod tests {
         let mut hand = Bench::new(4, 1);
         hand.threads_per_core = threads_per_core;
         let cx = Cx::new(&mut hand);
-        wake_cpu(&cx, 0, |q| idle.contains(&q))
+        wake_cpu(&cx, 0, |q| idle.contains(&q), |q| idle.contains(&q))
     }
 
     #[test]

@@ -34,9 +34,10 @@
 //! its default our choice in the range the literature sweeps (docs/policies.md shows its
 //! effect); ESX's per-pCPU run queues, its load balancing, shares / reservations / limits and
 //! its cache- and topology-aware placement are reduced to one global run queue ordered by
-//! weighted consumption, a VM's weight shared among its vCPUs (ESX's default shares are per
-//! vCPU instead, "an equal share of CPU per virtual CPU", vSphere 4.1 Resource Management
-//! Guide: a known deviation, docs/policies.md); the slice is a secondary source's (the default quantum of 50 ms,
+//! weighted consumption, each vCPU weighted by its VM's weight: ESX's default shares are per
+//! vCPU, "all virtual machines associated with the same host receive an equal share of CPU
+//! per virtual CPU" (vSphere 4.1 Resource Management Guide, "CPU Virtualization Basics"), so a
+//! VM's entitlement grows with its width as under Credit; the slice is a secondary source's (the default quantum of 50 ms,
 //! "vSphere High Performance Cookbook", 2nd ed., ch. 1, which cites VMware's documentation).
 //!
 //! Metrics: per VM in esxtop's names (`policy_metrics`: `%CSTP`, `%RDY`, skew;
@@ -59,7 +60,8 @@ const DEFAULT_SLICE_MS: i64 = 50;
 /// How often each pCPU looks at skew between decisions: 1 ms, well under the threshold, so
 /// that the threshold, not this period, decides when a vCPU co-stops. Our choice.
 const ACCOUNTING_PERIOD_NS: Time = NS_PER_MS;
-/// The weight every vCPU's consumption is divided by: a VM's weight over its vCPUs.
+/// Fixed-point scale of weighted consumption (ns × scale / weight), so that integer division
+/// by a weight loses no more than a nanosecond's share.
 const WEIGHT_SCALE: u64 = 1 << 10;
 
 const PARAMS: &[ParamSpec] = &[
@@ -155,10 +157,11 @@ impl Policy for Relaxed {
         Some(ACCOUNTING_PERIOD_NS)
     }
 
-    /// Contract: a new vCPU is ready, with the VM's weight shared among its vCPUs.
+    /// Contract: a new vCPU is ready, weighted by its VM's weight (shares per vCPU, as ESX's
+    /// defaults; module notes).
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         let d: DomId = cx.dom_of(v);
-        let weight = (u64::from(cx.domain(d).weight) * WEIGHT_SCALE / cx.domain(d).vcpus.max(1) as u64).max(1);
+        let weight = u64::from(cx.domain(d).weight).max(1);
         self.books.insert(v, d, cx.now(), weight);
         self.enqueue(v);
         cx.kick_idle_from(0);

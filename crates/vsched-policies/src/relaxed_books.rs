@@ -68,7 +68,7 @@ pub(crate) struct VcpuBooks {
     pub(crate) ran_from: Option<Time>,
     /// Co-stopped since this time.
     pub(crate) costopped_at: Option<Time>,
-    /// Its weight: its VM's over its vCPUs, at least 1.
+    /// Its weight: its VM's (shares per vCPU), at least 1.
     pub(crate) weight: u64,
     /// ESX 3.x's accumulated skew, ns, up to its VM's `accrued_to` (cumulative model only).
     pub(crate) accumulated_ns: Time,

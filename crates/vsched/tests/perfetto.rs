@@ -90,8 +90,8 @@ fn mixed() -> String {
     scenario(4, "name = \"credit\"", &vms, "horizon_s = 1")
 }
 
-/// Times in µs are `ns / 1e3`: a slice's start plus its duration can differ from the next
-/// slice's start in the last bit.
+/// Times in µs are whole ns as doubles (`trace_json::records::micros`): in µs, a slice's start
+/// plus its duration can differ from the next slice's start in the last bit.
 const ROUNDING_US: f64 = 1e-6;
 
 fn micros(e: &Value, key: &str) -> f64 {

@@ -92,6 +92,22 @@ fn weights_share_the_cpu_between_vms() {
 }
 
 #[test]
+fn shares_are_per_vcpu_as_esx_defaults() {
+    // A 2-vCPU and a 1-vCPU hog at one weight on one pCPU: ESX's default shares are per vCPU
+    // (vSphere 4.1 Resource Management Guide), so the wide VM gets 2 : 1, not 1 : 1. Its two
+    // vCPUs alternate by co-stops, which changes who runs, not the VMs' weighted consumption.
+    let toml = free_scenario(
+        1,
+        "name = \"relaxed\"",
+        &[vm_toml("wide", 2, "", HOG), vm_toml("narrow", 1, "", HOG)],
+        "horizon_s = 3",
+    );
+    let m = run(&toml, 1);
+    let ratio = vm(&m, "wide").cpu_s / vm(&m, "narrow").cpu_s;
+    assert!((ratio - 2.0).abs() < 0.1, "{ratio}");
+}
+
+#[test]
 fn esxtop_figures_add_up_on_the_hand_checked_trace() {
     // The trace of the first test over 200 ms: one of the two vCPUs always waits (200 of the
     // 400 vCPU-ms), and it co-stops at 4, 12, ..., 196 ms for 1 ms each (25 ms in all, every

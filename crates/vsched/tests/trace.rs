@@ -43,9 +43,15 @@ fn without_wall_clock(text: &str) -> Value {
     doc
 }
 
-/// The pCPU rows' run intervals of a trace file, as (pCPU, start µs, duration µs, spinning,
+/// Whole nanoseconds of a time the trace gives in µs: truncating, as the most lossy reader
+/// does; the file's times read back exactly that way too.
+fn nanos(us: &Value) -> u64 {
+    (us.as_f64().unwrap() * 1e3) as u64
+}
+
+/// The pCPU rows' run intervals of a trace file, as (pCPU, start ns, duration ns, spinning,
 /// VM, vCPU).
-fn intervals(doc: &Value) -> Vec<(u64, f64, f64, bool, String, u64)> {
+fn intervals(doc: &Value) -> Vec<(u64, u64, u64, bool, String, u64)> {
     doc["traceEvents"]
         .as_array()
         .unwrap()
@@ -55,14 +61,7 @@ fn intervals(doc: &Value) -> Vec<(u64, f64, f64, bool, String, u64)> {
             let (vm, vcpu) = (e["args"]["vm"].as_str().unwrap().to_string(), e["args"]["vcpu"].as_u64().unwrap());
             assert_eq!(e["name"], format!("{vm}.v{vcpu}"));
             assert_eq!(e["pid"], 0);
-            (
-                e["tid"].as_u64().unwrap(),
-                e["ts"].as_f64().unwrap(),
-                e["dur"].as_f64().unwrap(),
-                e["cat"] == "spin",
-                vm,
-                vcpu,
-            )
+            (e["tid"].as_u64().unwrap(), nanos(&e["ts"]), nanos(&e["dur"]), e["cat"] == "spin", vm, vcpu)
         })
         .collect()
 }
@@ -82,8 +81,7 @@ fn the_file_holds_every_span_of_the_first_repetition_in_the_documented_format() 
         .iter()
         .map(|s| {
             let vm = scenario.vms[s.dom].name.clone();
-            let (ts, dur) = (s.start as f64 / 1e3, (s.end - s.start) as f64 / 1e3);
-            (s.pcpu as u64, ts, dur, s.spinning, vm, s.index as u64)
+            (s.pcpu as u64, s.start, s.end - s.start, s.spinning, vm, s.index as u64)
         })
         .collect();
     assert!(expected.len() > 1000, "a trace worth the name: {} spans", expected.len());

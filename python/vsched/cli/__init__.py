@@ -20,8 +20,7 @@ from typing import NoReturn, Optional, cast
 import typer
 
 import vsched
-import vsched.real
-from vsched.cli.app import app
+from vsched.cli.app import app, finish_help
 from vsched.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL_ERROR,
@@ -31,7 +30,7 @@ from vsched.cli.errors import (
     fail,
 )
 from vsched.cli.inputs import parse_size
-from vsched.runs import JobFailed
+from vsched.cli.output import fit_stdout
 
 # The commands register with `app` as their modules are imported: this order is the order
 # of `vsched --help`.
@@ -63,6 +62,13 @@ def internal_failure(message: str) -> NoReturn:
     fail(message, EXIT_INTERNAL_ERROR)
 
 
+def raised_by(module: str, name: str, error: BaseException) -> bool:
+    """Whether `error` is `module`.`name`, without importing `module`: a module that was never
+    imported raised nothing, and the commands that need it import it themselves (start-up)."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(error, getattr(loaded, name))
+
+
 def interrupted() -> NoReturn:
     print("interrupted", file=sys.stderr)
     raise SystemExit(EXIT_INTERRUPTED)
@@ -73,7 +79,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     an exit code (2 bad input, 1 a policy bug, an internal error or a real-vCPU comparison
     on a host too busy to trust, 130 Ctrl-C)."""
     try:
+        fit_stdout()
         command = typer.main.get_command(app)
+        finish_help(command)
         exit_code = command.main(args=argv, prog_name="vsched", standalone_mode=False)
     except (CliError, vsched.ScenarioError) as error:
         fail(str(error))
@@ -83,10 +91,6 @@ def main(argv: Optional[list[str]] = None) -> None:
             # A bare `vsched`: click has already printed the help in place of an error.
             raise SystemExit(EXIT_BAD_INPUT) from None
         fail(message)
-    except JobFailed as error:
-        fail(str(error), error.exit_code)
-    except vsched.real.DisturbedHost as error:
-        fail(str(error), EXIT_INTERNAL_ERROR)
     except OSError as error:
         fail(describe_os_error(error))
     except vsched.PolicyError as error:
@@ -103,6 +107,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except SystemExit:
         raise
     except BaseException as error:  # noqa: B036 - the last resort, PyO3's PanicException included
+        if raised_by("vsched.runs", "JobFailed", error):
+            fail(str(error), error.exit_code)  # type: ignore[attr-defined]  # JobFailed has it
+        if raised_by("vsched.real", "DisturbedHost", error):
+            fail(str(error), EXIT_INTERNAL_ERROR)
         internal_failure(f"internal error: {type(error).__name__}: {error}")
     if exit_code == EXIT_INTERRUPTED:
         interrupted()

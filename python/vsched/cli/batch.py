@@ -5,11 +5,9 @@ into OUT/runs.jsonl so that an interrupted batch resumes where it stopped.
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
 import vsched
 from vsched.cli.app import app
@@ -19,7 +17,9 @@ from vsched.cli.options import ADDRESS_OPTION, BACKEND_OPTION, CHECK_OPTION, JOB
 from vsched.cli.output import print_json, stdout
 from vsched.cli.progress import JobsProgress
 from vsched.policy import split_policies
-from vsched.runs import RunSettings
+
+if TYPE_CHECKING:
+    from vsched.runs import RunSettings
 
 
 def run_batch(
@@ -29,7 +29,7 @@ def run_batch(
     workers: int,
     backend: str,
     address: Optional[str],
-    settings: RunSettings,
+    settings: "RunSettings",
 ) -> Any:
     """Run `jobs` into the store `out`/runs.jsonl with a progress bar; on Ctrl-C, say how to
     resume and exit 130 (the finished runs are kept). A failed run raises `JobFailed`, a
@@ -132,8 +132,11 @@ def sweep(
     policy, every metric) go to OUT/results.parquet, and a table of means ± standard
     deviations to the terminal.
     """
+    from rich import box
+    from rich.table import Table
+
     from vsched import sweep as sweeping
-    from vsched.runs import write_parquet
+    from vsched.runs import RunSettings, write_parquet
 
     check_input_file("SCENARIO", scenario)
     if reps < 1:
@@ -240,7 +243,11 @@ def reproduce(
     OUT/claims.json. Finished runs are kept in OUT/runs.jsonl, so an interrupted
     reproduction resumes where it stopped.
     """
+    from rich import box
+    from rich.table import Table
+
     from vsched import reproduce as reproduction
+    from vsched.runs import RunSettings
 
     if reps is not None and reps < 1:
         raise CliError(f"--reps: expected at least 1, got {reps}")

@@ -3,17 +3,16 @@ parameters, as tables or JSON.
 """
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 import vsched
 from vsched.cli.app import app
 from vsched.cli.output import print_json, stdout
+
+if TYPE_CHECKING:
+    from rich.console import Group
 
 
 def bound(x: float) -> str:
@@ -21,8 +20,13 @@ def bound(x: float) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
 
-def catalogue(entries: list[dict[str, Any]]) -> Group:
+def catalogue(entries: list[dict[str, Any]]) -> "Group":
     """Policies or workloads: per entry its name and description, then its parameters."""
+    from rich import box
+    from rich.console import Group, RenderableType
+    from rich.table import Table
+    from rich.text import Text
+
     parts: list[RenderableType] = []
     for entry in entries:
         parts.append(Text.assemble((entry["name"], "bold"), f"  {entry['description']}"))
@@ -36,9 +40,9 @@ def catalogue(entries: list[dict[str, Any]]) -> Group:
             parts.append("KVM: no driver domain (the host kernel does the I/O)")
         if entry["params"]:
             table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 2))
-            table.add_column("parameter", no_wrap=True)
-            table.add_column("default", justify="right", no_wrap=True)
-            table.add_column("range", justify="right", no_wrap=True)
+            table.add_column("parameter", overflow="fold")
+            table.add_column("default", justify="right", overflow="fold")
+            table.add_column("range", justify="right", overflow="fold")
             table.add_column("meaning")
             for param in entry["params"]:
                 bounds = "" if param["min"] is None else f"{bound(param['min'])} .. {bound(param['max'])}"

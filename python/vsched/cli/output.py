@@ -4,19 +4,28 @@ plain text of tables written to files (summary.txt).
 
 import io
 import json
+import os
 import sys
 from typing import Any
 
 from rich.console import Console, RenderableType
 
-from vsched.report import report_tables, unfinished_warnings
-
 # Width of summary.txt: a file is not a terminal, so this is chosen to keep tables of five
 # or six VMs in one piece while staying readable in an editor.
 REPORT_WIDTH = 120
+# Width of stdout when it is not a terminal (a pipe, a file): rich would take 80 columns and
+# cut tables to fit; this is wide enough that every table keeps its natural width.
+PIPED_WIDTH = 10_000
 # No markup: scenario names and paths are printed as written, brackets included.
 stdout = Console(highlight=False, markup=False)
 stderr = Console(stderr=True, highlight=False, markup=False)
+
+
+def fit_stdout() -> None:
+    """Give stdout its width for this command: the terminal's on a terminal (rich's default),
+    `COLUMNS` when it is set, PIPED_WIDTH otherwise, so that piped tables are never cut."""
+    if not stdout.is_terminal and "COLUMNS" not in os.environ:
+        stdout.width = PIPED_WIDTH
 
 
 def render_text(renderable: RenderableType) -> str:
@@ -34,6 +43,8 @@ def print_json(value: Any) -> None:
 
 def print_report(report_text: str, json_output: bool) -> dict[str, Any]:
     """Prints a report as JSON or as tables; returns it parsed."""
+    from vsched.report import report_tables, unfinished_warnings
+
     report: dict[str, Any] = json.loads(report_text)
     if json_output:
         print(report_text)

@@ -3,19 +3,23 @@ of one run (`RunProgress`), the bar of a batch of runs (`JobsProgress`), and sin
 """
 
 import time
-from typing import Any, Optional
-
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING, Any, Optional
 
 import vsched
 from vsched.cli.output import stderr
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 # Runs shorter than this finish before a progress bar would be worth drawing.
 PROGRESS_DELAY_S = 2.0
 
 
-def progress_bar(label: str, done: str) -> Progress:
-    """A transient bar on stderr: `label`, the bar, how much is `done`, elapsed and remaining."""
+def progress_bar(label: str, done: str) -> "Progress":
+    """A transient bar on stderr: `label`, the bar, how much is `done`, elapsed and remaining.
+    rich.progress is imported here, when a run has lasted long enough to want a bar."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     return Progress(
         TextColumn(label),
         BarColumn(),

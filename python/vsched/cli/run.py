@@ -4,20 +4,22 @@ real vCPUs, or checked without running.
 
 import signal
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 import vsched
-import vsched.real
+from vsched import _core
 from vsched.cli.app import app
 from vsched.cli.errors import CliError, describe_os_error
 from vsched.cli.inputs import check_input_file, make_directory, max_memory_bytes, parse_size
 from vsched.cli.options import CHECK_OPTION, MAX_MEMORY_OPTION
 from vsched.cli.output import REPORT_WIDTH, print_json, print_report, render_text, stdout
 from vsched.cli.progress import JobsProgress, RunProgress, run_with_progress, say_on_terminal
-from vsched.report import report_tables
-from vsched.runs import RunSettings
+
+# Imported where used, not here: each takes longer to load than a small run takes to simulate.
+if TYPE_CHECKING:
+    from vsched.runs import RunSettings
 
 
 def parse_settings(options: list[str]) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def parse_settings(options: list[str]) -> dict[str, Any]:
     return settings
 
 
-def run_in_parallel(scenario: Path, workers: int, settings: RunSettings, **options: Any) -> str:
+def run_in_parallel(scenario: Path, workers: int, settings: "RunSettings", **options: Any) -> str:
     """`vsched run --jobs`: the repetitions on `workers` processes, a bar on a terminal."""
     from vsched.repetitions import run_repetitions
 
@@ -121,12 +123,15 @@ def run(
         "seed": seed,
         "reps": reps,
         "policy": policy,
-        "overrides": parse_settings(set_ or []),
+        # vsched.runs, which parses the values, loads slowly: only for a run that has some.
+        "overrides": parse_settings(set_) if set_ else {},
         "trace": trace,
         "trace_limit": trace_limit,
     }
     try:
         if jobs > 1:
+            from vsched.runs import RunSettings
+
             report_text = run_in_parallel(scenario, jobs, RunSettings(check, budget), **options)
         else:
             report_text = run_with_progress(scenario, check=check, max_memory=budget, **options)
@@ -137,6 +142,8 @@ def run(
         raise CliError(f"--trace: {describe_os_error(error)}") from None
     report = print_report(report_text, json_output)
     if out is not None:
+        from vsched.report import report_tables
+
         try:
             (out / "results.json").write_text(report_text, encoding="utf-8")
             (out / "summary.txt").write_text(
@@ -184,7 +191,7 @@ def real(
         typer.Option(
             "--deadline-s",
             help="Wall-clock seconds a run may last at most (with the scenario's horizon; default: "
-            f"{vsched.real.DEFAULT_DEADLINE_S:g}).",
+            f"{_core.REAL_DEFAULT_DEADLINE_S:g}).",
         ),
     ] = None,
     memory_per_vm: Annotated[
@@ -193,7 +200,7 @@ def real(
             "--memory-per-vm",
             metavar="SIZE",
             help="Guest memory of each VM at most, e.g. 256M "
-            f"(default: {vsched.real.DEFAULT_MEMORY_PER_VM >> 20}M).",
+            f"(default: {_core.REAL_DEFAULT_MEMORY_PER_VM >> 20}M).",
         ),
     ] = None,
     compare: Annotated[
@@ -233,6 +240,8 @@ def real(
     ] = 0,
 ) -> None:
     """Run a scenario on real vCPUs (KVM) under a vsched policy and print what `vsched run` prints."""
+    import vsched.real
+
     honour_interrupts()
     check_input_file("SCENARIO", scenario)
     if baseline is not None:

@@ -9,17 +9,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
 import vsched
-from vsched import demo as demo_text
 from vsched.cli.app import app
 from vsched.cli.errors import CliError
 from vsched.cli.inputs import check_input_file
 from vsched.cli.output import print_json, stdout
 from vsched.cli.progress import run_with_progress
-from vsched.report import format_value, report_tables
 
 
 @app.command()
@@ -29,6 +25,9 @@ def demo(
     ] = False,
 ) -> None:
     """Run the embedded default scenario and explain what it shows."""
+    from vsched import demo as demo_text
+    from vsched.report import report_tables
+
     if print_scenario:
         print(vsched.DEFAULT_SCENARIO, end="")
         return
@@ -112,6 +111,11 @@ def bench(
     binary-heap event loop timed on this machine at the run's own queue length
     (docs/performance.md).
     """
+    from rich import box
+    from rich.table import Table
+
+    from vsched.report import format_value
+
     if scenario is None:
         if runs is not None:
             raise CliError("--runs: applies to a SCENARIO file; the standard benchmark runs once")
@@ -136,7 +140,7 @@ def bench(
         return
     stdout.print(title)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("figure", style="bold", no_wrap=True)
+    table.add_column("figure", style="bold", overflow="fold")
     table.add_column("value", justify="right")
     table.add_column("meaning")
     for key, meaning in rows:

@@ -31,7 +31,9 @@
 //! each pCPU, and the index gives each checkpoint's time and byte offset, so a reader of a
 //! window reads only the bytes written while it was open. Each event is written as
 //! `serde_json` writes a `json!` object (keys in sorted order), so the file is canonical.
-//! No event holds an array: Perfetto's JSON tokenizer refuses arrays inside events.
+//! No event holds an array: Perfetto's JSON tokenizer refuses arrays inside events. Times are
+//! µs written so that they read back as whole nanoseconds however a reader converts them
+//! (`records::micros`).
 
 mod layout;
 mod records;

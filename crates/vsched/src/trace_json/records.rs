@@ -144,8 +144,20 @@ pub(super) struct OpenSpans<'a> {
     pub(super) open: BTreeMap<String, Complete<'a>>,
 }
 
+/// `ns` in µs, as the double whose text every reader turns back into exactly `ns`.
+///
+/// The nearest double to `ns / 1000` is written as that decimal (`1234.567`), but times 1000
+/// it can fall just short of `ns`: a reader that truncates (`(ts * 1000) as i64`, as Perfetto's
+/// JSON importer did for durations until v51) then reads 1 ns less, and a slice ends 1 ns
+/// after the next one starts. The next double up, `1234.5670000000002`, reads as `ns` by
+/// truncation and by rounding alike.
 pub(super) fn micros(ns: Time) -> f64 {
-    ns as f64 / 1e3
+    let exact = ns as f64; // exact below 2^53 ns, 104 days
+    let mut us = exact / 1e3;
+    while us * 1e3 < exact {
+        us = us.next_up();
+    }
+    us
 }
 
 /// Span `s` as a complete event, ending at `end`.
@@ -159,5 +171,34 @@ pub(super) fn complete<'a>(layout: &'a Layout, s: &Span, name: &'a str, end: Tim
         pid: layout.host_of_pcpu(s.pcpu),
         tid: s.pcpu,
         ts: micros(s.start),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::micros;
+
+    /// What a reader of the JSON text gets back: the double the text parses to, times 1000,
+    /// truncated or rounded.
+    fn read_back(ns: u64) -> (i64, i64) {
+        let text = serde_json::to_string(&micros(ns)).unwrap();
+        let us: f64 = text.parse().unwrap();
+        ((us * 1e3) as i64, (us * 1e3).round() as i64)
+    }
+
+    #[test]
+    fn every_reader_gets_the_nanoseconds_back() {
+        // Small times, times around a few minutes of simulation and around a day.
+        for start in [0, 266_997_361, 299_999_000_000, 86_400_000_000_000] {
+            for ns in start..start + 20_000 {
+                assert_eq!(read_back(ns), (ns as i64, ns as i64), "{ns} ns");
+            }
+        }
+    }
+
+    #[test]
+    fn exact_decimals_stay_as_written() {
+        assert_eq!(serde_json::to_string(&micros(1_234_500)).unwrap(), "1234.5");
+        assert_eq!(serde_json::to_string(&micros(2_000)).unwrap(), "2.0");
     }
 }
