@@ -13,7 +13,8 @@ one per tree: build each tree with its own `CARGO_TARGET_DIR`. Example:
     python scripts/bench_interleaved.py OLD_ENGINE NEW_ENGINE --rounds 10 --cpu 1
 
 Wall-clock figures on a shared machine drift from second to second; compare only builds
-measured together, and prefer instruction counts (docs/speed-log.md) for small differences.
+measured together, and prefer instruction counts (`valgrind --tool=callgrind`,
+docs/performance.md) for small differences.
 The machine's slow spells only ever add time, so beside the medians each build's low quartile
 (the run a quarter of the way up its sorted times) is printed too: the least disturbed
 estimate that still rests on more than one run.

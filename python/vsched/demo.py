@@ -1,12 +1,18 @@
 """The words around `vsched demo`'s tables.
 
-Every number is read from the report and every sentence is about the report's fields, so
-the explanation stays true when the default scenario or the simulator changes.
+Every number is read from the report or from the trace of its first run, and every sentence is
+about the report's fields, so the explanation stays true when the default scenario or the
+simulator changes.
 """
 
 from __future__ import annotations
 
-from statistics import fmean, median, stdev
+import json
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from statistics import fmean, median
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -25,6 +31,12 @@ FIELD_MEANINGS = (
 )
 
 
+US_PER_MS = 1000.0
+
+# The workload a Xen host's Domain-0 runs in a report.
+DRIVER_DOMAIN_WORKLOAD = "dom0"
+
+
 def _vcpus(count: int) -> str:
     return f"{count} vCPU" if count == 1 else f"{count} vCPUs"
 
@@ -32,34 +44,27 @@ def _vcpus(count: int) -> str:
 def introduction(report: dict[str, Any]) -> list[str]:
     """Paragraphs printed before the tables: the scenario and what to look for."""
     vms: list[dict[str, Any]] = report["runs"][0]["vms"]
+    guests = [vm for vm in vms if vm["workload"] != DRIVER_DOMAIN_WORKLOAD]
     pcpus: int = report["pcpus"]
-    vcpus = sum(vm["vcpus"] for vm in vms)
-    listing = "; ".join(f"{vm['name']}: {_vcpus(vm['vcpus'])} running {vm['workload']}" for vm in vms)
+    vcpus = sum(vm["vcpus"] for vm in guests)
+    listing = "; ".join(f"{vm['name']}: {_vcpus(vm['vcpus'])} running {vm['workload']}" for vm in guests)
+    driver = [vm for vm in vms if vm["workload"] == DRIVER_DOMAIN_WORKLOAD]
+    beside = (
+        f", beside Xen's driver domain {driver[0]['name']} ({_vcpus(driver[0]['vcpus'])}, idle but for"
+        " its kernel's timer wake-ups)"
+        if driver
+        else ""
+    )
     return [
-        f"vsched demo ({report['scenario']}): {len(vms)} VMs with {vcpus} vCPUs in all share"
+        f"vsched demo ({report['scenario']}): {len(guests)} VMs with {vcpus} vCPUs in all share"
         f" {pcpus} pCPUs ({vcpus / pcpus:g} vCPUs per pCPU) under the {report['policy']}"
-        f" scheduler. {listing}.",
+        f" scheduler{beside}. {listing}.",
         "A guest that takes spinlocks assumes the lock holder keeps running. The hypervisor"
         " does not know which vCPU holds a lock: when it deschedules the holder, the waiters"
         " spin uselessly until the holder runs again. That is lock-holder preemption. The"
         " simulator does not add it as a penalty: it follows from the schedule, and the tables"
         " below count it.",
     ]
-
-
-def _vm_means(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per VM, its summary with each `<m>_mean` renamed `<m>`, plus the VM's configuration
-    from the first run."""
-    means = []
-    for config, summary in zip(report["runs"][0]["vms"], report["summary"]["vms"]):
-        vm = dict(config)
-        for key, value in summary.items():
-            if key.endswith("_mean"):
-                vm[key[: -len("_mean")]] = value
-            elif not key.endswith("_std"):
-                vm[key] = value
-        means.append(vm)
-    return means
 
 
 def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
@@ -87,13 +92,18 @@ def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
         if not ratios:
             continue
         fair = max(1.0, (vm["vcpus"] + added_vcpus) / pcpus)
+        waiters = any(run["vms"][index]["lock_waiter_preemptions"] > 0 for run in report["runs"])
         paragraphs.append(
             f"Alone ({baseline['scenario']}), {vm['name']} finishes in"
             f" {fmean(a for a in alone if a):.3f} s on average; here it is slower by"
             f" {', '.join(ratios)}. A fair share of the {pcpus} pCPUs would make it about"
-            f" {fair:g}x slower: the rest is the cost of lock-holder preemption and of ticket"
-            " locks handed to waiters that are not running (a seed that falls into such a"
-            " convoy takes far longer)."
+            f" {fair:g}x slower: the rest is the cost of lock-holder preemption"
+            + (
+                " and of ticket locks handed to waiters that are not running (a seed that falls"
+                " into such a convoy takes far longer)."
+                if waiters
+                else "."
+            )
         )
     return paragraphs
 
@@ -107,38 +117,68 @@ def _field_meanings() -> RenderableType:
     return Group("How to read the VM table:", grid)
 
 
-# Figures of a VM that the demo's sentences quote; when any of them spreads wider over the
-# seeds than its mean (standard deviation above the mean), a mean would describe no run, and
-# the sentences go run by run instead.
-QUOTED_FIGURES = ("cpu_s", "spin_s", "steal_s", "lock_holder_preemptions", "lock_waiter_preemptions")
+# A figure whose largest value over the seeds exceeds its smallest this many times is quoted
+# as its median and range: a mean of values orders of magnitude apart describes no run (a
+# lock convoy cut at 300 s beside two runs of 9 s gives a cpu_s of "106 ± 168").
+SPREAD_FACTOR = 10.0
 
 
-def _too_spread_for_a_mean(values: list[float]) -> bool:
-    return len(values) > 1 and stdev(values) > fmean(values)
+def spread_apart(values: list[float]) -> bool:
+    """Whether runs' `values` differ too much for a mean (a zero beside a non-zero counts)."""
+    return len(values) > 1 and max(values) > SPREAD_FACTOR * min(values)
 
 
-def _one_run(vm: dict[str, Any], sim_s: float, finished: str | None = None) -> str:
-    """What VM `vm` (its figures in one run of `sim_s` seconds, or their means) received and
-    suffered, and whether it `finished` (by default, as its completion_s says)."""
-    spin_fraction = vm["spin_s"] / vm["cpu_s"] if vm["cpu_s"] > 0 else 0.0
-    steal_fraction = vm["steal_s"] / (vm["vcpus"] * sim_s) if sim_s > 0 else 0.0
-    if finished is None and vm.get("completion_s") is None:
-        finished = f"did not finish its job before the run stopped at {sim_s:.3f} s"
-    elif finished is None:
-        finished = f"finished its job at {vm['completion_s']:.3f} s"
-    return (
-        f"{vm['name']} received {vm['cpu_s']:.3f} s of CPU and burned {spin_fraction:.0%} of it"
-        f" spinning ({vm['spin_s']:.3f} s). Its vCPUs were descheduled"
-        f" {vm['lock_holder_preemptions']:,.0f} times while holding a lock"
-        f" ({vm['lock_holder_preemptions'] / sim_s:,.1f} per simulated second) and spent"
-        f" {steal_fraction:.0%} of their time runnable but waiting (steal). It {finished}."
-    )
+def across_runs(values: list[float], shown: Callable[[float], str]) -> str:
+    """`values` of the runs as one figure: the value of a single run, the mean when the runs
+    agree, else the median with the range."""
+    if len(values) == 1:
+        return shown(values[0])
+    if spread_apart(values):
+        return f"{shown(median(values))} (median; {shown(min(values))} to {shown(max(values))})"
+    return shown(fmean(values))
 
 
-def _run_by_run(report: dict[str, Any], index: int, spread: str) -> str:
-    """VM `index` seed by seed, with the median, for runs too different for a mean."""
-    runs: list[dict[str, Any]] = report["runs"]
+def _seconds(value: float) -> str:
+    return f"{value:.3f} s"
+
+
+def _percent(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _lock_vm(runs: list[dict[str, Any]], index: int) -> str:
+    """What VM `index` received and suffered over `runs`: figure by figure, the mean, or the
+    median and range where the runs differ more than SPREAD_FACTOR times."""
+    vms = [run["vms"][index] for run in runs]
     lengths = [run["sim_s"] for run in runs]
+    share = [vm["spin_s"] / vm["cpu_s"] if vm["cpu_s"] > 0 else 0.0 for vm in vms]
+    per_second = [vm["lock_holder_preemptions"] / s if s > 0 else 0.0 for vm, s in zip(vms, lengths)]
+    steal = [vm["steal_s"] / (vm["vcpus"] * s) if s > 0 else 0.0 for vm, s in zip(vms, lengths)]
+    finished = [vm["completion_s"] for vm in vms if vm.get("completion_s") is not None]
+    if len(finished) == len(vms):
+        outcome = f"finished its job at {across_runs(finished, _seconds)}"
+    elif not finished:
+        outcome = f"did not finish its job before the run stopped at {across_runs(lengths, _seconds)}"
+    else:
+        outcome = (
+            f"finished its job in {len(finished)} of {len(vms)} runs, at {across_runs(finished, _seconds)};"
+            " the others stopped at the horizon"
+        )
+    if len(runs) == 1:
+        lead = "In this run, "
+    else:
+        lead = (
+            f"Over the {len(runs)} runs (seeds {runs[0]['seed']} to {runs[-1]['seed']}; means, or"
+            f" the median and range of a figure whose runs differ more than {SPREAD_FACTOR:g}-fold), "
+        )
     why = (
         f" The runs lasted {min(lengths):.3f} to {max(lengths):.3f} s: a run ends when every job"
         " has finished, or at the horizon, so a seed whose job does not finish runs far longer"
@@ -146,76 +186,48 @@ def _run_by_run(report: dict[str, Any], index: int, spread: str) -> str:
         if max(lengths) > 2 * min(lengths)
         else ""
     )
-    per_seed = " ".join(f"Seed {run['seed']}: {_one_run(run['vms'][index], run['sim_s'])}" for run in runs)
-    vms = [run["vms"][index] for run in runs]
-    completions = [vm["completion_s"] for vm in vms if vm.get("completion_s") is not None]
-    medians = (
-        f"Medians over the {len(runs)} runs: {median(vm['cpu_s'] for vm in vms):.3f} s of CPU,"
-        f" {median(vm['lock_holder_preemptions'] for vm in vms):,.0f} lock-holder preemptions"
-        + (
-            f", completion {median(completions):.3f} s over the {len(completions)} runs that finished."
-            if completions
-            else "; no run finished."
-        )
-    )
+    cpu = [vm["cpu_s"] for vm in vms]
+    spin = [vm["spin_s"] for vm in vms]
+    holders = [vm["lock_holder_preemptions"] for vm in vms]
     return (
-        f"The {len(runs)} runs differ too much for a mean to describe any of them ({spread}: a"
-        f" standard deviation larger than the mean).{why} Run by run: {per_seed} {medians}"
+        f"{lead}{vms[0]['name']} received {across_runs(cpu, _seconds)} of CPU and burned"
+        f" {across_runs(share, _percent)} of it spinning ({across_runs(spin, _seconds)}). Its vCPUs"
+        f" were descheduled {across_runs(holders, _count)} times while holding a lock"
+        f" ({across_runs(per_second, _rate)} per simulated second) and spent"
+        f" {across_runs(steal, _percent)} of their time runnable but waiting (steal). It {outcome}.{why}"
     )
 
 
 def conclusion(report: dict[str, Any]) -> list[RenderableType]:
-    """Paragraphs printed after the tables: what the fields mean and what this run shows."""
+    """Paragraphs printed after the tables: what the fields mean and what the runs show."""
     runs: list[dict[str, Any]] = report["runs"]
-    sim_s = fmean(run["sim_s"] for run in runs)
-    averaged = f" (means over {len(runs)} runs)" if len(runs) > 1 else ""
     paragraphs: list[RenderableType] = [_field_meanings()]
     # The VMs whose guests take locks show it: they spun or were preempted holding one.
     lock_vms = [
-        (index, vm)
-        for index, vm in enumerate(_vm_means(report))
-        if vm["spin_s"] > 0 or vm["lock_holder_preemptions"] > 0
+        index
+        for index in range(len(runs[0]["vms"]))
+        if any(
+            run["vms"][index]["spin_s"] > 0 or run["vms"][index]["lock_holder_preemptions"] > 0
+            for run in runs
+        )
     ]
-    spread_out = set()
-    for index, vm in lock_vms:
-        per_run = {key: [run["vms"][index][key] for run in runs] for key in QUOTED_FIGURES}
-        spreads = [key for key, values in per_run.items() if _too_spread_for_a_mean(values)]
-        if spreads:
-            spread_out.add(index)
-            first = per_run[spreads[0]]
-            spread = f"{vm['name']}'s {spreads[0]} is {fmean(first):,.1f} ± {stdev(first):,.1f}" + (
-                f", and its {', '.join(spreads[1:])} spread as widely" if spreads[1:] else ""
-            )
-            paragraphs.append(_run_by_run(report, index, spread))
-            continue
-        finished = None
-        if vm["runs_finished"] < len(runs) and vm["completion_s"] is not None:
-            finished = (
-                f"finished its job in {vm['runs_finished']} of {len(runs)} runs,"
-                f" at {vm['completion_s']:.3f} s on average"
-            )
-        paragraphs.append(f"In this run{averaged}, {_one_run(vm, sim_s, finished)}")
-    holders_preempted = any(vm["lock_holder_preemptions"] > 0 for _, vm in lock_vms)
+    paragraphs += [_lock_vm(runs, index) for index in lock_vms]
+    holders_preempted = any(run["vms"][i]["lock_holder_preemptions"] > 0 for run in runs for i in lock_vms)
     if holders_preempted:
         paragraphs.append(
             "Each of those preemptions left the VM's other vCPUs spinning on a lock whose holder"
             " could not run: time slices spent, nothing done."
         )
-    waiters = [(i, vm) for i, vm in lock_vms if vm["lock_waiter_preemptions"] > vm["lock_holder_preemptions"]]
-    for index, vm in waiters:
-        if index in spread_out:
-            times = ", ".join(
-                f"{run['vms'][index]['lock_waiter_preemptions']:,} (seed {run['seed']})" for run in runs
-            )
-        else:
-            times = f"{vm['lock_waiter_preemptions']:,.0f}"
+    waiter_vms = [i for i in lock_vms if any(run["vms"][i]["lock_waiter_preemptions"] > 0 for run in runs)]
+    for index in waiter_vms:
+        times = [run["vms"][index]["lock_waiter_preemptions"] for run in runs]
         paragraphs.append(
-            f"More often still ({times} times), a ticket lock of"
-            f" {vm['name']} was handed to a waiter whose vCPU was not running: the lock stays"
-            " taken until that vCPU runs again, and every other waiter spins meanwhile"
-            " (lock-waiter preemption)."
+            f"Besides ({across_runs(times, _count)} times), a ticket lock of"
+            f" {runs[0]['vms'][index]['name']} was handed to a waiter whose vCPU was not running:"
+            " the lock stays taken until that vCPU runs again, and every other waiter spins"
+            " meanwhile (lock-waiter preemption)."
         )
-    if not holders_preempted and not waiters:
+    if not holders_preempted and not waiter_vms:
         paragraphs.append(
             "No lock holder was preempted in this run: whatever spinning there was came from"
             " ordinary contention for the lock."
@@ -223,9 +235,102 @@ def conclusion(report: dict[str, Any]) -> list[RenderableType]:
     return paragraphs
 
 
-NEXT_STEPS = (
-    "To experiment, save the scenario with `vsched demo --print-scenario > demo.toml`,"
-    " change its [scheduler] (see `vsched policies`) or its VMs, and run it with"
-    " `vsched run demo.toml`. To see the schedule itself: `vsched run demo.toml --trace"
-    " t.json`, then `vsched plot-trace t.json -o gantt.png`."
-)
+@dataclass(frozen=True)
+class PreemptedHolder:
+    """A lock holder's preemption as a trace shows it: vCPU `vcpu` (`<vm>.v<index>`) was
+    descheduled at `preempted_ms` holding a lock and ran again at `resumed_ms` (None: never,
+    before the trace ends), while its VM's other vCPUs spun `siblings_spin_ms` in all."""
+
+    vcpu: str
+    preempted_ms: float
+    resumed_ms: float | None
+    siblings_spin_ms: float
+
+
+def preempted_holders(trace_path: str | os.PathLike[str], vm_names: set[str]) -> Iterator[PreemptedHolder]:
+    """The lock-holder preemptions of the VMs `vm_names` in a trace that `vsched run --trace`
+    wrote (docs/traces.md: the instants on the vCPU tracks, the runs on the pCPU rows), in
+    order of time."""
+    with open(trace_path, encoding="utf-8") as file:
+        events: list[dict[str, Any]] = json.load(file)["traceEvents"]
+    track_names = {
+        (event["pid"], event["tid"]): event["args"]["name"]
+        for event in events
+        if event.get("ph") == "M" and event.get("name") == "thread_name"
+    }
+    runs = [event for event in events if event.get("ph") == "X" and event.get("cat") in ("run", "spin")]
+    instants = sorted(
+        (event["ts"], track_names.get((event["pid"], event["tid"]), ""))
+        for event in events
+        if event.get("ph") == "i" and event.get("name") == "lock-holder preemption"
+    )
+    for at_us, vcpu in instants:
+        vm = vcpu.rpartition(".v")[0]
+        if vm not in vm_names:
+            continue
+        later = [event["ts"] for event in runs if event["name"] == vcpu and event["ts"] >= at_us]
+        resumed_us = min(later) if later else None
+        until_us = math.inf if resumed_us is None else resumed_us
+        spun_us = sum(
+            max(0.0, min(event["ts"] + event["dur"], until_us) - max(event["ts"], at_us))
+            for event in runs
+            if event["cat"] == "spin" and event["name"] != vcpu and event["name"].rpartition(".v")[0] == vm
+        )
+        yield PreemptedHolder(
+            vcpu,
+            at_us / US_PER_MS,
+            None if resumed_us is None else resumed_us / US_PER_MS,
+            spun_us / US_PER_MS,
+        )
+
+
+# Time drawn before a preempted holder's descheduling and after its return, so that the Gantt
+# chart shows the VM's vCPUs working before and after the stall.
+GANTT_MARGIN_MS = 5.0
+# How long after the descheduling to draw when the holder never ran again.
+GANTT_OPEN_END_MS = 50.0
+
+
+def gantt_window(holders: Iterator[PreemptedHolder]) -> tuple[PreemptedHolder, float, float] | None:
+    """The first preemption whose siblings spun meanwhile (else the first of all), with the
+    window of a Gantt chart that shows it, in ms."""
+    first = None
+    for holder in holders:
+        first = first or holder
+        if holder.siblings_spin_ms > 0:
+            first = holder
+            break
+    if first is None:
+        return None
+    end = first.preempted_ms + GANTT_OPEN_END_MS if first.resumed_ms is None else first.resumed_ms
+    return first, max(0.0, first.preempted_ms - GANTT_MARGIN_MS), end + GANTT_MARGIN_MS
+
+
+def next_steps(seed: int, window: tuple[PreemptedHolder, float, float] | None) -> list[str]:
+    """How to go on: the scenario to edit and, when the traced run had a lock-holder
+    preemption, the Gantt chart of one."""
+    edit = (
+        "To experiment, save the scenario with `vsched demo --print-scenario > demo.toml`,"
+        " change its [scheduler] (see `vsched policies`) or its VMs, and run it with"
+        " `vsched run demo.toml`."
+    )
+    if window is None:
+        return [
+            edit + " To see the schedule itself: `vsched run demo.toml --trace t.json`, then"
+            " `vsched plot-trace t.json --end-ms 100 -o gantt.png` (its first 100 ms)."
+        ]
+    holder, start, end = window
+    back = (
+        "never ran again before the run ended"
+        if holder.resumed_ms is None
+        else f"ran again at {holder.resumed_ms:,.1f} ms"
+    )
+    return [
+        edit,
+        f"To see a preempted lock holder: in seed {seed}'s run, {holder.vcpu} was descheduled at"
+        f" {holder.preempted_ms:,.1f} ms holding the lock and {back}; meanwhile the VM's other"
+        f" vCPUs spun {holder.siblings_spin_ms:,.1f} ms. Draw it with `vsched run demo.toml"
+        f" --trace t.json` (the trace of the first run), then `vsched plot-trace t.json"
+        f" --start-ms {start:.0f} --end-ms {end:.0f} -o gantt.png` (one row per pCPU, spinning"
+        " hatched), or open t.json in https://ui.perfetto.dev.",
+    ]

@@ -4,8 +4,9 @@ progress callback of the Python API."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -123,17 +124,63 @@ def test_demo_runs_and_explains(cli: Cli) -> None:
         assert vm["name"] in result.stdout
     for explained in ("lock-holder preemption", "spin_s", "steal_s", "lock_holder_preemptions"):
         assert explained in result.stdout
+
     # The slowdown against the baseline is computed from the two reports, seed by seed.
     # A run that does not finish (a ticket-lock convoy) is a lower bound: the horizon.
+    def spin(run: dict[str, Any]) -> dict[str, Any]:
+        return next(vm for vm in run["vms"] if vm["workload"] == "spinlock")
+
     baseline = vsched.run(vsched.DEFAULT_BASELINE_SCENARIO)
-    alone = baseline["runs"][0]["vms"][0]["completion_s"]
     text = " ".join(result.stdout.split())
-    for run in report["runs"]:
-        crowded = run["vms"][0]["completion_s"]
+    for run, alone_run in zip(report["runs"], baseline["runs"], strict=True):
+        crowded, alone = spin(run)["completion_s"], spin(alone_run)["completion_s"]
         if crowded is None:
             assert f"more than {run['sim_s'] / alone:.0f}x (seed {run['seed']}, unfinished)" in text
         else:
             assert f"{crowded / alone:.1f}x (seed {run['seed']})" in text
+    # Every seed of the demo finishes (its lock is glibc's test-and-set spinlock: no convoy).
+    assert all(spin(run)["completion_s"] is not None for run in report["runs"])
+    # The suggested Gantt chart is a window around a preempted lock holder of the first run.
+    assert "To see a preempted lock holder: in seed 1's run, spin.v" in text
+    assert re.search(r"vsched plot-trace t\.json --start-ms \d+ --end-ms \d+ -o gantt\.png", text)
+
+
+def test_the_demo_finds_a_preempted_holder_in_a_trace(tmp_path: Path) -> None:
+    from vsched.demo import gantt_window, preempted_holders
+
+    def track(tid: int, name: str) -> dict[str, object]:
+        return {"ph": "M", "name": "thread_name", "pid": 2, "tid": tid, "args": {"name": name}}
+
+    def ran(vcpu: str, ts: float, dur: float, cat: str = "run") -> dict[str, object]:
+        return {"ph": "X", "pid": 0, "tid": 0, "name": vcpu, "cat": cat, "ts": ts, "dur": dur, "args": {}}
+
+    def preempted(tid: int, ts: float) -> dict[str, object]:
+        return {"ph": "i", "pid": 2, "tid": tid, "name": "lock-holder preemption", "ts": ts, "s": "t"}
+
+    events = [
+        track(10, "spin.v0"),
+        track(11, "spin.v1"),
+        track(12, "other.v0"),
+        preempted(12, 500.0),  # another VM's: not asked for
+        preempted(10, 1_000.0),  # spin.v0 at 1 ms, nobody spins meanwhile
+        ran("spin.v0", 2_000.0, 100.0),  # back at 2 ms
+        preempted(10, 10_000.0),  # spin.v0 again at 10 ms
+        ran("spin.v1", 10_500.0, 4_000.0, "spin"),  # its sibling spins 4 ms
+        ran("spin.v1", 20_000.0, 9_000.0, "spin"),  # and 1 ms more before v0 is back
+        ran("spin.v0", 21_000.0, 100.0),
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+
+    holders = list(preempted_holders(trace, {"spin"}))
+    assert [(h.vcpu, h.preempted_ms, h.resumed_ms, h.siblings_spin_ms) for h in holders] == [
+        ("spin.v0", 1.0, 2.0, 0.0),
+        ("spin.v0", 10.0, 21.0, 5.0),
+    ]
+    # The window shows the one that made a sibling spin, with 5 ms on either side.
+    window = gantt_window(iter(holders))
+    assert window is not None and window[1:] == (5.0, 26.0)
+    assert gantt_window(iter([])) is None
 
 
 def test_demo_says_no_lock_holder_was_preempted_only_when_none_was() -> None:

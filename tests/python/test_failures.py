@@ -124,9 +124,14 @@ FORK = multiprocessing.get_start_method() == "fork"
 
 
 def abort() -> None:
+    import faulthandler
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
+    # pytest's faulthandler writes to a copy of the terminal's stderr taken before capture,
+    # which a forked worker inherits: point the dump at this process's file descriptor 2 (the
+    # test's captured stderr) so that the intended crash stays in the captured output.
+    faulthandler.enable(file=2)
     os.abort()
 
 

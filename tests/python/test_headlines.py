@@ -1,5 +1,5 @@
 """Honest headlines (issue 19): unfinished workloads flagged, rows that do not apply left
-out, fairness beside each VM's entitlement, the demo's per-seed figures when a mean would
+out, fairness beside each VM's entitlement, the demo's medians and ranges when a mean would
 mislead, and sweep summaries that say which runs did not finish."""
 
 from __future__ import annotations
@@ -142,22 +142,34 @@ def said(report: dict[str, Any]) -> str:
     return " ".join(" ".join(str(p) for p in conclusion(report)).split())
 
 
-def test_the_demo_goes_run_by_run_when_a_mean_would_mislead() -> None:
-    # One seed ran to a 300 s horizon, two finished in about 10 s: cpu_s is 106.1 ± 167.9.
+def test_the_demo_quotes_medians_and_ranges_when_runs_differ_tenfold() -> None:
+    # One seed ran to a 300 s horizon, two finished in about 10 s: a mean of cpu_s would be
+    # 106.1, which describes no run.
     text = said(demo_report([300.0, 9.6, 8.8], [300.0, 10.2, 9.1], [None, 10.2, 9.1]))
-    assert "differ too much for a mean" in text
-    assert "spin's cpu_s is 106.1 ± 167.9" in text
+    assert "received 9.600 s (median; 8.800 s to 300.000 s) of CPU" in text
     assert "The runs lasted 9.100 to 300.000 s" in text
-    for seed, cpu in ((1, "300.000"), (2, "9.600"), (3, "8.800")):
-        assert f"Seed {seed}: spin received {cpu} s of CPU" in text
-    assert "Medians over the 3 runs: 9.600 s of CPU" in text
-    assert "means over" not in text
+    assert "finished its job in 2 of 3 runs, at 9.650 s" in text
+    assert "106.1" not in text
+    # Figures that agree are still means: half of cpu_s spun in every run.
+    assert "burned 50% of it spinning" in text
 
 
 def test_the_demo_quotes_means_when_the_seeds_agree() -> None:
     text = said(demo_report([9.0, 9.6, 8.8], [10.0, 10.2, 9.1], [10.0, 10.2, 9.1]))
-    assert "In this run (means over 3 runs), spin received 9.133 s of CPU" in text
-    assert "differ too much" not in text
+    assert "Over the 3 runs (seeds 1 to 3;" in text
+    assert "spin received 9.133 s of CPU" in text
+    assert "(median;" not in text
+
+
+def test_a_zero_beside_a_count_is_spread_apart() -> None:
+    from vsched.demo import across_runs, spread_apart
+
+    assert spread_apart([0.0, 3.0])
+    assert not spread_apart([0.0, 0.0])
+    assert not spread_apart([5.0])
+    assert spread_apart([1.0, 10.5]) and not spread_apart([1.0, 10.0])
+    assert across_runs([0.0, 3.0, 8.0], str) == "3.0 (median; 0.0 to 8.0)"
+    assert across_runs([2.0, 4.0], str) == "3.0"
 
 
 def test_sweep_summaries_say_which_runs_did_not_finish() -> None:

@@ -7,6 +7,7 @@ and runs on real KVM vCPUs, skipped (not failed) where this machine cannot run t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -261,11 +262,37 @@ def test_a_real_run_writes_a_trace_that_plot_trace_reads(cli: Cli, tmp_path: Pat
     ]
 
 
+# Bounds on waiting for a child process, so that a hung test fails instead of hanging: far
+# above what the steps take even at a load of 20 on 2 cores (seconds at most), since they
+# assert nothing about speed.
+STARTED_WITHIN_S = 300
+STOPPED_WITHIN_S = 120
+
+
+def wait_until_the_fake_vcpus_run(run: subprocess.Popen[str]) -> None:
+    """Returns once `run` has started the fake backend's vCPU threads (`fake-vcpu-<n>`): the
+    command is past its start-up, which takes SIGINT back if it started ignored, and a run
+    is under way. Fails the test if the process ends first."""
+    tasks = Path(f"/proc/{run.pid}/task")
+    give_up = time.monotonic() + STARTED_WITHIN_S
+    while time.monotonic() < give_up:
+        if run.poll() is not None:
+            pytest.fail(f"the run ended (exit {run.returncode}) before its vCPUs started")
+        names = []
+        with contextlib.suppress(OSError):  # the process or a thread ended meanwhile
+            for task in tasks.iterdir():
+                names.append((task / "comm").read_text(encoding="utf-8").strip())
+        if any(name.startswith("fake-vcpu-") for name in names):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"no vCPU thread started within {STARTED_WITHIN_S} s")
+
+
 def interrupt_a_real_run(tmp_path: Path, ignore_sigint: bool) -> tuple[int, str, str]:
     """Starts `vsched real` on two hogs (on the fake backend: it would last its 600 s
-    deadline), sends it SIGINT 3 s in, and returns its exit code, stdout and stderr; fails
-    the test if the run goes on. With `ignore_sigint`, the child starts with SIGINT ignored,
-    as a shell starts a script's background job (`vsched real ... &`)."""
+    deadline), sends it SIGINT once its vCPUs run, and returns its exit code, stdout and
+    stderr; fails the test if the run goes on. With `ignore_sigint`, the child starts with
+    SIGINT ignored, as a shell starts a script's background job (`vsched real ... &`)."""
     path = scenario_file(tmp_path, old='kind = "spinlock"\nmode = "user"', new='kind = "cpu_hog"')
     run = subprocess.Popen(
         [sys.executable, "-m", "vsched", "real", str(path), "--policy", "rr", "--deadline-s", "600"],
@@ -275,14 +302,16 @@ def interrupt_a_real_run(tmp_path: Path, ignore_sigint: bool) -> tuple[int, str,
         env={**os.environ, "VSCHED_REAL_BACKEND": "fake"},
         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
     )
-    time.sleep(3)
-    run.send_signal(signal.SIGINT)
     try:
-        out, err = run.communicate(timeout=30)
+        wait_until_the_fake_vcpus_run(run)
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=STOPPED_WITHIN_S)
     except subprocess.TimeoutExpired:
-        run.kill()
-        run.communicate()
         pytest.fail("SIGINT was ignored: the run went on")
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
     return run.returncode, out, err
 
 
@@ -331,47 +360,79 @@ def test_a_comparison_most_of_whose_real_runs_were_disturbed_is_refused(
 
 # ---- On real vCPUs, where this machine has them ----
 
+# Real vCPUs run only when the host gives their threads a CPU: a run that takes 2 s on a quiet
+# host takes minutes at a load of 20 on 2 cores. A scenario's horizon is its wall-clock bound,
+# so these tests run copies whose horizon and deadline allow for any load (an hour, the
+# longest `--deadline-s` takes); they assert that the runs finish and what the policy decides,
+# never how fast. Figures that depend on the host leaving the vCPU threads alone (how slow,
+# how much spinning) are asserted only when no run was disturbed (isolation.disturbed: other
+# processes took more than 5 % of the run's host CPUs).
+PATIENT_S = 3600
+
+
+def patient(tmp_path: Path, name: str) -> Path:
+    """A copy of scenarios/real/`name` whose horizon is PATIENT_S."""
+    text, count = re.subn(
+        r"(?m)^horizon_s\s*=.*$", f"horizon_s = {PATIENT_S}", (SCENARIOS / name).read_text(encoding="utf-8")
+    )
+    assert count == 1, name
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
 
 def real_report(cli: Cli, scenario: Path, *options: object) -> dict[str, Any]:
-    result = cli("real", scenario, "--json", *options)
+    result = cli("real", scenario, "--json", "--deadline-s", PATIENT_S, *options)
     assert result.exit_code == 0, result
     report: dict[str, Any] = json.loads(result.stdout)
     assert report["backend"] == "kvm"
     return report
 
 
+def undisturbed(*reports: dict[str, Any]) -> bool:
+    return not any(run["isolation"]["disturbed"] for report in reports for run in report["runs"])
+
+
 @needs_kvm
 @pytest.mark.parametrize("policy", ["rr", "credit", "cosched"])
-def test_policies_run_unchanged_on_real_vcpus(cli: Cli, policy: str) -> None:
-    report = real_report(cli, SCENARIOS / "spinlock-hog.toml", "--policy", policy, "--reps", "1")
+def test_policies_run_unchanged_on_real_vcpus(cli: Cli, tmp_path: Path, policy: str) -> None:
+    scenario = patient(tmp_path, "spinlock-hog.toml")
+    report = real_report(cli, scenario, "--policy", policy, "--reps", "1")
     spin, hog = report["runs"][0]["vms"]
     assert spin["finished"] is True, spin
     # How much of the host the VMs use is the policy's doing: both pCPUs busy under rr and
     # credit, one idle while the hog runs under gang scheduling (the CON VM waits for both).
     # Real vCPUs use what the simulator says within 0.1 of the host: stops, starts and the
-    # scheduler's own wake-ups take a few % here (docs/real-vcpus.md, "Limits").
-    # That holds on a quiet host: when other processes took more than 5 % of the CPUs, the
-    # scheduler thread's own lateness moves the shares, and only their bounds are checked.
-    simulated = vsched.run(SCENARIOS / "spinlock-hog.toml", policy=policy, reps=1)
+    # scheduler's own wake-ups take a few % here (docs/real-vcpus.md, "Limits"). On a busy
+    # host the scheduler thread's own lateness moves the shares, and only their bounds hold.
+    simulated = vsched.run(scenario, policy=policy, reps=1)
     sim_spin, sim_hog = simulated["runs"][0]["vms"]
     used, sim_used = spin["cpu_share"] + hog["cpu_share"], sim_spin["cpu_share"] + sim_hog["cpu_share"]
-    if report["runs"][0]["isolation"]["disturbed"]:
-        assert 0 < used <= 1, used
-    else:
+    if undisturbed(report):
         assert abs(used - sim_used) < 0.1, (used, sim_used)
+    else:
+        assert 0 < used <= 1, used
     assert 0 < spin["spin_share"] < 1
     assert report["runs"][0]["host"]["context_switches"] > 0
+    if policy == "cosched":
+        assert spin["co_launches"] > 0, spin
 
 
 @needs_kvm
-def test_a_hog_beside_a_spinlock_vm_makes_it_spin_and_slow_down(cli: Cli) -> None:
-    # The prototype's finding on these machines: 0.41-0.53x its alone rate, 53-58 % spinning
-    # against 28 % alone. Here only the direction is asserted: the figures are the docs'.
-    hog = real_report(cli, SCENARIOS / "spinlock-hog.toml", "--reps", "3")
-    alone = real_report(cli, SCENARIOS / "spinlock-alone.toml", "--reps", "3")
+def test_a_hog_beside_a_spinlock_vm_makes_it_spin_and_slow_down(cli: Cli, tmp_path: Path) -> None:
+    hog = real_report(cli, patient(tmp_path, "spinlock-hog.toml"), "--reps", "3")
+    alone = real_report(cli, patient(tmp_path, "spinlock-alone.toml"), "--reps", "3")
     beside, by_itself = hog["summary"]["vms"][0], alone["summary"]["vms"][0]
-    assert beside["completion_s_mean"] > 1.2 * by_itself["completion_s_mean"]
-    assert beside["spin_share_mean"] > by_itself["spin_share_mean"]
+    assert beside["runs_finished"] == by_itself["runs_finished"] == 3
+    # rr shares the 2 pCPUs among 3 vCPUs beside the hog, among 2 alone: the policy's
+    # decision, which holds however busy the host is.
+    assert beside["cpu_share_mean"] < by_itself["cpu_share_mean"]
+    # The prototype's finding on these machines: 0.41-0.53x its alone rate, 53-58 % spinning
+    # against 28 % alone. Here only the direction is asserted (the figures are the docs'),
+    # and only on a quiet host: other work preempts the vCPU threads alone as well.
+    if undisturbed(hog, alone):
+        assert beside["completion_s_mean"] > 1.2 * by_itself["completion_s_mean"]
+        assert beside["spin_share_mean"] > by_itself["spin_share_mean"]
 
 
 @needs_kvm
@@ -392,10 +453,12 @@ def test_kernel_mode_spinning_raises_pause_loop_exits_that_the_policy_hears(cli:
 
 
 @needs_kvm
-def test_a_blocking_barrier_vm_halts_and_credit_boosts_its_woken_vcpus(cli: Cli) -> None:
+def test_a_blocking_barrier_vm_halts_and_credit_boosts_its_woken_vcpus(cli: Cli, tmp_path: Path) -> None:
     # Its vCPUs halt at the barriers instead of spinning, the last arrival wakes them, and
     # Credit boosts each woken vCPU (BOOST is counted at the wake), as in the simulator.
-    report = real_report(cli, SCENARIOS / "blocking-barrier-hog.toml", "--policy", "credit", "--reps", "1")
+    report = real_report(
+        cli, patient(tmp_path, "blocking-barrier-hog.toml"), "--policy", "credit", "--reps", "1"
+    )
     run = report["runs"][0]
     bsp = run["vms"][0]
     assert bsp["finished"] is True, bsp
@@ -404,24 +467,32 @@ def test_a_blocking_barrier_vm_halts_and_credit_boosts_its_woken_vcpus(cli: Cli)
 
 
 @needs_kvm
-def test_gang_scheduling_keeps_a_barrier_vm_from_spinning(cli: Cli) -> None:
-    rr = real_report(cli, SCENARIOS / "barrier-hog.toml", "--reps", "2")
-    gang = real_report(cli, SCENARIOS / "barrier-hog.toml", "--reps", "2", "--policy", "cosched")
-    assert gang["summary"]["vms"][0]["spin_share_mean"] < rr["summary"]["vms"][0]["spin_share_mean"]
+def test_gang_scheduling_keeps_a_barrier_vm_from_spinning(cli: Cli, tmp_path: Path) -> None:
+    scenario = patient(tmp_path, "barrier-hog.toml")
+    rr = real_report(cli, scenario, "--reps", "2")
+    gang = real_report(cli, scenario, "--reps", "2", "--policy", "cosched")
+    assert rr["summary"]["vms"][0]["runs_finished"] == gang["summary"]["vms"][0]["runs_finished"] == 2
+    assert all(run["vms"][0]["co_launches"] > 0 for run in gang["runs"])
+    # Launched together, the barrier VM's vCPUs wait for each other less than under rr, as
+    # long as the host runs the threads it was given (a busy host preempts one of a gang).
+    if undisturbed(rr, gang):
+        assert gang["summary"]["vms"][0]["spin_share_mean"] < rr["summary"]["vms"][0]["spin_share_mean"]
 
 
 @needs_kvm
-def test_compare_on_real_vcpus(cli: Cli) -> None:
+def test_compare_on_real_vcpus(cli: Cli, tmp_path: Path) -> None:
     result = cli(
         "real",
-        SCENARIOS / "barrier-hog.toml",
+        patient(tmp_path, "barrier-hog.toml"),
         "--compare",
         "--baseline",
-        SCENARIOS / "barrier-alone.toml",
+        patient(tmp_path, "barrier-alone.toml"),
         "--reps",
         "2",
         "--json",
         "--allow-disturbed",
+        "--deadline-s",
+        PATIENT_S,
     )
     assert result.exit_code == 0, result
     figures = json.loads(result.stdout)["vms"][0]["figures"]

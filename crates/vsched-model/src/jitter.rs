@@ -17,10 +17,10 @@
 //! (50 µs, cv 0.2; the ignored test `twenty_million_draws` prints these figures). So the
 //! result is the exact formula's by construction, not by luck; the tests check the bound
 //! with a wide safety factor and compare both paths draw by draw.
-//! A loop of draws runs about 30 % faster (`vsched bench --draws`); docs/speed-log.md has
-//! what that gives a whole run. The fast path uses only IEEE-754 additions, multiplications,
-//! one division and one square root, each correctly rounded, and Rust never fuses them, so
-//! it decides alike on every platform, as libm does.
+//! A loop of draws runs about 30 % faster (`cargo bench -p vsched -- --draws N`), an event of
+//! a user-mode spinlock run about 3 % (docs/performance.md). The fast path uses only IEEE-754
+//! additions, multiplications, one division and one square root, each correctly rounded, and
+//! Rust never fuses them, so it decides alike on every platform, as libm does.
 //!
 //! Why the bound holds (|z| ≤ 37.7, since u1 ≥ `f64::MIN_POSITIVE`):
 //! - `cos(2πu)`: u is split exactly into a quarter turn q/4 and t ∈ [-1/8, 1/8] (u is a
@@ -218,7 +218,7 @@ mod tests {
         assert!(worst < Z_ERROR_BOUND / 100.0, "largest |z - z_libm| = {worst:e}");
     }
 
-    /// The figures the module notes and docs/speed-log.md quote, over 20 million draws of
+    /// The figures the module notes quote, over 20 million draws of
     /// the peer's jitter (50 µs, cv 0.2): `cargo test --release -p vsched-model --lib
     /// jitter -- --ignored --nocapture`. Too slow for every run of the suite.
     #[test]

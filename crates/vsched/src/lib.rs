@@ -36,10 +36,10 @@ pub use bench::{
 pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;
 
-/// The embedded default scenario that `vsched demo` runs (scenarios/lhp-demo.toml).
-pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lhp-demo.toml");
-/// The demo's baseline: its spinlock VM without the hogs (scenarios/lhp-alone.toml).
-pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/lhp-alone.toml");
+/// The embedded default scenario that `vsched demo` runs (scenarios/demo.toml).
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/demo.toml");
+/// The demo's baseline: its spinlock VM without the hogs (scenarios/demo-alone.toml).
+pub const DEFAULT_BASELINE_SCENARIO: &str = include_str!("../../../scenarios/demo-alone.toml");
 /// The standard benchmark scenario of `vsched bench` (scenarios/bench.toml).
 pub const BENCH_SCENARIO: &str = include_str!("../../../scenarios/bench.toml");
 /// Default bound on the number of trace events written. It bounds the file (about 110 bytes

@@ -67,9 +67,11 @@ fn traced_run(toml: &str, name: &str) -> TraceFile {
     TraceFile { text, events, report: serde_json::from_str(&report).unwrap() }
 }
 
-/// The demo (a spinlock VM beside three hogs on 4 pCPUs under Credit), cut to 1 s.
+/// scenarios/lhp-demo.toml (a spinlock VM beside three hogs on 4 pCPUs under Credit, no driver domain), cut to 1 s.
 fn demo() -> String {
-    vsched::DEFAULT_SCENARIO.replace("horizon_s = 300", "horizon_s = 1").replace("until = \"all_done\"", "")
+    include_str!("../../../scenarios/lhp-demo.toml")
+        .replace("horizon_s = 300", "horizon_s = 1")
+        .replace("until = \"all_done\"", "")
 }
 
 /// Three VMs on 4 pCPUs under Credit, 1 s: a spinlock VM, a BSP VM whose vCPUs spin then

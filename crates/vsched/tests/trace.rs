@@ -13,9 +13,11 @@ use serde_json::Value;
 use vsched::{Error, RunOptions, Scenario};
 use vsched_model::{TraceEvent, TraceSink};
 
-/// The demo (a spinlock VM beside three hogs on 4 pCPUs), cut to 2 simulated seconds.
+/// scenarios/lhp-demo.toml (a spinlock VM beside three hogs on 4 pCPUs, no driver domain), cut to 2 simulated seconds.
 fn demo() -> String {
-    vsched::DEFAULT_SCENARIO.replace("horizon_s = 300", "horizon_s = 2").replace("until = \"all_done\"", "")
+    include_str!("../../../scenarios/lhp-demo.toml")
+        .replace("horizon_s = 300", "horizon_s = 2")
+        .replace("until = \"all_done\"", "")
 }
 
 fn temp_path(name: &str) -> PathBuf {

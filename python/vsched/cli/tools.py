@@ -4,6 +4,7 @@ simulator's speed on this machine, and a trace drawn as a Gantt chart.
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -30,14 +31,18 @@ def demo(
     if print_scenario:
         print(vsched.DEFAULT_SCENARIO, end="")
         return
-    report = json.loads(run_with_progress(vsched.DEFAULT_SCENARIO))
+    with tempfile.TemporaryDirectory(prefix="vsched-demo-") as directory:
+        trace = Path(directory) / "t.json"
+        report = json.loads(run_with_progress(vsched.DEFAULT_SCENARIO, trace=trace))
+        lock_vms = {vm["name"] for vm in report["runs"][0]["vms"] if vm["workload"] == "spinlock"}
+        window = demo_text.gantt_window(demo_text.preempted_holders(trace, lock_vms))
     baseline = json.loads(run_with_progress(vsched.DEFAULT_BASELINE_SCENARIO))
     parts = [
         *demo_text.introduction(report),
         report_tables(report, stdout.width),
         *demo_text.conclusion(report),
         *demo_text.slowdown(report, baseline),
-        demo_text.NEXT_STEPS,
+        *demo_text.next_steps(report["runs"][0]["seed"], window),
     ]
     for part in parts:
         stdout.print(part)

@@ -19,7 +19,7 @@ const OFFLINE: usize = 3;
 /// The slot of `Vcpu::state_ns` for `state`. Indexing an array by the state, rather than
 /// matching on it to pick a field, spares every switch a jump whose target alternates
 /// (running, runnable, running...): cachegrind's branch simulation missed it on most of
-/// the standard scenario's switches (docs/speed-log.md).
+/// the standard scenario's switches.
 pub(super) fn state_slot(state: VcpuState) -> usize {
     match state {
         VcpuState::Running(_) => RUNNING,

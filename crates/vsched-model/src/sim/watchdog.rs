@@ -53,7 +53,7 @@ impl Watchdog {
     /// caller must say whom the event points to ([`Watchdog::blame`]).
     // Branch-free: whether an event shares the last one's instant is a coin toss on the
     // standard scenario, where a branch on it was missed on 0.43 of the events in
-    // cachegrind's branch simulation (docs/speed-log.md).
+    // cachegrind's branch simulation.
     pub(super) fn tick(&mut self, now: Time) -> bool {
         let same_instant = now == self.instant;
         self.same = if same_instant { self.same + 1 } else { 1 };
