@@ -25,10 +25,23 @@ FIELD_MEANINGS = (
     ),
     ("cpu_s", "CPU time its vCPUs received"),
     ("spin_s", "the part of cpu_s burned spinning on a lock: CPU used, no progress made"),
+    ("spin_share", "spin_s as a share of cpu_s"),
     ("steal_s", "time its vCPUs were runnable but waiting for a pCPU"),
     ("lock_holder_preemptions", "times one of its vCPUs was descheduled while holding a lock"),
     ("lock_waiter_preemptions", "times a ticket lock was handed to a waiter whose vCPU was not running"),
+    ("cpu_share", "its CPU time as a share of the whole host's"),
+    (
+        "entitled_share",
+        "the share of the host a weighted max-min fair split would have given it for what it asked",
+    ),
+    ("weight_share", "its weight as a share of all VMs' weights"),
+    ("wake_latency_us", "from a wake-up of one of its vCPUs to that vCPU running, in µs (mean)"),
+    ("guest_ticks", "timer interrupts its guest kernel took"),
+    ("timer_wakes", "halted vCPUs woken by their guest's timer"),
+    ("runs_finished", "how many of the runs its job finished in"),
 )
+# The report's field behind a table row named otherwise.
+FIELD_IN_REPORT = {"wake_latency_us": "wake_latency_us_mean", "runs_finished": "finished"}
 
 
 US_PER_MS = 1000.0
@@ -73,7 +86,6 @@ def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     fair share of the pCPUs would give."""
     pcpus: int = report["pcpus"]
     baseline_names = {vm["name"] for vm in baseline["runs"][0]["vms"]}
-    added_vcpus = sum(vm["vcpus"] for vm in report["runs"][0]["vms"] if vm["name"] not in baseline_names)
     paragraphs = []
     for index, vm in enumerate(report["runs"][0]["vms"]):
         if vm["name"] not in baseline_names or vm["workload"] not in ("spinlock", "bsp"):
@@ -91,13 +103,17 @@ def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
         ]
         if not ratios:
             continue
-        fair = max(1.0, (vm["vcpus"] + added_vcpus) / pcpus)
+        # Alone it keeps min(vCPUs, pCPUs) pCPUs busy; here it is due `entitled_share` of the
+        # host (the report's weighted max-min split, Domain-0 included).
+        entitled = fmean(run["vms"][index]["entitled_share"] for run in report["runs"])
+        fair = max(1.0, min(vm["vcpus"], pcpus) / pcpus / entitled) if entitled > 0 else 1.0
         waiters = any(run["vms"][index]["lock_waiter_preemptions"] > 0 for run in report["runs"])
         paragraphs.append(
             f"Alone ({baseline['scenario']}), {vm['name']} finishes in"
             f" {fmean(a for a in alone if a):.3f} s on average; here it is slower by"
-            f" {', '.join(ratios)}. A fair share of the {pcpus} pCPUs would make it about"
-            f" {fair:g}x slower: the rest is the cost of lock-holder preemption"
+            f" {', '.join(ratios)}. Its fair share of the host (entitled_share,"
+            f" {entitled:.1%}) would make it about {fair:.1f}x slower: the rest is the cost of"
+            " lock-holder preemption"
             + (
                 " and of ticket locks handed to waiters that are not running (a seed that falls"
                 " into such a convoy takes far longer)."
@@ -108,12 +124,15 @@ def slowdown(report: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     return paragraphs
 
 
-def _field_meanings() -> RenderableType:
+def _field_meanings(runs: list[dict[str, Any]]) -> RenderableType:
+    """The meaning of each field the VM table shows: those not 0 or absent for every VM."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True)
     grid.add_column()
     for field, meaning in FIELD_MEANINGS:
-        grid.add_row(field, meaning)
+        key = FIELD_IN_REPORT.get(field, field)
+        if any(vm.get(key) not in (None, 0, 0.0, False) for run in runs for vm in run["vms"]):
+            grid.add_row(field, meaning)
     return Group("How to read the VM table:", grid)
 
 
@@ -201,7 +220,7 @@ def _lock_vm(runs: list[dict[str, Any]], index: int) -> str:
 def conclusion(report: dict[str, Any]) -> list[RenderableType]:
     """Paragraphs printed after the tables: what the fields mean and what the runs show."""
     runs: list[dict[str, Any]] = report["runs"]
-    paragraphs: list[RenderableType] = [_field_meanings()]
+    paragraphs: list[RenderableType] = [_field_meanings(runs)]
     # The VMs whose guests take locks show it: they spun or were preempted holding one.
     lock_vms = [
         index

@@ -138,6 +138,14 @@ def test_demo_runs_and_explains(cli: Cli) -> None:
             assert f"more than {run['sim_s'] / alone:.0f}x (seed {run['seed']}, unfinished)" in text
         else:
             assert f"{crowded / alone:.1f}x (seed {run['seed']})" in text
+    # The fair-share slowdown is the report's own: the CPU the VM keeps busy alone (a pCPU per
+    # vCPU) over the share of the host it is entitled to here.
+    entitled = sum(spin(run)["entitled_share"] for run in report["runs"]) / len(report["runs"])
+    fair = min(spin(report["runs"][0])["vcpus"], report["pcpus"]) / report["pcpus"] / entitled
+    assert f"(entitled_share, {entitled:.1%}) would make it about {fair:.1f}x slower" in text
+    # The legend explains the fields the table shows (spin_share among them), no others.
+    assert "spin_share" in text and "entitled_share" in text
+    assert "lock_waiter_preemptions" not in text
     # Every seed of the demo finishes (its lock is glibc's test-and-set spinlock: no convoy).
     assert all(spin(run)["completion_s"] is not None for run in report["runs"])
     # The suggested Gantt chart is a window around a preempted lock holder of the first run.
