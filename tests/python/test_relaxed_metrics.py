@@ -20,7 +20,9 @@ FIGURES = {"%CSTP", "%RDY", "costops", "skew_us_max", "skew_us_mean"}
 
 def test_each_vm_reports_esxtop_figures_under_either_skew_model() -> None:
     for model in ("min-relative", "cumulative"):
-        report = vsched.run(SCENARIO, reps=1, policy=f"relaxed(skew_model={model})")
+        # Seed 2: one of the seeds at which the base lets the barrier VM fall out of step
+        # (at seeds 1 and 5 it runs in step and never co-stops; docs/policies.md, "`relaxed`").
+        report = vsched.run(SCENARIO, reps=1, seed=2, policy=f"relaxed(skew_model={model})")
         vms = report["runs"][0]["vms"]
         assert all(set(vm["policy_metrics"]) == FIGURES for vm in vms), model
         # The barrier VM co-stops beside hogs of other widths (the scenario's point).
