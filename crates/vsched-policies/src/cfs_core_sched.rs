@@ -2,7 +2,7 @@
 //! queues.
 
 use super::Cfs;
-use crate::linux_core_sched::FairQueues;
+use crate::linux_core_sched::{CoreSched, FairQueues};
 use vsched_model::{Cx, PcpuId, VcpuId};
 
 impl Cfs {
@@ -29,15 +29,6 @@ impl Cfs {
         cx.count("core_sched.steals");
         self.core_select(cx, p)
     }
-
-    /// The core-wide pick on `p` (`CoreSched::pick`, which reads the queues through
-    /// `FairQueues`).
-    fn core_select(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
-        let mut core = std::mem::take(&mut self.core);
-        let pick = core.pick(cx, self, p);
-        self.core = core;
-        pick
-    }
 }
 
 /// What core scheduling reads of the queues (linux_core_sched.rs).
@@ -58,6 +49,10 @@ impl FairQueues for Cfs {
 
     fn min_vruntime(&self, p: PcpuId) -> i64 {
         self.rqs[p].min_vruntime
+    }
+
+    fn core(&mut self) -> &mut CoreSched {
+        &mut self.core
     }
 
     fn nr_running(&self, p: PcpuId) -> usize {

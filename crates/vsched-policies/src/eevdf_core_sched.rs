@@ -3,7 +3,7 @@
 //! (Linux 6.12 uses `min_vruntime`, which this model does not keep).
 
 use super::Eevdf;
-use crate::linux_core_sched::FairQueues;
+use crate::linux_core_sched::{CoreSched, FairQueues};
 use vsched_model::{Cx, Decision, PcpuId, VcpuId};
 
 impl Eevdf {
@@ -41,14 +41,6 @@ impl Eevdf {
         }
         Decision { next: Some(next), slice_ns: None }
     }
-
-    /// The core-wide pick on `p` (`CoreSched::pick`, reading the queues through `FairQueues`).
-    fn core_select(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId> {
-        let mut core = std::mem::take(&mut self.core);
-        let pick = core.pick(cx, self, p);
-        self.core = core;
-        pick
-    }
 }
 
 /// What core scheduling reads of the queues.
@@ -84,6 +76,10 @@ impl FairQueues for Eevdf {
 
     fn min_vruntime(&self, p: PcpuId) -> i64 {
         self.avg_vruntime(p)
+    }
+
+    fn core(&mut self) -> &mut CoreSched {
+        &mut self.core
     }
 
     fn nr_running(&self, p: PcpuId) -> usize {

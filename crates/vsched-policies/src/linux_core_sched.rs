@@ -83,6 +83,19 @@ pub(crate) trait FairQueues {
     fn min_vruntime(&self, p: PcpuId) -> i64;
     /// `rq->nr_running`.
     fn nr_running(&self, p: PcpuId) -> usize;
+    /// The class's core-scheduling state.
+    fn core(&mut self) -> &mut CoreSched;
+
+    /// The core-wide pick on `p` ([`CoreSched::pick`], which reads these queues).
+    fn core_select(&mut self, cx: &mut Cx, p: PcpuId) -> Option<VcpuId>
+    where
+        Self: Sized,
+    {
+        let mut core = std::mem::take(self.core());
+        let pick = core.pick(cx, self, p);
+        *self.core() = core;
+        pick
+    }
 }
 
 /// A core's shared state (`rq->core->core_*`), kept at its first thread's index.
@@ -143,7 +156,7 @@ impl CoreSched {
         self.on
     }
 
-    fn core(&self, cx: &Cx, p: PcpuId) -> usize {
+    fn core_index(&self, cx: &Cx, p: PcpuId) -> usize {
         cx.core_threads(p).start
     }
 
@@ -158,7 +171,7 @@ impl CoreSched {
     /// `sched_core_enqueue`: a task joined `p`'s queue.
     pub(crate) fn enqueued(&mut self, cx: &Cx, p: PcpuId) {
         if self.on {
-            let c = self.core(cx, p);
+            let c = self.core_index(cx, p);
             self.cores[c].task_seq += 1;
         }
     }
@@ -169,7 +182,7 @@ impl CoreSched {
         if !self.on {
             return;
         }
-        let c = self.core(cx, p);
+        let c = self.core_index(cx, p);
         self.cores[c].task_seq += 1;
         if nr_running == 0 && self.cores[c].forceidle_count > 0 && cx.curr(p).is_none() {
             cx.resched(p);
@@ -178,7 +191,7 @@ impl CoreSched {
 
     /// `sched_cpu_cookie_match`: may `v` count `p` as idle in the wake-up scan?
     pub(crate) fn cookie_match(&self, cx: &Cx, p: PcpuId, v: VcpuId) -> bool {
-        !self.on || self.cores[self.core(cx, p)].cookie == self.cookie[v]
+        !self.on || self.cores[self.core_index(cx, p)].cookie == self.cookie[v]
     }
 
     /// `sched_core_cookie_match`: `p`'s core is idle or runs `v`'s cookie.
@@ -189,7 +202,7 @@ impl CoreSched {
     /// The fast path of `pick_next_task`: the pick a sibling made for `p`, if no task joined
     /// or left a queue of the core since. `Some(None)` is idle.
     pub(crate) fn take_pick(&mut self, cx: &Cx, p: PcpuId) -> Option<Option<VcpuId>> {
-        let core = &self.cores[self.core(cx, p)];
+        let core = &self.cores[self.core_index(cx, p)];
         let t = &mut self.threads[p];
         if core.pick_seq != core.task_seq || core.pick_seq == t.sched_seq {
             return None;
@@ -251,7 +264,7 @@ impl CoreSched {
     /// changed are rescheduled to take theirs. Afterwards a forced-idle `p` should try
     /// [`CoreSched::steal`].
     pub(crate) fn pick(&mut self, cx: &mut Cx, q: &mut dyn FairQueues, p: PcpuId) -> Option<VcpuId> {
-        let c = self.core(cx, p);
+        let c = self.core_index(cx, p);
         let mut need_sync = self.cores[c].cookie != 0;
         self.cores[c].cookie = 0;
         let fi_before = self.cores[c].forceidle_count > 0;
@@ -364,7 +377,7 @@ impl CoreSched {
         p: PcpuId,
         may_move: impl Fn(VcpuId) -> bool,
     ) -> Option<VcpuId> {
-        let cookie = self.cores[self.core(cx, p)].cookie;
+        let cookie = self.cores[self.core_index(cx, p)].cookie;
         if cookie == 0 || q.nr_running(p) == 0 {
             return None;
         }
@@ -399,7 +412,7 @@ impl CoreSched {
         if !self.on {
             return;
         }
-        let c = self.core(cx, p);
+        let c = self.core_index(cx, p);
         if self.cores[c].forceidle_count > 0 {
             self.account_forceidle(cx, c);
             if nr_running == 1 && ran_ns * MIN_NR_TASKS_DURING_FORCEIDLE > slice_ns {
