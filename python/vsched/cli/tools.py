@@ -97,8 +97,18 @@ def bench(
     ] = 1,
     runs: Annotated[
         Optional[int],
-        typer.Option(help="With SCENARIO: how many runs to time (default 10).", show_default=False),
+        typer.Option(
+            help="With SCENARIO: how many runs to time (default 10); with --scale, rounds (default 3).",
+            show_default=False,
+        ),
     ] = None,
+    scale: Annotated[
+        bool,
+        typer.Option(
+            "--scale",
+            help="Compare the cost of an event on large hosts and clusters with small ones (issue 59).",
+        ),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Time the simulator on the standard benchmark scenario, or on a scenario file of yours.
@@ -107,6 +117,9 @@ def bench(
     binary-heap event loop timed on this machine at the run's own queue length
     (docs/performance.md).
     """
+    if scale:
+        bench_scale(scenario, sim_s, copies, runs, json_output)
+        return
     if scenario is None:
         if runs is not None:
             raise CliError("--runs: applies to a SCENARIO file; the standard benchmark runs once")
@@ -140,6 +153,43 @@ def bench(
         shown = f"{value:.4g}" if key.startswith("wall_s_") else format_value(key, value)
         table.add_row(key, shown, meaning)
     stdout.print(table)
+
+
+def bench_scale(
+    scenario: Optional[Path], sim_s: Optional[float], copies: int, runs: Optional[int], json_output: bool
+) -> None:
+    """`vsched bench --scale`: the scale comparisons, a table of scenarios and one of ratios."""
+    fixed = {"SCENARIO": scenario is not None, "--sim-s": sim_s is not None, "--copies": copies != 1}
+    for option, given in fixed.items():
+        if given:
+            raise CliError(f"{option}: does not apply to --scale, whose scenarios are fixed")
+    figures = vsched.bench_scale(3 if runs is None else runs)
+    if json_output:
+        print_json(figures)
+        return
+    rounds = figures["runs"]
+    plural = "s" if rounds != 1 else ""
+    stdout.print(f"scale comparisons: {rounds} round{plural}, runs interleaved, on one core")
+    scenarios = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("scenario", "hosts", "pCPUs", "vCPUs", "simulated s", "events", "ns per event (median)"):
+        scenarios.add_column(column, justify="left" if column == "scenario" else "right")
+    for row in figures["scenarios"]:
+        scenarios.add_row(
+            row["name"],
+            str(row["hosts"]),
+            str(row["pcpus"]),
+            str(row["vcpus"]),
+            f"{row['sim_s']:g}",
+            f"{row['events']:,}",
+            f"{row['ns_per_event']:.1f}",
+        )
+    stdout.print(scenarios)
+    ratios = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("comparison", "ns per event, large over small", "target"):
+        ratios.add_column(column, justify="left" if column == "comparison" else "right")
+    for row in figures["ratios"]:
+        ratios.add_row(row["what"], f"{row['ratio']:.2f}x", f"{row['target']:g}x")
+    stdout.print(ratios)
 
 
 @app.command("plot-trace")
