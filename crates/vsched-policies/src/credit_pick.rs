@@ -29,102 +29,106 @@
 //! Affinities, cpupools and NUMA balance steps (every vCPU may run everywhere here), and
 //! `sched_smt_power_savings` (off by default in every release).
 
+use std::ops::Range;
+
 use vsched_model::{Cx, PcpuId, VcpuId};
 
 use crate::credit::{Credit, PRI_BOOST, PRI_UNDER};
+use crate::pcpu_set::PcpuSet;
 use crate::xen_version::Pick;
 
-/// The pCPU masks `_csched_cpu_pick` works on (Xen's cpumasks), kept between picks to spare
-/// four allocations per pick.
+/// What `_csched_cpu_pick` works on besides the idlers: the host's groups (Xen's
+/// `cpu_sibling_map` and `cpu_core_map`, runs of consecutive pCPUs) and two scratch masks,
+/// kept between picks to spare allocations.
 #[derive(Default)]
 pub(crate) struct PickMasks {
-    idlers: Vec<bool>,
-    cpus: Vec<bool>,
-    nxt_idlers: Vec<bool>,
-    candidates: Vec<bool>,
+    /// Each pCPU's core, as the range of its hardware threads.
+    core: Vec<Range<PcpuId>>,
+    /// Each pCPU's socket, as the range of its pCPUs.
+    socket: Vec<Range<PcpuId>>,
+    idlers: PcpuSet,
+    cpus: PcpuSet,
 }
 
-/// `cycle_cpu(n, mask)`: the first pCPU after `n` in `mask`, wrapping around.
-fn cycle(n: PcpuId, mask: &[bool]) -> Option<PcpuId> {
-    let len = mask.len();
-    (1..=len).map(|k| (n + k) % len).find(|&q| mask[q])
+/// For each of the `n` pCPUs, the run of consecutive pCPUs with its `key` (its core, or its
+/// socket). A group is such a run by the numbering of `Cx` (`Cx::core_threads`, pCPUs split
+/// evenly into sockets).
+fn groups(n: usize, key: impl Fn(PcpuId) -> usize) -> Vec<Range<PcpuId>> {
+    let mut ranges = Vec::with_capacity(n);
+    let mut start = 0;
+    for p in 1..=n {
+        if p == n || key(p) != key(start) {
+            debug_assert!((p..n).all(|q| key(q) != key(start)), "pCPUs of group {} are not consecutive", key(start));
+            ranges.extend(std::iter::repeat(start..p).take(p - start));
+            start = p;
+        }
+    }
+    ranges
+}
+
+impl PickMasks {
+    pub(crate) fn for_host(cx: &Cx) -> PickMasks {
+        let n = cx.n_pcpus();
+        PickMasks {
+            core: groups(n, |p| cx.core_of(p)),
+            socket: groups(n, |p| cx.socket_of(p)),
+            idlers: PcpuSet::new(n),
+            cpus: PcpuSet::new(n),
+        }
+    }
 }
 
 impl Credit {
     /// `_csched_cpu_pick` for a vCPU that runs on (or belongs to) `cpu`; `commit` updates the
     /// chosen group's `idle_bias`.
-    pub(crate) fn cpu_pick(&mut self, cx: &Cx, cpu: PcpuId, commit: bool) -> PcpuId {
+    pub(crate) fn cpu_pick(&mut self, cpu: PcpuId, commit: bool) -> PcpuId {
         let mut masks = std::mem::take(&mut self.pick_masks);
-        let picked = self.cpu_pick_in(cx, cpu, commit, &mut masks);
+        let picked = self.cpu_pick_in(cpu, commit, &mut masks);
         self.pick_masks = masks;
         picked
     }
 
-    fn cpu_pick_in(&mut self, cx: &Cx, cpu: PcpuId, commit: bool, masks: &mut PickMasks) -> PcpuId {
-        let PickMasks { idlers, cpus, nxt_idlers, candidates } = masks;
+    fn cpu_pick_in(&mut self, cpu: PcpuId, commit: bool, masks: &mut PickMasks) -> PcpuId {
+        let PickMasks { core, socket, idlers, cpus } = masks;
         let rule = self.profile.pick;
-        let n = self.pcpus.len();
-        idlers.clear();
-        idlers.extend(self.pcpus.iter().map(|s| s.idle));
+        idlers.copy_from(&self.idlers);
         if rule != Pick::Current || self.pcpus[cpu].runq.is_empty() {
-            idlers[cpu] = true;
+            idlers.insert(cpu);
         }
-        cpus.clear();
-        cpus.extend_from_slice(idlers);
+        cpus.copy_from(idlers);
         let mut cpu = cpu;
-        if rule == Pick::Current && !cpus[cpu] {
-            if let Some(q) = cycle(cpu, cpus) {
+        if rule == Pick::Current && !cpus.contains(cpu) {
+            if let Some(q) = cpus.cycle(cpu) {
                 cpu = q;
             }
         }
-        cpus[cpu] = false;
-        // `cpu_sibling_map` when `a` and `b` share a socket, else `cpu_core_map`.
-        let group = |a: PcpuId, b: PcpuId, of: PcpuId, q: PcpuId| {
-            if cx.socket_of(a) == cx.socket_of(b) {
-                cx.core_of(q) == cx.core_of(of)
-            } else {
-                cx.socket_of(q) == cx.socket_of(of)
-            }
-        };
+        cpus.remove(cpu);
         let mut moved_in: Option<PcpuId> = None;
         // Each pass takes at least one pCPU out of `cpus`; the bound is a guard, not a rule.
-        for _ in 0..=n {
-            let Some(nxt) = cycle(cpu, cpus) else { break };
-            let count_idlers = |of: PcpuId| (0..n).filter(|&q| idlers[q] && group(cpu, nxt, of, q)).count();
-            let (weight_cpu, weight_nxt) = (count_idlers(cpu), count_idlers(nxt));
-            let factor = if rule >= Pick::Xen41 && cx.socket_of(cpu) != cx.socket_of(nxt) { 2 } else { 1 };
-            nxt_idlers.clear();
-            nxt_idlers.extend((0..n).map(|q| idlers[q] && group(cpu, nxt, nxt, q)));
+        for _ in 0..=self.pcpus.len() {
+            let Some(nxt) = cpus.cycle(cpu) else { break };
+            let same_socket = socket[cpu] == socket[nxt];
+            // `cpu_sibling_map` when `cpu` and `nxt` share a socket, else `cpu_core_map`.
+            let group = |of: PcpuId| if same_socket { core[of].clone() } else { socket[of].clone() };
+            let (weight_cpu, weight_nxt) = (idlers.count_in(group(cpu)), idlers.count_in(group(nxt)));
+            let factor = if rule >= Pick::Xen41 && !same_socket { 2 } else { 1 };
             if weight_cpu * factor < weight_nxt {
                 if rule == Pick::Xen3 {
                     cpu = nxt;
-                    cpus[cpu] = false;
+                    cpus.remove(cpu);
                     continue;
                 }
-                candidates.clear();
-                if rule >= Pick::Xen41 {
-                    candidates.extend((0..n).map(|q| nxt_idlers[q] && cpus[q]));
-                } else {
-                    candidates.extend_from_slice(nxt_idlers);
-                }
-                let chosen = cycle(self.pcpus[nxt].idle_bias, candidates).unwrap_or(nxt);
+                // The candidates: `nxt`'s group's idlers, from 4.1 those still in `cpus`.
+                let still_in = (rule >= Pick::Xen41).then_some(&*cpus);
+                let chosen = idlers.cycle_in(self.pcpus[nxt].idle_bias, still_in, group(nxt)).unwrap_or(nxt);
                 if commit && rule < Pick::Current {
                     self.pcpus[nxt].idle_bias = chosen;
                 }
                 moved_in = Some(nxt);
                 cpu = chosen;
-                let core = cx.core_of(cpu);
-                for (q, c) in cpus.iter_mut().enumerate() {
-                    if cx.core_of(q) == core {
-                        *c = false;
-                    }
-                }
+                cpus.remove_range(core[cpu].clone());
             } else {
-                for (c, &taken) in cpus.iter_mut().zip(nxt_idlers.iter()) {
-                    if taken {
-                        *c = false;
-                    }
-                }
+                cpus.remove_common_in(idlers, group(nxt));
             }
         }
         if let (true, Pick::Current, Some(nxt)) = (commit, rule, moved_in) {
@@ -136,7 +140,7 @@ impl Credit {
     /// The tail of `csched_vcpu_acct` for `v`, active and running on `p` at a tick: flag it
     /// for migration when `_csched_cpu_pick` prefers another pCPU, and reschedule `p`.
     pub(crate) fn check_migrate_running(&mut self, cx: &mut Cx, v: VcpuId, p: PcpuId) {
-        if self.cpu_pick(cx, p, false) != p {
+        if self.cpu_pick(p, false) != p {
             self.vcpus[v].migrating = true;
             cx.count("credit.migrate_running");
             cx.resched(p);
@@ -147,7 +151,7 @@ impl Credit {
     /// (committing), then wake it there (`csched_vcpu_wake`: BOOST an UNDER vCPU unless the
     /// release flags migrating wake-ups, queue, tickle).
     pub(crate) fn migrate(&mut self, cx: &mut Cx, v: VcpuId, p: PcpuId) {
-        let picked = self.cpu_pick(cx, p, true);
+        let picked = self.cpu_pick(p, true);
         let q = self.away_from_siblings(cx, v, picked).unwrap_or(picked);
         self.vcpus[v].processor = q;
         if self.boost && self.profile.boost_migrating && self.pri[v] == PRI_UNDER && !self.parked[v] {

@@ -9,8 +9,8 @@
 //!
 //! Every scenario runs `runs` times, the runs of all scenarios interleaved (the order turned
 //! round every other round), so that a slow minute of a shared machine falls on all of them;
-//! a scenario's figure is the median of its runs. Horizons shrink as the scenario grows, so
-//! that every run handles a comparable number of events (between about 0.3 and 1 million).
+//! a scenario's figure is the median of its runs. A host's horizon shrinks as it grows, so
+//! that every host run handles about 210,000 events; a cluster's does not (see `CLUSTER_S`).
 //! The ratios are measured, never asserted (docs/performance.md, "Scale").
 
 use serde_json::json;
@@ -66,11 +66,12 @@ const fn hogs(pcpus: usize, vcpus: usize, policy: &'static str) -> Shape {
     Shape::Hogs { pcpus, vcpus, policy }
 }
 
-/// Simulated seconds of the 8-pCPU host and of the 8-host cluster; a scenario k times as
-/// large (in pCPUs or hosts) runs 1/k of it. Chosen so that a run of the small scenarios
-/// handles about half a million events.
-const HOST_BASE_S: f64 = 16.0;
-const CLUSTER_BASE_S: f64 = 0.8;
+/// Simulated seconds of the 8-pCPU host: a host k times as large runs 1/k of it (hogs never
+/// block, so a host's events are the same from the first second on). About 210,000 events.
+const HOST_BASE_S: f64 = 64.0;
+/// Simulated seconds of every cluster, whatever its size, so that the large cluster runs
+/// the same phases of LU as the small one: about 48,000 events at 8 hosts.
+const CLUSTER_S: f64 = 0.2;
 
 impl Shape {
     fn name(self) -> String {
@@ -111,7 +112,7 @@ impl Shape {
                         "\n[[vm]]\nname = \"hog{h}\"\nvcpus = 4\nhost = {h}\n[vm.workload]\nkind = \"cpu_hog\"\n"
                     );
                 }
-                CLUSTER_BASE_S * 8.0 / hosts as f64
+                CLUSTER_S
             }
         };
         text += &format!("\n[run]\nhorizon_s = {horizon_s}\nseed = 1\n");
