@@ -391,8 +391,9 @@ def bench_scale(runs: int = 3) -> dict[str, Any]:
     """Run the scale comparisons of `vsched bench --scale` (a host of 512 pCPUs against one of
     8, 2,048 vCPUs on 8 pCPUs against 32, a 256-host cluster against an 8-host one), `runs`
     rounds (1 to `MAX_SCALE_RUNS`) with the runs of all scenarios interleaved, and return
-    `scenarios` (each one's `events` and median `ns_per_event`) and `ratios` (each
-    comparison's large over small nanoseconds per event, beside issue 59's `target`)."""
+    `scenarios` (each one's `events`, median `cpu_ns_per_event`, the run thread's CPU time,
+    and `wall_ns_per_event`) and `ratios` (each comparison's large over small CPU time per
+    event, beside issue 59's `target`)."""
     _check_count("--runs", runs, _core.MAX_SCALE_RUNS)
     figures: dict[str, Any] = json.loads(_core.bench_scale(runs))
     return figures
