@@ -167,3 +167,125 @@ impl Credit {
         self.tickle(cx, v);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use vsched_model::hand_world::{start_on, Bench};
+    use vsched_model::{Params, PcpuId, Value};
+
+    use crate::credit::{Credit, PARAMS};
+    use crate::credit_spread::Spread;
+    use crate::xen_version::Pick;
+
+    /// `_csched_cpu_pick` as it was written on one flag per pCPU before the masks became
+    /// bitsets: the reference the bitset version must agree with, pick for pick.
+    fn flag_pick(
+        idle: &[bool],
+        cpu_runq_empty: bool,
+        cpu: PcpuId,
+        rule: Pick,
+        bias: &mut [PcpuId],
+        commit: bool,
+        (socket_of, core_of): (&dyn Fn(PcpuId) -> usize, &dyn Fn(PcpuId) -> usize),
+    ) -> PcpuId {
+        let n = idle.len();
+        let cycle = |n0: PcpuId, mask: &[bool]| (1..=n).map(|k| (n0 + k) % n).find(|&q| mask[q]);
+        let mut idlers = idle.to_vec();
+        if rule != Pick::Current || cpu_runq_empty {
+            idlers[cpu] = true;
+        }
+        let mut cpus = idlers.clone();
+        let mut cpu = cpu;
+        if rule == Pick::Current && !cpus[cpu] {
+            if let Some(q) = cycle(cpu, &cpus) {
+                cpu = q;
+            }
+        }
+        cpus[cpu] = false;
+        let group = |a: PcpuId, b: PcpuId, of: PcpuId, q: PcpuId| {
+            if socket_of(a) == socket_of(b) {
+                core_of(q) == core_of(of)
+            } else {
+                socket_of(q) == socket_of(of)
+            }
+        };
+        let mut moved_in = None;
+        for _ in 0..=n {
+            let Some(nxt) = cycle(cpu, &cpus) else { break };
+            let count = |of: PcpuId| (0..n).filter(|&q| idlers[q] && group(cpu, nxt, of, q)).count();
+            let factor = if rule >= Pick::Xen41 && socket_of(cpu) != socket_of(nxt) { 2 } else { 1 };
+            let nxt_idlers: Vec<bool> = (0..n).map(|q| idlers[q] && group(cpu, nxt, nxt, q)).collect();
+            if count(cpu) * factor < count(nxt) {
+                if rule == Pick::Xen3 {
+                    cpu = nxt;
+                    cpus[cpu] = false;
+                    continue;
+                }
+                let candidates: Vec<bool> = (0..n).map(|q| nxt_idlers[q] && (rule < Pick::Xen41 || cpus[q])).collect();
+                let chosen = cycle(bias[nxt], &candidates).unwrap_or(nxt);
+                if commit && rule < Pick::Current {
+                    bias[nxt] = chosen;
+                }
+                moved_in = Some(nxt);
+                cpu = chosen;
+                for q in 0..n {
+                    if core_of(q) == core_of(cpu) {
+                        cpus[q] = false;
+                    }
+                }
+            } else {
+                for q in 0..n {
+                    cpus[q] &= !nxt_idlers[q];
+                }
+            }
+        }
+        if let (true, Pick::Current, Some(nxt)) = (commit, rule, moved_in) {
+            bias[nxt] = cpu;
+        }
+        cpu
+    }
+
+    #[test]
+    fn the_bitset_pick_agrees_with_the_flag_pick_on_every_release_and_topology() {
+        let mut state = 7u64;
+        let mut draw = |below: usize| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as usize % below
+        };
+        for (pcpus, sockets, threads) in [(8, 1, 1), (8, 2, 2), (12, 3, 2), (130, 2, 1), (128, 4, 2)] {
+            for version in ["3.0", "3.2", "4.0", "4.1", "current"] {
+                let given = BTreeMap::from([("xen_version".to_string(), Value::Str(version.into()))]);
+                let params = Params::check("scheduler", PARAMS, &given).unwrap();
+                let mut credit = Credit::from_params(&params, Spread::Off).unwrap();
+                let mut hand = Bench::new(pcpus, 1);
+                (hand.sockets, hand.threads_per_core) = (sockets, threads);
+                start_on(&mut hand, &mut credit, &[]);
+                let socket_of = |p: PcpuId| p / (pcpus / sockets);
+                let core_of = |p: PcpuId| p / threads;
+                for _ in 0..300 {
+                    // Idlers from none to all, so that every branch of the walk is taken.
+                    let density = draw(5);
+                    let idle: Vec<bool> = (0..pcpus).map(|_| draw(4) < density).collect();
+                    (0..pcpus).for_each(|p| credit.idlers.set(p, idle[p]));
+                    let cpu = draw(pcpus);
+                    // Only the starting pCPU's run queue is read: empty, or holding vCPU 0.
+                    let cpu_runq_empty = draw(2) == 0;
+                    credit.pcpus[cpu].runq = if cpu_runq_empty { Vec::new() } else { vec![0] };
+                    let mut bias: Vec<PcpuId> = (0..pcpus).map(|_| draw(pcpus)).collect();
+                    (0..pcpus).for_each(|p| credit.pcpus[p].idle_bias = bias[p]);
+                    let commit = draw(2) == 0;
+                    let rule = credit.profile.pick;
+                    let expected =
+                        flag_pick(&idle, cpu_runq_empty, cpu, rule, &mut bias, commit, (&socket_of, &core_of));
+                    let context =
+                        format!("{pcpus} pCPUs, {sockets} sockets, {threads} threads, Xen {version}, from {cpu}");
+                    assert_eq!(credit.cpu_pick(cpu, commit), expected, "{context}");
+                    let biases: Vec<PcpuId> = credit.pcpus.iter().map(|s| s.idle_bias).collect();
+                    assert_eq!(biases, bias, "{context}");
+                }
+            }
+        }
+    }
+}
