@@ -8,15 +8,27 @@
 //! its own seed: median, minimum and maximum. For scenarios that run in milliseconds, such as
 //! the SimPy peer's kernel-mode one.
 //!
+//! `cargo bench -p vsched -- --scale [--runs N]`: the scale comparisons of `vsched bench
+//! --scale` (`vsched::bench_scale_json`); `-- --scale-scenario NAME` prints the TOML of one of
+//! their scenarios, to time or profile it on its own with `--file`.
+//!
 //! `cargo bench -p vsched -- --draws N`: nanoseconds per jittered compute draw, the guests'
 //! commonest random draw, over 5 rounds of N draws (`vsched::bench_draws_json`).
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let report = match (args.iter().position(|a| a == "--file"), args.iter().position(|a| a == "--draws")) {
-        (Some(at), _) => bench_file(&args, at),
-        (None, Some(at)) => bench_draws(&args, at),
-        (None, None) => {
+    let flag = |name: &str| args.iter().position(|a| a == name);
+    let report = match (flag("--file"), flag("--draws"), flag("--scale"), flag("--scale-scenario")) {
+        (Some(at), ..) => bench_file(&args, at),
+        (None, Some(at), ..) => bench_draws(&args, at),
+        (None, None, Some(_), _) => {
+            option(&args, "--runs", 3).and_then(|runs| vsched::bench_scale_json(runs).map_err(|e| e.to_string()))
+        }
+        (None, None, None, Some(at)) => {
+            let name = args.get(at + 1).map_or("", String::as_str);
+            vsched::scale_scenario_toml(name).map_err(|e| e.to_string())
+        }
+        (None, None, None, None) => {
             let numbers: Vec<f64> = args.iter().filter_map(|a| a.parse::<f64>().ok()).collect();
             let sim_s = numbers.first().copied();
             let copies = numbers.get(1).map_or(1, |&c| c as u32);

@@ -77,6 +77,7 @@ __all__ = [
     "VtimeQueue",
     "YieldReason",
     "bench",
+    "bench_scale",
     "bench_scenario",
     "policies",
     "read_scenario",
@@ -384,6 +385,18 @@ def bench_scenario(scenario: ScenarioLike, runs: int = 10, copies: int = 1) -> d
     _check_count("--runs", runs, _core.MAX_BENCH_RUNS)
     _check_count("--copies", copies, _core.MAX_BENCH_COPIES)
     figures: dict[str, Any] = json.loads(_core.bench_scenario(read_scenario(scenario), runs, copies))
+    return figures
+
+
+def bench_scale(runs: int = 3) -> dict[str, Any]:
+    """Run the scale comparisons of `vsched bench --scale` (a host of 512 pCPUs against one of
+    8, 2,048 vCPUs on 8 pCPUs against 32, a 256-host cluster against an 8-host one), `runs`
+    rounds (1 to `MAX_SCALE_RUNS`) with the runs of all scenarios interleaved, and return
+    `scenarios` (each one's `events`, median `cpu_ns_per_event`, the run thread's CPU time,
+    and `wall_ns_per_event`) and `ratios` (each comparison's large over small CPU time per
+    event, beside issue 59's `target`)."""
+    _check_count("--runs", runs, _core.MAX_SCALE_RUNS)
+    figures: dict[str, Any] = json.loads(_core.bench_scale(runs))
     return figures
 
 

@@ -483,6 +483,18 @@ def test_bad_scenario_bench(cli: Cli, tiny_scenario: Path) -> None:
         vsched.bench_scenario(tiny_scenario, runs=True)
 
 
+def test_bad_scale_bench(cli: Cli, tiny_scenario: Path) -> None:
+    # The scale comparisons run fixed scenarios: options that change a scenario are refused.
+    refused = (([tiny_scenario], "SCENARIO"), (["--sim-s", "1"], "--sim-s"), (["--copies", "2"], "--copies"))
+    for options, option in refused:
+        message = error_message(cli("bench", "--scale", *options))
+        assert message.startswith(f"{option}: does not apply to --scale"), message
+    runs_error = error_message(cli("bench", "--scale", "--runs", "0"))
+    assert "--runs: expected an integer in 1..=1000, got 0" in runs_error
+    with pytest.raises(vsched.ScenarioError, match="--runs: expected an integer"):
+        vsched.bench_scale(runs=True)
+
+
 def test_trace_limit_without_trace(cli: Cli, tiny_scenario: Path) -> None:
     assert "--trace-limit" in error_message(cli("run", tiny_scenario, "--trace-limit", "10"))
 

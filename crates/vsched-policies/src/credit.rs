@@ -60,6 +60,7 @@
 use crate::credit_pick::PickMasks;
 use crate::credit_spread::Spread;
 use crate::credit_trace::Published;
+use crate::pcpu_set::PcpuSet;
 use crate::xen_version::{self, Debit, XenProfile, XEN_TIMER_SLOP_NS};
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy, PolicyInfo, Time,
@@ -151,8 +152,6 @@ pub(crate) enum YieldPlacement {
 pub(crate) struct PcpuState {
     /// Run queue, head first, ordered by priority then arrival.
     pub(crate) runq: Vec<VcpuId>,
-    /// In `idlers` (Xen's mask): ran idle at its last schedule and has not been tickled.
-    pub(crate) idle: bool,
     /// Where `_csched_cpu_pick` starts among this pCPU's group's idlers (`idle_bias`).
     pub(crate) idle_bias: PcpuId,
     /// When it last looked for work to steal; `None` before the first time (the host has
@@ -234,6 +233,9 @@ pub(crate) struct Credit {
     pub(crate) yield_placement: YieldPlacement,
     // State.
     pub(crate) pcpus: Vec<PcpuState>,
+    /// Xen's `prv->idlers`: the pCPUs that ran idle at their last schedule and have not been
+    /// tickled since.
+    pub(crate) idlers: PcpuSet,
     pub(crate) vcpus: Vec<VcpuState>,
     /// Each vCPU's priority (Xen's `svc->pri`; UNDER when allocated), kept apart from the rest
     /// of its state: the run-queue walks (`credit_runq.rs`) read one byte per entry from here.
@@ -342,7 +344,7 @@ impl Credit {
         match next {
             Some(v) => {
                 self.runq_remove(v);
-                self.pcpus[p].idle = false;
+                self.idlers.remove(p);
                 let s = &mut self.vcpus[v];
                 // It runs, so it has left its run queue, even if `Head` placement took it
                 // out before this pick: its YIELD is over.
@@ -356,7 +358,7 @@ impl Credit {
                 Decision::run(v, self.tslice_ns)
             }
             None => {
-                self.pcpus[p].idle = true;
+                self.idlers.insert(p);
                 if self.profile.idle_slice {
                     // Xen 3.x gives the idle vCPU a slice too (3.0.4 `csched_schedule` L1204).
                     Decision { next: None, slice_ns: Some(self.tslice_ns) }
@@ -455,13 +457,15 @@ impl Policy for Credit {
         self.pcpus = (0..cx.n_pcpus())
             .map(|_| PcpuState {
                 runq: Vec::new(),
-                idle: true,
                 // Xen starts every bias at NR_CPUS - 1: the first pick takes the lowest idler.
                 idle_bias: cx.n_pcpus() - 1,
                 last_load_balance: None,
                 sort_epoch: 0,
             })
             .collect();
+        self.idlers = PcpuSet::new(cx.n_pcpus());
+        (0..cx.n_pcpus()).for_each(|p| self.idlers.insert(p));
+        self.pick_masks = PickMasks::for_host(cx);
         self.doms = cx.domains().map(|d| DomState { weight: d.weight, cap: d.cap, active_vcpus: Vec::new() }).collect();
         self.vcpus = vec![VcpuState::new(); cx.n_vcpus()];
         self.pri = vec![PRI_UNDER; cx.n_vcpus()];
@@ -668,7 +672,7 @@ impl Credit {
     pub(crate) fn adopt(&mut self, cx: &mut Cx) {
         let now = cx.now();
         for p in 0..cx.n_pcpus() {
-            self.pcpus[p].idle = cx.curr(p).is_none();
+            self.idlers.set(p, cx.curr(p).is_none());
         }
         for v in 0..cx.n_vcpus() {
             self.vcpus[v].yielding = false;
@@ -742,6 +746,7 @@ impl Credit {
             sort_epoch: 0,
             acct_doms: Vec::new(),
             acct_vcpus: Vec::new(),
+            idlers: PcpuSet::default(),
             pick_masks: PickMasks::default(),
             last_tickle: 0,
             tickle_targets: Vec::new(),

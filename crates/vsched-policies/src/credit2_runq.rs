@@ -4,6 +4,8 @@
 //! `tickle_score`, the `idle` / `tickled` / `smt_idle` masks). Line numbers are
 //! RELEASE-4.22.0's `xen/common/sched/credit2.c`.
 
+use std::collections::HashMap;
+
 use vsched_model::{Cx, PcpuId, VcpuId};
 
 use crate::credit2::{Arrangement, Credit2, PcpuState, Runqueue, CREDIT_INIT_NS, RATELIMIT_TICKLE_TOLERANCE_NS};
@@ -39,10 +41,18 @@ impl Credit2 {
             Arrangement::Socket => cx.socket_of(peer) == cx.socket_of(cpu),
             Arrangement::All => true,
         };
-        let nr_siblings = |cpu: PcpuId| (0..n).filter(|&q| same_core(q, cpu)).count();
+        // Each pCPU's count of hardware siblings (itself included), counted once: the loop
+        // below asks for it for every core of every candidate runqueue.
+        let mut per_core: HashMap<(usize, usize), usize> = HashMap::new();
+        for q in 0..n {
+            *per_core.entry((cx.socket_of(q), cx.core_of(q))).or_default() += 1;
+        }
+        let nr_siblings: Vec<usize> = (0..n).map(|q| per_core[&(cx.socket_of(q), cx.core_of(q))]).collect();
         let min_rqs = (n - 1) / self.max_cpus_runqueue + 1;
         let max_cpus_runq = n / min_rqs;
         let mut groups: Vec<Vec<PcpuId>> = Vec::new();
+        // For each group, the pCPUs of the cores it has a member of, counted whole.
+        let mut whole_cores: Vec<usize> = Vec::new();
         for cpu in 0..n {
             let mut valid: Option<usize> = None;
             for (r, g) in groups.iter().enumerate() {
@@ -59,22 +69,19 @@ impl Credit2 {
                 }
                 // `cpu_runqueue_siblings_match`: room for the cores already in, whole, and
                 // for this pCPU's core (4.18 skips it for `all`).
-                let mut cores: Vec<PcpuId> = Vec::new();
-                for &q in g {
-                    if !cores.iter().any(|&c| same_core(c, q)) {
-                        cores.push(q);
-                    }
-                }
-                let tot: usize = cores.iter().map(|&c| nr_siblings(c)).sum();
-                let fits = tot + nr_siblings(cpu) <= max_cpus_runq || self.arrangement == Arrangement::All;
+                let fits = whole_cores[r] + nr_siblings[cpu] <= max_cpus_runq || self.arrangement == Arrangement::All;
                 if g.len() < max_cpus_runq && fits && valid.is_none_or(|v| g.len() < groups[v].len()) {
                     valid = Some(r);
                 }
             }
             let r = valid.unwrap_or_else(|| {
                 groups.push(Vec::new());
+                whole_cores.push(0);
                 groups.len() - 1
             });
+            if !groups[r].iter().any(|&q| same_core(q, cpu)) {
+                whole_cores[r] += nr_siblings[cpu];
+            }
             groups[r].push(cpu);
         }
         let mut of = vec![0; n];

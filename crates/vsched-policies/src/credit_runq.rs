@@ -104,7 +104,7 @@ impl Credit {
         let p = self.vcpus[v].processor;
         let outranks = self.pri[v] > self.cur_pri(cx, p);
         let busy = cx.curr(p).is_some();
-        let any_idle = self.pcpus.iter().any(|s| s.idle);
+        let any_idle = !self.idlers.is_empty();
         let mut targets = std::mem::take(&mut self.tickle_targets);
         targets.clear();
         match self.profile.tickle {
@@ -128,7 +128,7 @@ impl Credit {
             // Since Xen 4.3 tickled pCPUs leave the idlers mask at once, so the next wake-up
             // picks another; before, a pCPU leaves it when it schedules a vCPU.
             if self.profile.tickle == Tickle::IdlersFirst {
-                self.pcpus[q].idle = false;
+                self.idlers.remove(q);
             }
             cx.count("credit.tickles");
             cx.resched(q);
@@ -139,15 +139,14 @@ impl Credit {
     /// Appends the idle pCPUs a tickle wakes to `targets`: one, round robin after the last
     /// one tickled, or all.
     fn idlers_to_tickle(&mut self, targets: &mut Vec<PcpuId>) {
-        let n = self.pcpus.len();
-        let mut idlers = (1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.pcpus[q].idle);
         if self.tickle_one_idle {
-            if let Some(q) = idlers.next() {
+            if let Some(q) = self.idlers.cycle(self.last_tickle) {
                 self.last_tickle = q;
                 targets.push(q);
             }
         } else {
-            targets.extend(idlers);
+            let n = self.pcpus.len();
+            targets.extend((1..=n).map(|k| (self.last_tickle + k) % n).filter(|&q| self.idlers.contains(q)));
         }
     }
 
@@ -158,7 +157,7 @@ impl Credit {
         let n = self.pcpus.len();
         for k in 1..=n {
             let peer = (self.balance_bias + k) % n;
-            if peer == p || self.pcpus[peer].idle {
+            if peer == p || self.idlers.contains(peer) {
                 continue;
             }
             // Scan while entries outrank `pri`, as `csched_runq_steal` does: a vCPU misplaced

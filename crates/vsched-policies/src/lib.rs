@@ -46,6 +46,7 @@ mod linux_balance;
 mod linux_core_sched;
 /// Not a policy: what `cfs` and `eevdf` share (weights, tunable scaling, placement, balancing).
 mod linux_fair;
+mod pcpu_set;
 pub mod pcs;
 pub mod relaxed;
 mod relaxed_books;

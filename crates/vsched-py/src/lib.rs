@@ -321,6 +321,14 @@ fn run_bench_scenario(py: Python<'_>, toml_text: &str, runs: u32, copies: u32) -
     interruptible(py, |keep_going| vsched::bench_file_json_with(toml_text, runs, copies, keep_going))
 }
 
+/// Runs the scale comparisons of `vsched bench --scale` (`runs` interleaved rounds) and
+/// returns their figures as JSON text.
+#[pyfunction]
+#[pyo3(name = "bench_scale")]
+fn run_bench_scale(py: Python<'_>, runs: u32) -> PyResult<String> {
+    interruptible(py, |keep_going| vsched::bench_scale_json_with(runs, keep_going))
+}
+
 // The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).
 include!(concat!(env!("OUT_DIR"), "/paper_scenarios.rs"));
 
@@ -360,7 +368,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench_scale, m)?)?;
     m.add("MAX_BENCH_RUNS", vsched::MAX_BENCH_RUNS)?;
+    m.add("MAX_SCALE_RUNS", vsched::MAX_SCALE_RUNS)?;
     m.add("MAX_BENCH_COPIES", vsched::MAX_BENCH_COPIES)?;
     m.add_function(wrap_pyfunction!(paper_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(py_real::run_real, m)?)?;

@@ -207,7 +207,7 @@ pub fn bench_draws_json(draws: u64) -> Result<String, Error> {
 }
 
 /// Sorts `walls` and returns their median (the upper one of an even count).
-fn median_of(walls: &mut [f64]) -> f64 {
+pub(crate) fn median_of(walls: &mut [f64]) -> f64 {
     walls.sort_by(f64::total_cmp);
     walls[walls.len() / 2]
 }

@@ -9,6 +9,7 @@
 //!   the traits of [`external`] they take.
 
 mod bench;
+mod bench_scale;
 pub mod external;
 mod footprint;
 mod guest_kernel;
@@ -32,6 +33,9 @@ use serde_json::json;
 pub use bench::{
     bench_draws_json, bench_file_json, bench_file_json_with, bench_json, bench_json_with, MAX_BENCH_COPIES,
     MAX_BENCH_DRAWS, MAX_BENCH_RUNS,
+};
+pub use bench_scale::{
+    bench_scale_json, bench_scale_json_with, scale_scenario_names, scale_scenario_toml, MAX_SCALE_RUNS,
 };
 pub use external::{ExternalPolicy, PolicyResolver, PolicySource};
 pub use scenario::Scenario;

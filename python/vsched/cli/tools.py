@@ -101,8 +101,18 @@ def bench(
     ] = 1,
     runs: Annotated[
         Optional[int],
-        typer.Option(help="With SCENARIO: how many runs to time (default 10).", show_default=False),
+        typer.Option(
+            help="With SCENARIO: how many runs to time (default 10); with --scale, rounds (default 3).",
+            show_default=False,
+        ),
     ] = None,
+    scale: Annotated[
+        bool,
+        typer.Option(
+            "--scale",
+            help="Compare the cost of an event on large hosts and clusters with small ones (issue 59).",
+        ),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Time the simulator on the standard benchmark scenario, or on a scenario file of yours.
@@ -111,6 +121,9 @@ def bench(
     binary-heap event loop timed on this machine at the run's own queue length
     (docs/performance.md).
     """
+    if scale:
+        bench_scale(scenario, sim_s, copies, runs, json_output)
+        return
     from rich import box
     from rich.table import Table
 
@@ -149,6 +162,43 @@ def bench(
         shown = f"{value:.4g}" if key.startswith("wall_s_") else format_value(key, value)
         table.add_row(key, shown, meaning)
     stdout.print(table)
+
+
+def bench_scale(
+    scenario: Optional[Path], sim_s: Optional[float], copies: int, runs: Optional[int], json_output: bool
+) -> None:
+    """`vsched bench --scale`: the scale comparisons, a table of scenarios and one of ratios."""
+    fixed = {"SCENARIO": scenario is not None, "--sim-s": sim_s is not None, "--copies": copies != 1}
+    for option, given in fixed.items():
+        if given:
+            raise CliError(f"{option}: does not apply to --scale, whose scenarios are fixed")
+    figures = vsched.bench_scale(3 if runs is None else runs)
+    if json_output:
+        print_json(figures)
+        return
+    from rich import box
+    from rich.table import Table
+
+    rounds = figures["runs"]
+    plural = "s" if rounds != 1 else ""
+    stdout.print(f"scale comparisons: {rounds} round{plural}, runs interleaved, on one core; medians")
+    stdout.print("ratios of CPU time per event, large scenario over small (docs/performance.md, Scale)")
+    scenarios = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    # Sizes and horizons are in the names and in --json; the table keeps to the timing.
+    for column in ("scenario", "events", "CPU ns/event", "wall ns/event"):
+        scenarios.add_column(column, justify="left" if column == "scenario" else "right", no_wrap=True)
+    for row in figures["scenarios"]:
+        timing = (f"{row['cpu_ns_per_event']:.1f}", f"{row['wall_ns_per_event']:.1f}")
+        scenarios.add_row(row["name"], f"{row['events']:,}", *timing)
+    stdout.print(scenarios)
+    ratios = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("comparison", "large / small", "target"):
+        ratios.add_column(
+            column, justify="left" if column == "comparison" else "right", no_wrap=column != "comparison"
+        )
+    for row in figures["ratios"]:
+        ratios.add_row(row["what"], f"{row['ratio']:.2f}x", f"{row['target']:g}x")
+    stdout.print(ratios)
 
 
 @app.command("plot-trace")
