@@ -36,8 +36,8 @@ fn main() {
     );
 
     let hog = workload("cpu_hog", 1, &[]);
-    let mut backend = KvmBackend::new(&[VmSpec { name: "hog", index: 0, guest: &hog, first_vcpu: 0 }], &LIMITS, 1)
-        .unwrap_or_else(|e| fail(&e.to_string()));
+    let mut backend =
+        KvmBackend::new(&[VmSpec::alone("hog", 0, &hog, 0)], &LIMITS, 1).unwrap_or_else(|e| fail(&e.to_string()));
     let hz = backend.tsc_hz();
     println!("TSC: {:.3} MHz (calibrated against CLOCK_MONOTONIC over 50 ms)", hz as f64 / 1e6);
 
@@ -95,7 +95,7 @@ fn spinlock_alone(vcpu_cpu: usize, cpus: &[usize]) {
     let guest = workload("spinlock", 2, &[("iterations", Value::Int(iterations)), ("mode", Value::Str("user".into()))]);
     let (mut rates, mut spinning, mut share) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..SPINLOCK_RUNS {
-        let vms = [VmSpec { name: "spinlock", index: 0, guest: &guest, first_vcpu: 0 }];
+        let vms = [VmSpec::alone("spinlock", 0, &guest, 0)];
         let mut backend = KvmBackend::new(&vms, &LIMITS, run as u64).unwrap_or_else(|e| fail(&e.to_string()));
         let cpu_before: Vec<u64> = (0..2).map(|v| backend.cpu_time_ns(v).unwrap_or(0)).collect();
         let began = Instant::now();
@@ -139,10 +139,7 @@ fn spinlock_alone(vcpu_cpu: usize, cpus: &[usize]) {
 fn switch_cost(cpus: &[usize], slice: Duration, migrate: bool) {
     const SWITCHES: usize = 100;
     let hog = workload("cpu_hog", 1, &[]);
-    let vms = [
-        VmSpec { name: "a", index: 0, guest: &hog, first_vcpu: 0 },
-        VmSpec { name: "b", index: 1, guest: &hog, first_vcpu: 1 },
-    ];
+    let vms = [VmSpec::alone("a", 0, &hog, 0), VmSpec::alone("b", 1, &hog, 1)];
     let mut backend = KvmBackend::new(&vms, &LIMITS, 1).unwrap_or_else(|e| fail(&e.to_string()));
     let hz = backend.tsc_hz() as f64;
     let cpu_time = |b: &KvmBackend, v| b.cpu_time_ns(v).unwrap_or(0) as f64;

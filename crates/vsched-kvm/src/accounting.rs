@@ -141,6 +141,9 @@ pub(crate) struct VmTally {
     /// Pause-loop exits, from its guest's counters.
     pub(crate) ple_exits: u64,
     pub(crate) co_launches: u64,
+    /// Messages its guest received, from its counters; its virtual cluster, if any.
+    pub(crate) messages_received: u64,
+    pub(crate) virtual_cluster: Option<String>,
 }
 
 /// What the runner measured of the host, beside the books.
@@ -218,9 +221,9 @@ impl Books {
                     guest_ticks: 0,
                     timer_wakes: 0,
                     host: 0,
-                    virtual_cluster: None,
-                    messages_received: 0,
-                    rx_packets: 0,
+                    virtual_cluster: tally.virtual_cluster.clone(),
+                    messages_received: tally.messages_received,
+                    rx_packets: info.rx_packets,
                     core_shared_s: None,
                     policy_metrics: Default::default(),
                     halt_poll: None,

@@ -25,6 +25,8 @@ pub struct GuestCounters {
     pub compute_cycles: u64,
     /// Pause-loop exits the guest made (kernel-mode spinning that reached its window).
     pub ple_exits: u64,
+    /// Messages the guest received (`Recv`s completed), from any rank.
+    pub messages_received: u64,
 }
 
 /// What the guest of a vCPU is doing now, as its code last wrote it.
@@ -38,6 +40,8 @@ pub enum GuestActivity {
     LockHeld,
     /// Waiting at a barrier.
     BarrierWait,
+    /// Polling for a message (`Recv`).
+    MessageWait,
     /// Halted (blocked) until the host wakes it: at a blocking barrier, or asleep.
     Halted,
     /// The program ended.
@@ -47,8 +51,8 @@ pub enum GuestActivity {
 /// What a halted vCPU waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuestWait {
-    /// A word of its memory to take a value (a blocking barrier's release); `released`:
-    /// it has it now.
+    /// A word of its memory to take a value (a blocking barrier's release) or to reach one
+    /// (a message count, a blocking `Recv`); `released`: it has it now.
     Release { released: bool },
     /// A sleep of this many TSC cycles from its halt (`u64::MAX`: for ever).
     Sleep { cycles: u64 },
@@ -68,6 +72,9 @@ pub enum BackendEvent {
     /// `vcpu` released a blocking barrier of its VM and went on: the VM's vCPUs halted on it
     /// may run again.
     Wake { vcpu: usize },
+    /// `vcpu` sent a message to rank `to` of its job in another VM (`bytes` long) and went
+    /// on: the scheduler carries it (`Backend::deliver`), as a host's network would.
+    Send { vcpu: usize, to: u32, bytes: u64 },
     /// `vcpu` stopped for a reason the backend cannot recover from (an unexpected exit, a
     /// failed ioctl): the run fails with this message.
     Failed { vcpu: usize, message: String },
@@ -96,14 +103,26 @@ impl std::fmt::Display for BackendError {
 }
 
 /// One VM to build: its name (for messages), its guest (the workload's own description, the
-/// one the simulator runs) and the global index of its first vCPU. vCPUs are numbered over
-/// all VMs of the host, in order, as the policy's `VcpuId`s are.
+/// one the simulator runs), the global index of its first vCPU and its vCPUs' ranks in its
+/// job. vCPUs are numbered over all VMs of the host, in order, as the policy's `VcpuId`s are.
 pub struct VmSpec<'a> {
     pub name: &'a str,
-    /// Index of the VM in the scenario's `[[vm]]` list, for field paths in errors.
-    pub index: usize,
+    /// The scenario table it comes from, for field paths in errors: `vm[0]`,
+    /// `virtual_cluster[1]`.
+    pub table: String,
     pub guest: &'a vsched_model::GuestSpec,
     pub first_vcpu: usize,
+    /// The rank of its first vCPU in its job, and the job's ranks (a VM that is not in a
+    /// virtual cluster is its own job: 0 and its vCPUs).
+    pub first_rank: usize,
+    pub world: usize,
+}
+
+impl<'a> VmSpec<'a> {
+    /// A VM that is its own job, from the `index`-th `[[vm]]` table.
+    pub fn alone(name: &'a str, index: usize, guest: &'a vsched_model::GuestSpec, first_vcpu: usize) -> Self {
+        VmSpec { name, table: format!("vm[{index}]"), guest, first_vcpu, first_rank: 0, world: guest.vcpus }
+    }
 }
 
 /// What a backend builds its VMs with.
@@ -148,6 +167,10 @@ pub trait Backend {
         false
     }
     fn counters(&self, vcpu: usize) -> GuestCounters;
+    /// Delivers to `vcpu` a message from rank `from` of its job (after `BackendEvent::Send`):
+    /// its guest's count of messages from `from` goes up. Backends whose guests never send
+    /// need not answer.
+    fn deliver(&mut self, _vcpu: usize, _from: u32) {}
     /// What `vcpu`, halted (after `BackendEvent::Halted`), waits for. Backends whose
     /// guests never halt need not answer.
     fn wait(&self, _vcpu: usize) -> GuestWait {

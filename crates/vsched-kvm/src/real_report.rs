@@ -160,18 +160,7 @@ pub fn run_real_json_with<B: Backend>(
     admission::check_size(&scenario, host_cpus.len(), memory_per_vm_bytes, admission::available_memory())?;
     let host_cpus = &host_cpus[..scenario.host.pcpus];
     let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
-    let mut first_vcpu = 0;
-    let vms: Vec<VmSpec> = scenario
-        .vms
-        .iter()
-        .zip(&guests)
-        .enumerate()
-        .map(|(index, (vm, guest))| {
-            let spec = VmSpec { name: &vm.name, index, guest, first_vcpu };
-            first_vcpu += guest.vcpus;
-            spec
-        })
-        .collect();
+    let vms = vm_specs(&scenario, &guests);
     let exit_cost = check(&vms, host_cpus[0])?;
     let policy_grow = scenario.policy.build()?.ple_window_grow();
     let ple = exit_cost.and_then(|cost| ple_scaling::real_window(&scenario.host, policy_grow, cost));
@@ -236,6 +225,34 @@ pub fn run_real_json_with<B: Backend>(
 }
 
 /// A streaming trace into a new file at `path`, in `vsched run --trace`'s format.
+/// The scenario's VMs as a backend builds them, with `guests` (each VM's `guest_spec`):
+/// vCPUs numbered over the VMs in order, each VM named by the table it comes from. An
+/// admitted scenario has one host and no driver domain, so its VMs are the `[[vm]]` tables in
+/// order, then each virtual cluster's members (`scenario::validate`).
+pub fn vm_specs<'a>(scenario: &'a Scenario, guests: &'a [GuestSpec]) -> Vec<VmSpec<'a>> {
+    let (mut first_vcpu, mut tables, mut clusters) = (0, 0, Vec::<&str>::new());
+    let mut specs = Vec::with_capacity(guests.len());
+    for (vm, guest) in scenario.vms.iter().zip(guests) {
+        let table = match &vm.job {
+            None => {
+                tables += 1;
+                format!("vm[{}]", tables - 1)
+            }
+            Some(job) => {
+                let c = clusters.iter().position(|j| j == job).unwrap_or_else(|| {
+                    clusters.push(job);
+                    clusters.len() - 1
+                });
+                format!("virtual_cluster[{c}]")
+            }
+        };
+        let (first_rank, world) = (vm.ranks.first, vm.ranks.world);
+        specs.push(VmSpec { name: &vm.name, table, guest, first_vcpu, first_rank, world });
+        first_vcpu += guest.vcpus;
+    }
+    specs
+}
+
 fn open_trace(path: &Path, scenario: &Scenario, seed: u64, limit: usize) -> Result<Trace, RealError> {
     let fail = |e: std::io::Error| RealError::Scenario(format!("--trace: {}: {e}", path.display()));
     let limit = if limit == 0 { vsched::DEFAULT_TRACE_LIMIT } else { limit };

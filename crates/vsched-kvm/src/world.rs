@@ -182,7 +182,8 @@ impl RealWorld {
     pub fn observe_guests(&mut self, observe: impl Fn(VcpuId) -> (GuestActivity, bool)) {
         for v in 0..self.spinning.len() {
             let (activity, in_kernel) = observe(v);
-            let spinning = matches!(activity, GuestActivity::LockWait | GuestActivity::BarrierWait);
+            let spinning =
+                matches!(activity, GuestActivity::LockWait | GuestActivity::BarrierWait | GuestActivity::MessageWait);
             self.in_kernel[v] = in_kernel;
             if std::mem::replace(&mut self.spinning[v], spinning) != spinning {
                 if let (Some(trace), VcpuState::Running(p)) = (&mut self.trace, self.states[v]) {
@@ -281,6 +282,12 @@ impl RealWorld {
     /// The domains, by id.
     pub fn domains(&self) -> &[DomainInfo] {
         &self.domains
+    }
+
+    /// Domain `d` received `packets` from another VM (`runner::messages`): what `cvs-comm`
+    /// reads.
+    pub(crate) fn add_rx_packets(&mut self, d: usize, packets: u64) {
+        self.domains[d].rx_packets += packets;
     }
 }
 

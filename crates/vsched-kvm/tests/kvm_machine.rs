@@ -51,7 +51,7 @@ fn host_cpus() -> Vec<usize> {
 }
 
 fn one_vm(guest: &GuestSpec) -> Vec<VmSpec<'_>> {
-    vec![VmSpec { name: "test", index: 0, guest, first_vcpu: 0 }]
+    vec![VmSpec::alone("test", 0, guest, 0)]
 }
 
 /// A guest of `threads` threads on as many vCPUs: `iterations` × (compute about `compute_us`,
@@ -288,10 +288,7 @@ fn dropping_a_backend_with_vcpus_in_guest_code_ends_every_thread() {
     assert_eq!(vcpu_threads(), 0);
     let hog = workload_guest(&vsched_workloads::cpu_hog::INFO, 2, &[]);
     let short = lock_guest(1, LockKind::Ticket, 1, 1, 1, 1);
-    let vms = vec![
-        VmSpec { name: "hog", index: 0, guest: &hog, first_vcpu: 0 },
-        VmSpec { name: "short", index: 1, guest: &short, first_vcpu: 2 },
-    ];
+    let vms = vec![VmSpec::alone("hog", 0, &hog, 0), VmSpec::alone("short", 1, &short, 2)];
     for _ in 0..3 {
         let mut backend = KvmBackend::new(&vms, &LIMITS, 6).unwrap();
         assert_eq!(vcpu_threads(), 3);
@@ -330,7 +327,7 @@ fn a_panic_in_the_scheduler_with_vcpus_in_guest_code_ends_every_thread() {
 #[test]
 fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     let _turn = serial();
-    let refusal = |guest: &GuestSpec| match check_supported(&VmSpec { name: "x", index: 2, guest, first_vcpu: 0 }) {
+    let refusal = |guest: &GuestSpec| match check_supported(&VmSpec::alone("x", 2, guest, 0)) {
         Err(BackendError::Unsupported { field, message }) => (field, message),
         other => panic!("expected a refusal, got {other:?}"),
     };
@@ -343,7 +340,7 @@ fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     assert_eq!(refusal(&spinlock(&[("lock_kind", Value::Str("mutex".into()))])).0, "vm[2].workload.lock_kind");
 
     let kernel_mode = spinlock(&[]);
-    assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &kernel_mode, first_vcpu: 0 }).is_ok());
+    assert!(check_supported(&VmSpec::alone("x", 2, &kernel_mode, 0)).is_ok());
 
     let (field, message) = refusal(&spinlock(&[user.clone(), ("threads", Value::Int(3))]));
     assert_eq!(field, "vm[2].workload.threads");
@@ -354,23 +351,25 @@ fn what_real_vcpus_cannot_run_is_refused_naming_its_field() {
     assert_eq!(field, "vm[2].workload.wait", "libgomp counts spin iterations");
     assert!(message.contains("GOMP_SPINCOUNT"), "{message}");
     let bsp = workload_guest(&vsched_workloads::bsp::INFO, 2, &[]);
-    assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &bsp, first_vcpu: 0 }).is_ok(), "pthreads blocks");
+    assert!(check_supported(&VmSpec::alone("x", 2, &bsp, 0)).is_ok(), "pthreads blocks");
     let bsp = workload_guest(&vsched_workloads::bsp::INFO, 2, &[("runtime", Value::Str("openmpi".into()))]);
-    assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &bsp, first_vcpu: 0 }).is_ok());
+    assert!(check_supported(&VmSpec::alone("x", 2, &bsp, 0)).is_ok());
 
     let mut b = ProgramBuilder::new();
-    b.push(Instr::Send { to: 1, bytes: 64 });
+    b.push(Instr::IpiSync);
     let (field, message) = refusal(&GuestSpec::lockless(vec![b.build()], true));
     assert_eq!(field, "vm[2].workload.kind");
     assert_eq!(
         message,
-        "real vCPUs run the spinlock, bsp and cpu_hog workloads' instructions only; this workload uses Send"
+        "real vCPUs run computes, spinlocks, barriers, sleeps and messages only; this workload uses IpiSync"
     );
+    let lu = workload_guest(&vsched_workloads::npb_lu::INFO, 2, &[]);
+    assert!(check_supported(&VmSpec::alone("x", 2, &lu, 0)).is_ok(), "MPI's messages run");
     let web = workload_guest(&vsched_workloads::web::INFO, 2, &[]);
     assert_eq!(refusal(&web).0, "vm[2].workload.kind");
 
     let supported = spinlock(&[user, ("lock_kind", Value::Str("tas".into()))]);
-    assert!(check_supported(&VmSpec { name: "x", index: 2, guest: &supported, first_vcpu: 0 }).is_ok());
+    assert!(check_supported(&VmSpec::alone("x", 2, &supported, 0)).is_ok());
 }
 
 #[test]
@@ -455,6 +454,99 @@ fn a_blocking_barrier_halts_its_waiters_and_the_last_arrival_wakes_them() {
     // The short-compute vCPU halts at most barriers; it never spins (it blocks at once).
     assert!(halts >= rounds / 2, "{halts} halts");
     assert_eq!(backend.counters(0).spin_cycles, 0);
+}
+
+#[test]
+fn messages_cross_vms_through_the_host_and_stay_in_a_vm_through_its_memory() {
+    let _turn = serial();
+    if !have_kvm() {
+        return;
+    }
+    // A job of three ranks: rank 0 alone in VM a, ranks 1 and 2 in VM b. Rank 0 and rank 1
+    // play ping-pong across the VMs (exits the host delivers, driven here as the runner
+    // drives them); for each ball rank 1 also asks rank 2 in its own VM, through memory.
+    // Receives block (halts the host or a sender wakes) or spin.
+    let rounds = 20;
+    let program = |steps: &[Instr]| {
+        let mut b = ProgramBuilder::new();
+        b.repeat(Some(rounds));
+        for step in steps {
+            b.push(step.clone());
+        }
+        b.end_repeat().push(Instr::Exit);
+        b.build()
+    };
+    let (block, spin) = (BarrierWait::Block, BarrierWait::Spin);
+    let a = GuestSpec::lockless(
+        vec![program(&[Instr::Send { to: 1, bytes: 64 }, Instr::Recv { from: 1, wait: block }])],
+        true,
+    );
+    let b = GuestSpec::lockless(
+        vec![
+            program(&[
+                Instr::Recv { from: 0, wait: spin },
+                Instr::Send { to: 2, bytes: 8 },
+                Instr::Recv { from: 2, wait: block },
+                Instr::Send { to: 0, bytes: 64 },
+            ]),
+            program(&[Instr::Recv { from: 1, wait: block }, Instr::Send { to: 1, bytes: 8 }]),
+        ],
+        true,
+    );
+    let vms = [
+        VmSpec { name: "a", table: "virtual_cluster[0]".into(), guest: &a, first_vcpu: 0, first_rank: 0, world: 3 },
+        VmSpec { name: "b", table: "virtual_cluster[0]".into(), guest: &b, first_vcpu: 1, first_rank: 1, world: 3 },
+    ];
+    let mut backend = KvmBackend::new(&vms, &LIMITS, 1).unwrap();
+    let cpus = host_cpus();
+    let cpu_of = |v: usize| cpus[v % cpus.len()];
+    for v in 0..3 {
+        backend.start(v, cpu_of(v)).unwrap();
+    }
+    // Global vCPU v holds rank v here.
+    let (mut finished, mut halted, mut sends) = ([false; 3], [false; 3], Vec::new());
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let released =
+        |backend: &KvmBackend, v: usize| backend.wait(v) == vsched_kvm::GuestWait::Release { released: true };
+    while finished.iter().any(|f| !f) {
+        match backend.next_event(deadline) {
+            Some(BackendEvent::Finished { vcpu }) => finished[vcpu] = true,
+            Some(BackendEvent::Send { vcpu, to, bytes }) => {
+                sends.push((vcpu, to, bytes));
+                let to = to as usize;
+                backend.deliver(to, vcpu as u32);
+                if halted[to] && released(&backend, to) {
+                    halted[to] = false;
+                    backend.start(to, cpu_of(to)).unwrap();
+                }
+            }
+            Some(BackendEvent::Halted { vcpu }) => {
+                backend.stop(vcpu).unwrap();
+                if released(&backend, vcpu) {
+                    backend.start(vcpu, cpu_of(vcpu)).unwrap();
+                } else {
+                    halted[vcpu] = true;
+                }
+            }
+            Some(BackendEvent::Wake { .. }) => {
+                for v in 0..3 {
+                    if halted[v] && released(&backend, v) {
+                        halted[v] = false;
+                        backend.start(v, cpu_of(v)).unwrap();
+                    }
+                }
+            }
+            other => panic!("unexpected {other:?} (halted: {halted:?}, finished: {finished:?})"),
+        }
+    }
+    // Only the messages between VMs left their guests, each saying its rank and bytes.
+    assert_eq!(sends.len(), 2 * rounds as usize);
+    assert!(sends.iter().all(|&s| s == (0, 1, 64) || s == (1, 0, 64)), "{sends:?}");
+    let received: Vec<u64> = (0..3).map(|v| backend.counters(v).messages_received).collect();
+    assert_eq!(received, [rounds, 2 * rounds, rounds]);
+    // Rank 1 polls for rank 0's ball: it spins, and only it.
+    assert!(backend.counters(1).spin_cycles > 0);
+    assert_eq!(backend.counters(0).spin_cycles + backend.counters(2).spin_cycles, 0);
 }
 
 /// A vCPU that spins on a lock it holds itself, in kernel or user mode: the first Lock takes

@@ -14,6 +14,7 @@ use serde_json::Value as Json;
 use vsched::scenario::Scenario;
 use vsched::{ExternalPolicy, PolicyResolver};
 use vsched_kvm::fake::FakeBackend;
+use vsched_kvm::real_report::vm_specs;
 use vsched_kvm::runner::{self, RunPlan};
 use vsched_kvm::{
     admission, run_real_json_with, BackendError, Control, MachineSettings, RealError, RealOptions, VmSpec,
@@ -83,22 +84,6 @@ fn rr_and_credit_give_two_vcpus_on_one_pcpu_equal_shares() {
     }
 }
 
-/// The scenario's VMs as a backend sees them, with the guests they point to.
-fn specs<'a>(scenario: &'a Scenario, guests: &'a [GuestSpec]) -> Vec<VmSpec<'a>> {
-    let mut first_vcpu = 0;
-    scenario
-        .vms
-        .iter()
-        .zip(guests)
-        .enumerate()
-        .map(|(index, (vm, guest))| {
-            let spec = VmSpec { name: &vm.name, index, guest, first_vcpu };
-            first_vcpu += guest.vcpus;
-            spec
-        })
-        .collect()
-}
-
 #[test]
 fn no_host_cpu_ever_executes_two_vcpus() {
     let _serial = serial();
@@ -107,7 +92,7 @@ fn no_host_cpu_ever_executes_two_vcpus() {
     let text = scenario_text(2, "name = \"rr\"\nslice_us = 1000", &[("a", 2, HOG), ("b", 1, HOG)], "horizon_s = 0.6");
     let scenario = Scenario::parse(&text).unwrap();
     let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
-    let vms = specs(&scenario, &guests);
+    let vms = vm_specs(&scenario, &guests);
     let mut backend = FakeBackend::new(&vms, |_| None).unwrap();
     let host_cpus = admission::host_cpus().unwrap();
     if host_cpus.len() < 2 {
@@ -183,7 +168,7 @@ fn run_test_policy(policy: TestPolicy, vms: &[(&str, u32, &str)]) -> Result<runn
     let text = scenario_text(1, &format!("name = \"{}\"", policy.name), vms, "horizon_s = 5");
     let scenario = Scenario::parse_with_resolver(&text, None, 0, Some(&policy)).unwrap();
     let guests: Vec<GuestSpec> = scenario.vms.iter().map(|vm| vm.guest_spec()).collect();
-    let vms = specs(&scenario, &guests);
+    let vms = vm_specs(&scenario, &guests);
     let mut backend = FakeBackend::new(&vms, |_| None).unwrap();
     let cpus = admission::host_cpus().unwrap();
     let plan = RunPlan { host_cpus: &cpus[..1], end_ns: 5_000_000_000, until: Until::Horizon };
@@ -258,8 +243,9 @@ fn finished_vcpus_leave_the_run_and_the_others_go_on() {
         assert_eq!(job["finished"], true);
         let completion = job["completion_s"].as_f64().unwrap();
         // 200 ms of the job's work on a pCPU shared three ways, then two ways: about 0.3 s
-        // on a quiet host (the bound leaves room for a busy one).
-        assert!((0.2..3.0).contains(&completion), "completion {completion}");
+        // on a quiet host, and no bound above but the horizon on a busy one (5.7 s was seen
+        // at a load of 9 on 2 cores: the fake's work is its threads' own CPU time).
+        assert!(completion >= 0.2, "completion {completion}");
         // The run ends when the job does (`until = "all_done"`), not at the horizon.
         let length = report["runs"][rep]["sim_s"].as_f64().unwrap();
         assert!(length - completion < 0.05, "the run went on to {length} s after {completion} s");

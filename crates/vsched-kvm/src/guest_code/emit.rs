@@ -26,6 +26,9 @@ use iced_x86::IcedError;
 use vsched_model::{BarrierWait, Dur, Instr, LockChoice, LockKind};
 
 mod blocking;
+mod messages;
+
+use blocking::Until;
 
 use super::layout::*;
 use super::random_tables::ns_to_cycles;
@@ -54,6 +57,30 @@ pub struct EmitContext<'a> {
     pub gap_cycles: u64,
     /// Pause-loop exiting of kernel-mode spinning; `None`: off.
     pub ple: Option<PleWindow>,
+    /// The VM's mailboxes, if its guest exchanges messages.
+    pub mailboxes: Option<Mailboxes>,
+    /// This vCPU's index in its VM.
+    pub own_index: u64,
+}
+
+/// Where a VM's mailboxes are (`layout::mailbox_size`) and which ranks its vCPUs are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mailboxes {
+    /// Guest address of the first vCPU's mailbox; the others follow.
+    pub first_addr: u64,
+    /// Guest address of the first vCPU's private area (its activity word, for a sender).
+    pub first_private: u64,
+    /// The rank of the VM's first vCPU, the ranks it holds, and the job's.
+    pub first_rank: u64,
+    pub ranks: u64,
+    pub world: u64,
+}
+
+impl Mailboxes {
+    /// The mailbox of the VM's `i`-th vCPU.
+    pub fn of(&self, i: u64) -> u64 {
+        self.first_addr + i * mailbox_size(self.world)
+    }
 }
 
 /// Assembles `program` for address `ip`. Errors name what is malformed (a program
@@ -134,6 +161,8 @@ impl Emitter<'_> {
             Instr::Repeat { times, .. } => self.repeat(*times),
             Instr::EndRepeat => self.end_repeat(),
             Instr::Exit => self.exit(),
+            Instr::Send { to, bytes } => self.send(*to, *bytes),
+            Instr::Recv { from, wait } => self.recv(*from, *wait),
             other => Err(EmitError::Malformed(format!("real vCPUs cannot run {other:?}"))),
         }
     }
@@ -414,28 +443,16 @@ impl Emitter<'_> {
         self.a.mov(dword_ptr(at(r14, BARRIER_COUNT)), self.context.barrier_parties)?;
         self.a.mov(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
         if wait != BarrierWait::Spin {
-            self.wake_barrier_waiters()?;
+            self.wake_waiters()?;
         }
         self.a.jmp(passed)?;
         self.a.set_label(&mut waiting)?;
         // A label marks the next instruction, and each wait begins with a label of its own.
         self.a.nop()?;
-        self.barrier_wait(wait, passed)?;
+        self.wait_until(Until::BarrierSense, wait, passed)?;
         self.a.set_label(&mut passed)?;
         self.a.inc(qword_ptr(at(r15, BARRIERS)))?;
         self.set_activity(ACTIVITY_COMPUTE)
-    }
-
-    /// Spins until the barrier's sense is `edi`, then jumps to `passed`.
-    fn barrier_spin(&mut self, passed: CodeLabel) -> Emitted {
-        let mut spin = self.a.create_label();
-        self.a.set_label(&mut spin)?;
-        self.a.pause()?;
-        self.tick(SPIN_CYCLES)?;
-        self.a.cmp(dword_ptr(at(r14, BARRIER_SENSE)), edi)?;
-        self.a.jne(spin)?;
-        self.a.jmp(passed)?;
-        Ok(())
     }
 
     fn repeat(&mut self, times: Option<u64>) -> Emitted {

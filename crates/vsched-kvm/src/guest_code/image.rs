@@ -1,18 +1,27 @@
 //! A VM's guest image: its whole guest memory as bytes, laid out as `layout` says.
 
-use vsched_model::GuestSpec;
+use vsched_model::{GuestSpec, Instr};
 
-use super::emit::{self, EmitContext, TablePlace};
+use super::emit::{self, EmitContext, Mailboxes, TablePlace};
 use super::layout::*;
 use super::random_tables::{draw_tables, ns_to_cycles, vcpu_stream};
 use super::{boot, DESCHEDULED_GAP_NS};
 use crate::backend::MachineSettings;
 
-/// Where a vCPU's code starts and where its private area (counters) is.
+/// Where a vCPU's code starts, where its private area (counters) is, and its mailbox if the
+/// guest exchanges messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VcpuImage {
     pub entry: u64,
     pub private_base: u64,
+    pub mailbox: Option<Mailbox>,
+}
+
+/// A vCPU's mailbox: its guest address, and the ranks of the job (`layout::mailbox_delivered`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mailbox {
+    pub addr: u64,
+    pub world: u64,
 }
 
 /// A VM's guest memory, ready to copy to address 0.
@@ -31,10 +40,25 @@ pub enum ImageError {
     Malformed(String),
 }
 
+/// A VM's place in its job: the rank of its first vCPU, and the job's ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobPlace {
+    pub first_rank: usize,
+    pub world: usize,
+}
+
+impl JobPlace {
+    /// A VM that is its own job.
+    pub fn alone(guest: &GuestSpec) -> JobPlace {
+        JobPlace { first_rank: 0, world: guest.vcpus }
+    }
+}
+
 /// Builds the guest memory of a VM whose first vCPU is global vCPU `first_vcpu`, refusing
 /// one larger than `settings.memory_per_vm_bytes`.
 pub fn build_image(
     guest: &GuestSpec,
+    job: JobPlace,
     first_vcpu: usize,
     seed: u64,
     tsc_hz: u64,
@@ -43,6 +67,17 @@ pub fn build_image(
     let programs = &guest.programs[..guest.vcpus.min(guest.programs.len())];
     let private_start = first_private_addr(guest.locks);
     let mut next = private_start + PRIVATE_SIZE * programs.len() as u64;
+    let messages = programs.iter().flat_map(|p| p.iter()).any(|i| matches!(i, Instr::Send { .. } | Instr::Recv { .. }));
+    let mailboxes = messages.then(|| Mailboxes {
+        first_addr: next,
+        first_private: private_start,
+        first_rank: job.first_rank as u64,
+        ranks: programs.len().saturating_sub(guest.idle_vcpus) as u64,
+        world: job.world as u64,
+    });
+    if let Some(boxes) = mailboxes {
+        next += mailbox_size(boxes.world) * programs.len() as u64;
+    }
 
     let mut tables = Vec::with_capacity(programs.len());
     let mut places = Vec::with_capacity(programs.len());
@@ -76,9 +111,12 @@ pub fn build_image(
             tsc_hz,
             gap_cycles,
             ple: settings.ple,
+            mailboxes,
+            own_index: i as u64,
         };
         let bytes = emit::assemble(program, &cx, next).map_err(ImageError::Malformed)?;
-        vcpus.push(VcpuImage { entry: next, private_base });
+        let mailbox = mailboxes.map(|b| Mailbox { addr: b.of(i as u64), world: b.world });
+        vcpus.push(VcpuImage { entry: next, private_base, mailbox });
         next = align_up(next + bytes.len() as u64, LINE);
         code.push(bytes);
     }
@@ -134,17 +172,17 @@ mod tests {
     #[test]
     fn an_image_is_the_same_bytes_for_the_same_guest_and_seed() {
         let guest = spinlock_guest(2, 3, LockKind::Tas);
-        let a = build_image(&guest, 4, 11, 2_000_000_000, &mem(1 << 30)).unwrap();
-        let b = build_image(&guest, 4, 11, 2_000_000_000, &mem(1 << 30)).unwrap();
+        let a = build_image(&guest, JobPlace::alone(&guest), 4, 11, 2_000_000_000, &mem(1 << 30)).unwrap();
+        let b = build_image(&guest, JobPlace::alone(&guest), 4, 11, 2_000_000_000, &mem(1 << 30)).unwrap();
         assert!(a.memory == b.memory && a.vcpus == b.vcpus);
-        let other_seed = build_image(&guest, 4, 12, 2_000_000_000, &mem(1 << 30)).unwrap();
+        let other_seed = build_image(&guest, JobPlace::alone(&guest), 4, 12, 2_000_000_000, &mem(1 << 30)).unwrap();
         assert!(a.memory != other_seed.memory, "the random tables follow the seed");
     }
 
     #[test]
     fn each_vcpu_has_its_own_page_and_code_after_its_data() {
         let guest = spinlock_guest(3, 1, LockKind::Ticket);
-        let image = build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap();
+        let image = build_image(&guest, JobPlace::alone(&guest), 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap();
         let bases: Vec<u64> = image.vcpus.iter().map(|v| v.private_base).collect();
         assert_eq!(bases, [SHARED_ADDR + PAGE, SHARED_ADDR + 2 * PAGE, SHARED_ADDR + 3 * PAGE]);
         for v in &image.vcpus {
@@ -156,9 +194,11 @@ mod tests {
     #[test]
     fn the_memory_cap_is_enforced_before_anything_is_allocated() {
         let guest = spinlock_guest(2, 1, LockKind::Ticket);
-        let needed = build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap().memory.len() as u64;
+        let needed =
+            build_image(&guest, JobPlace::alone(&guest), 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap().memory.len()
+                as u64;
         assert_eq!(
-            build_image(&guest, 0, 1, 3_000_000_000, &mem(needed - 1)).err(),
+            build_image(&guest, JobPlace::alone(&guest), 0, 1, 3_000_000_000, &mem(needed - 1)).err(),
             Some(ImageError::TooLarge { needed, limit: needed - 1 })
         );
     }
@@ -168,7 +208,7 @@ mod tests {
         let mut b = ProgramBuilder::new();
         b.repeat(Some(3)).push(Instr::Compute(Dur::Fixed(1000))).push(Instr::Barrier(BarrierWait::Spin)).end_repeat();
         let guest = GuestSpec::lockless(vec![b.build(); 3], true).on_vcpus(5);
-        let image = build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap();
+        let image = build_image(&guest, JobPlace::alone(&guest), 0, 1, 3_000_000_000, &mem(1 << 30)).unwrap();
         let at = (SHARED_ADDR + BARRIER_COUNT) as usize;
         assert_eq!(u32::from_le_bytes(image.memory[at..at + 4].try_into().unwrap()), 3, "idle vCPUs take no part");
         assert_eq!(image.vcpus.len(), 5);
@@ -179,10 +219,16 @@ mod tests {
         let mut b = ProgramBuilder::new();
         b.push(Instr::Unlock);
         let guest = GuestSpec::lockless(vec![b.build()], true);
-        assert!(matches!(build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)), Err(ImageError::Malformed(_))));
+        assert!(matches!(
+            build_image(&guest, JobPlace::alone(&guest), 0, 1, 3_000_000_000, &mem(1 << 30)),
+            Err(ImageError::Malformed(_))
+        ));
         let mut b = ProgramBuilder::new();
         b.push(Instr::IpiSync);
         let guest = GuestSpec::lockless(vec![b.build()], true);
-        assert!(matches!(build_image(&guest, 0, 1, 3_000_000_000, &mem(1 << 30)), Err(ImageError::Malformed(_))));
+        assert!(matches!(
+            build_image(&guest, JobPlace::alone(&guest), 0, 1, 3_000_000_000, &mem(1 << 30)),
+            Err(ImageError::Malformed(_))
+        ));
     }
 }

@@ -8,6 +8,7 @@
 //! 0x4000            GDT, then the TSS it describes
 //! 0x5000            the VM's shared area: the barrier, then one cache line per lock
 //! page-aligned      one private area (a page) per vCPU: counters, activity, its own state
+//! page-aligned      one mailbox per vCPU, if the guest sends or receives messages
 //! page-aligned      random tables, one per random instruction per vCPU
 //! page-aligned      code, one block per vCPU
 //! 1 GiB - 2 MiB     the done page: mapped, but not memory (`DONE_ADDR`)
@@ -47,6 +48,11 @@ pub const HALT_ADDR: u64 = DONE_ADDR + 2 * LINE;
 /// VM's vCPUs halted on it (the IPIs a guest kernel would send). Its thread goes on at once.
 pub const WAKE_ADDR: u64 = DONE_ADDR + 3 * LINE;
 
+/// The guest writes here to send a message to a rank of another VM: one 8-byte write, the
+/// receiving rank in its low 32 bits and the message's bytes in its high 32. Its thread
+/// reports it and goes on at once; the host delivers it (`MAILBOX`).
+pub const SEND_ADDR: u64 = DONE_ADDR + 4 * LINE;
+
 /// Shared area: the barrier's arrival count and its sense, each on its own line; the locks
 /// follow, one line each.
 pub const BARRIER_COUNT: u64 = 0;
@@ -78,11 +84,13 @@ pub const PLE_EXITS: u64 = 8 * LINE;
 /// What a halted vCPU waits for, written before each halt and read by the host while the
 /// vCPU is out of guest code: the address of a 32-bit word and the value that ends the wait
 /// (a blocking barrier's sense), or address 0 and a sleep of `WAIT_CYCLES` TSC cycles
-/// (`u64::MAX`: for ever).
+/// (`u64::MAX`: for ever). A value with `WAIT_AT_LEAST` set ends the wait when the word
+/// reaches its low 32 bits instead (a count of messages delivered, `MAILBOX`).
 pub const WAIT: u64 = 9 * LINE;
 pub const WAIT_ADDR: u64 = WAIT;
 pub const WAIT_VALUE: u64 = WAIT + 8;
 pub const WAIT_CYCLES: u64 = WAIT + 16;
+pub const WAIT_AT_LEAST: u64 = 1 << 32;
 /// The vCPU's own state, read by the host never: the TSC at its last check, its barrier
 /// sense, the running cycles it has spun in kernel mode since its pause-loop window last
 /// restarted, and that window (cycles; it grows at each exit where the hypervisor grows it).
@@ -118,9 +126,26 @@ pub const ACTIVITY_LOCK_HELD: u32 = 2;
 pub const ACTIVITY_BARRIER_WAIT: u32 = 3;
 pub const ACTIVITY_DONE: u32 = 4;
 pub const ACTIVITY_HALTED: u32 = 5;
+pub const ACTIVITY_MESSAGE_WAIT: u32 = 6;
 /// Added to the activity while the guest waits for or holds a kernel-mode lock: what a
 /// hypervisor reads as "the vCPU is in guest kernel mode" (`Cx::guest_in_kernel`).
 pub const ACTIVITY_IN_KERNEL: u32 = 0x10;
+
+/// A vCPU's mailbox, by source rank of its job: first the messages delivered from each
+/// (32-bit counts, raised by the senders of its own VM with a locked add, and by the host for
+/// messages from other VMs), then the messages it has received from each (its own). Ranks
+/// of one VM exchange messages through their memory, as MPI's shared-memory transport does;
+/// a message from another VM goes through the host, as a network does.
+pub const fn mailbox_delivered(from: u64) -> u64 {
+    4 * from
+}
+pub const fn mailbox_received(world: u64, from: u64) -> u64 {
+    4 * world + 4 * from
+}
+/// The bytes of one vCPU's mailbox in a job of `world` ranks.
+pub const fn mailbox_size(world: u64) -> u64 {
+    align_up(8 * world, PAGE)
+}
 
 /// Rounds `x` up to a multiple of `to` (a power of two).
 pub const fn align_up(x: u64, to: u64) -> u64 {

@@ -15,7 +15,7 @@ pub mod layout;
 pub mod random_tables;
 
 #[cfg(feature = "kvm")]
-pub use image::{build_image, GuestImage, ImageError, VcpuImage};
+pub use image::{build_image, GuestImage, ImageError, JobPlace, Mailbox, VcpuImage};
 
 /// A gap in the TSC between two checks of a guest loop longer than this means the vCPU did
 /// not run in between. Picked by measurement (a vCPU never stopped, 2 s, this host): the

@@ -43,7 +43,7 @@ fn measure(host_cpu: usize) -> Result<Time, BackendError> {
         memory_per_vm_bytes: 4 << 20,
         ple: Some(PleWindow { base_cycles: 1, grow: 1, max_cycles: 1, exit_gap_cycles: u64::MAX }),
     };
-    let vms = [VmSpec { name: "exit-cost", index: 0, guest: &guest, first_vcpu: 0 }];
+    let vms = [VmSpec::alone("exit-cost", 0, &guest, 0)];
     let mut backend = KvmBackend::new(&vms, &settings, 1)?;
     let mut best = f64::INFINITY;
     for _ in 0..BURSTS {

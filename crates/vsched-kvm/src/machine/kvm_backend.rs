@@ -11,13 +11,13 @@ use super::support::check_supported;
 use super::thread_setup::install_kick_handler;
 use super::tsc;
 use super::vcpu_thread::VcpuThread;
-use super::vm::{self, Vm};
+use super::vm::{self, GuestMemory, Vm};
 use crate::admission::kvm_device_path;
 use crate::backend::{
     Backend, BackendError, BackendEvent, GuestActivity, GuestCounters, GuestWait, MachineSettings, VmSpec,
 };
 use crate::guest_code::layout::*;
-use crate::guest_code::{build_image, ImageError};
+use crate::guest_code::{build_image, ImageError, JobPlace, Mailbox, VcpuImage};
 
 /// Ok when the KVM device (`admission::kvm_device_path`: `/dev/kvm` unless
 /// `VSCHED_KVM_DEVICE` names another) can be opened and has the capabilities we need; else
@@ -54,10 +54,11 @@ fn open_kvm() -> Result<Kvm, BackendError> {
     Ok(kvm)
 }
 
-/// Where one vCPU's counters are.
+/// Where one vCPU's counters are, and its mailbox if its guest exchanges messages.
 struct VcpuPlace {
     vm: usize,
     private_base: u64,
+    mailbox: Option<Mailbox>,
 }
 
 /// The scenario's VMs on KVM. Dropping it stops and joins every vCPU thread before anything
@@ -86,8 +87,8 @@ impl KvmBackend {
             check_supported(spec)?;
             if spec.first_vcpu != expected_first {
                 return Err(BackendError::Failed(format!(
-                    "vm[{}] starts at vCPU {}, expected {expected_first}: vCPUs are numbered over the VMs in order",
-                    spec.index, spec.first_vcpu
+                    "{} starts at vCPU {}, expected {expected_first}: vCPUs are numbered over the VMs in order",
+                    spec.table, spec.first_vcpu
                 )));
             }
             expected_first += spec.guest.vcpus;
@@ -96,8 +97,9 @@ impl KvmBackend {
         let tsc_hz = tsc::tsc_hz();
         let mut images = Vec::with_capacity(vms.len());
         for spec in vms {
-            let image =
-                build_image(spec.guest, spec.first_vcpu, seed, tsc_hz, settings).map_err(|e| image_refusal(spec, e))?;
+            let job = JobPlace { first_rank: spec.first_rank, world: spec.world };
+            let image = build_image(spec.guest, job, spec.first_vcpu, seed, tsc_hz, settings)
+                .map_err(|e| image_refusal(spec, e))?;
             images.push(image);
         }
         let kvm = open_kvm()?;
@@ -121,7 +123,8 @@ impl KvmBackend {
             for (i, fd) in fds.into_iter().enumerate() {
                 let index = spec.first_vcpu + i;
                 let label = format!("vm \"{}\" vCPU {i} (vCPU {index} of the host)", spec.name);
-                backend.places.push(VcpuPlace { vm: backend.vms.len() - 1, private_base: image.vcpus[i].private_base });
+                let VcpuImage { private_base, mailbox, .. } = image.vcpus[i];
+                backend.places.push(VcpuPlace { vm: backend.vms.len() - 1, private_base, mailbox });
                 backend.threads.push(VcpuThread::spawn(fd, index, label, sender.clone())?);
             }
         }
@@ -158,6 +161,12 @@ impl KvmBackend {
         self.vms[place.vm].memory.read_u64(place.private_base + offset)
     }
 
+    /// `vcpu`'s VM's memory and its mailbox, if its guest exchanges messages.
+    fn place_mailbox(&self, vcpu: usize) -> Option<(&GuestMemory, Mailbox)> {
+        let place = self.places.get(vcpu)?;
+        Some((&self.vms[place.vm].memory, place.mailbox?))
+    }
+
     fn thread(&self, vcpu: usize) -> Result<&VcpuThread, BackendError> {
         self.threads.get(vcpu).ok_or_else(|| BackendError::Failed(format!("there is no vCPU {vcpu}")))
     }
@@ -171,7 +180,7 @@ fn image_refusal(spec: &VmSpec, error: ImageError) -> BackendError {
         ),
         ImageError::Malformed(m) => m,
     };
-    BackendError::Unsupported { field: format!("vm[{}].workload", spec.index), message }
+    BackendError::Unsupported { field: format!("{}.workload", spec.table), message }
 }
 
 impl Backend for KvmBackend {
@@ -196,6 +205,7 @@ impl Backend for KvmBackend {
             ACTIVITY_LOCK_WAIT => GuestActivity::LockWait,
             ACTIVITY_LOCK_HELD => GuestActivity::LockHeld,
             ACTIVITY_BARRIER_WAIT => GuestActivity::BarrierWait,
+            ACTIVITY_MESSAGE_WAIT => GuestActivity::MessageWait,
             ACTIVITY_DONE => GuestActivity::Done,
             ACTIVITY_HALTED => GuestActivity::Halted,
             _ => GuestActivity::Compute,
@@ -210,7 +220,13 @@ impl Backend for KvmBackend {
         let memory = &self.vms[self.places[vcpu].vm].memory;
         // The guest wrote an address of its own memory; one outside it never takes a value.
         let inside = addr.is_multiple_of(4) && addr.saturating_add(4) <= memory.len() as u64;
-        let released = inside && u64::from(memory.read_u32(addr)) == self.word(vcpu, WAIT_VALUE);
+        let value = self.word(vcpu, WAIT_VALUE);
+        let released = inside
+            && if value & WAIT_AT_LEAST != 0 {
+                memory.read_u32(addr) >= value as u32
+            } else {
+                u64::from(memory.read_u32(addr)) == value
+            };
         GuestWait::Release { released }
     }
 
@@ -226,6 +242,19 @@ impl Backend for KvmBackend {
             barriers: self.word(vcpu, BARRIERS),
             compute_cycles: self.word(vcpu, COMPUTE_CYCLES),
             ple_exits: self.word(vcpu, PLE_EXITS),
+            messages_received: self.place_mailbox(vcpu).map_or(0, |(memory, mailbox)| {
+                (0..mailbox.world)
+                    .map(|from| u64::from(memory.read_u32(mailbox.addr + mailbox_received(mailbox.world, from))))
+                    .sum()
+            }),
+        }
+    }
+
+    fn deliver(&mut self, vcpu: usize, from: u32) {
+        if let Some((memory, mailbox)) = self.place_mailbox(vcpu) {
+            if u64::from(from) < mailbox.world {
+                memory.add_u32(mailbox.addr + mailbox_delivered(u64::from(from)), 1);
+            }
         }
     }
 

@@ -11,7 +11,7 @@ use crate::guest_code::random_tables::is_random;
 /// `BackendError::Unsupported` naming the scenario field, e.g. `vm[0].workload.lock_kind`.
 pub fn check_supported(vm: &VmSpec) -> Result<(), BackendError> {
     let guest = vm.guest;
-    let field = |name: &str| format!("vm[{}].workload{name}", vm.index);
+    let field = |name: &str| format!("{}.workload{name}", vm.table);
     let refuse = |name: &str, message: String| Err(BackendError::Unsupported { field: field(name), message });
     if guest.programs.len() > guest.vcpus {
         return refuse(
@@ -95,6 +95,18 @@ fn check_program(program: &[Instr], locks: u32) -> Result<(), (&'static str, Str
             }
             // Blocking waits halt; the host wakes them (`guest_code::emit::blocking`).
             Instr::Barrier(_) | Instr::Io(_) => {}
+            Instr::Recv { wait: BarrierWait::SpinIterationsThenBlock(_), .. } => {
+                return Err((
+                    ".wait",
+                    "real vCPUs cannot count spin iterations; use wait = \"spin\" or \"block\"".into(),
+                ));
+            }
+            // The host carries messages between VMs (`runner::messages`) and counts them in
+            // 32 bits.
+            Instr::Send { bytes, .. } if *bytes > u64::from(u32::MAX) => {
+                return Err(("", format!("real vCPUs send messages of less than 4 GiB; this one has {bytes} bytes")));
+            }
+            Instr::Send { .. } | Instr::Recv { .. } => {}
             Instr::Repeat { .. } => {
                 loops.push(held);
                 if loops.len() > MAX_LOOP_DEPTH {
@@ -111,7 +123,7 @@ fn check_program(program: &[Instr], locks: u32) -> Result<(), (&'static str, Str
                 return Err((
                     ".kind",
                     format!(
-                        "real vCPUs run the spinlock, bsp and cpu_hog workloads' instructions only; this workload \
+                        "real vCPUs run computes, spinlocks, barriers, sleeps and messages only; this workload \
                          uses {}",
                         instr_name(other)
                     ),
@@ -141,7 +153,7 @@ mod tests {
     use super::*;
 
     fn vm(guest: &GuestSpec) -> VmSpec<'_> {
-        VmSpec { name: "t", index: 1, guest, first_vcpu: 0 }
+        VmSpec::alone("t", 1, guest, 0)
     }
 
     fn refusal(guest: &GuestSpec) -> (String, String) {

@@ -22,7 +22,7 @@ use kvm_ioctls::{VcpuExit, VcpuFd};
 
 use super::thread_setup::{become_vcpu_thread, kick, pin};
 use crate::backend::{BackendError, BackendEvent};
-use crate::guest_code::layout::{DONE_ADDR, HALT_ADDR, PLE_EXIT_ADDR, WAKE_ADDR};
+use crate::guest_code::layout::{DONE_ADDR, HALT_ADDR, PLE_EXIT_ADDR, SEND_ADDR, WAKE_ADDR};
 
 /// How long the scheduler waits for a vCPU thread to acknowledge: to be up and parked after
 /// `spawn`, or out of guest code after `stop` (which takes ~50-70 µs at p50 on an idle host).
@@ -329,6 +329,15 @@ fn run_loop(
             }
             Ok(VcpuExit::MmioWrite(WAKE_ADDR, _)) => {
                 let _ = events.send(BackendEvent::Wake { vcpu: control.index });
+            }
+            Ok(VcpuExit::MmioWrite(SEND_ADDR, data)) => {
+                // One 8-byte write: the receiving rank, then the bytes (`layout::SEND_ADDR`).
+                let Ok(word) = <[u8; 8]>::try_from(data) else {
+                    return Err(format!("the guest sent a message with a {}-byte write, not 8", data.len()));
+                };
+                let word = u64::from_le_bytes(word);
+                let send = BackendEvent::Send { vcpu: control.index, to: word as u32, bytes: word >> 32 };
+                let _ = events.send(send);
             }
             Ok(VcpuExit::MmioWrite(HALT_ADDR, _)) => {
                 // Parks itself (unless told to quit): the scheduler starts it again when it

@@ -75,6 +75,14 @@ impl GuestMemory {
         unsafe { AtomicU32::from_ptr(self.ptr.add(addr as usize).cast::<u32>()).load(Ordering::Relaxed) }
     }
 
+    /// Adds `n` to the 32-bit word at guest address `addr` atomically (a locked add, as the
+    /// guest's own vCPUs add to it).
+    pub fn add_u32(&self, addr: u64, n: u32) {
+        assert!(addr.is_multiple_of(4) && addr as usize + 4 <= self.len, "guest address {addr:#x} out of the image");
+        // SAFETY: as `read_u64`'s; the guest's writers of this word use locked adds too.
+        unsafe { AtomicU32::from_ptr(self.ptr.add(addr as usize).cast::<u32>()).fetch_add(n, Ordering::SeqCst) };
+    }
+
     /// Bytes of guest memory.
     pub fn len(&self) -> usize {
         self.len

@@ -138,7 +138,7 @@ impl<B: Backend> Runner<'_, B> {
     }
 
     /// Halted `v` is runnable again: the policy hears of it (`wake`, on no pCPU).
-    fn wake(&mut self, v: VcpuId) -> Result<(), RealError> {
+    pub(super) fn wake(&mut self, v: VcpuId) -> Result<(), RealError> {
         self.halted[v] = false;
         self.sleep_until[v] = None;
         self.world.set_state(v, VcpuState::Runnable);

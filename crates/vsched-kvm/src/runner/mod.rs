@@ -20,7 +20,7 @@
 //!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
 //!   which is Credit's BOOST;
 //! - what guests do on their own (a program that ends, a pause-loop exit, a halt, a wake):
-//!   `guest_events`.
+//!   `guest_events`; a message to another VM: `messages`.
 //!
 //! Approximations, against the simulator: ticks, slices and timers fire when the loop gets
 //! to them, late by the host's wake-up latency (measured: `scheduler_late_us`); the
@@ -39,6 +39,7 @@ use crate::error::RealError;
 use crate::world::RealWorld;
 
 mod guest_events;
+mod messages;
 
 /// The longest the loop sleeps without looking at the stop flag.
 const POLL_NS: Time = 20 * NS_PER_MS;
@@ -145,6 +146,8 @@ struct Runner<'a, B: Backend> {
     /// one wakes.
     halted: Vec<bool>,
     sleep_until: Vec<Option<Time>>,
+    /// Messages between VMs on their way (`messages`).
+    network: messages::Network,
     /// vCPUs whose VM has not started its workload yet.
     unstarted: Vec<bool>,
     /// When each VM starts its workload, and whether it has.
@@ -201,6 +204,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             exited: vec![false; vm_of.len()],
             halted: vec![false; vm_of.len()],
             sleep_until: vec![None; vm_of.len()],
+            network: messages::Network::new(scenario, vms),
             unstarted: vm_of.iter().map(|&d| starts[d] > 0).collect(),
             starts: starts.iter().map(|&at| (at, at == 0)).collect(),
             vms: vms
@@ -217,6 +221,8 @@ impl<'a, B: Backend> Runner<'a, B> {
                     lock_waiter_preemptions: 0,
                     ple_exits: 0,
                     co_launches: 0,
+                    messages_received: 0,
+                    virtual_cluster: spec.job.clone(),
                 })
                 .collect(),
             alive: vms.iter().map(|vm| vm.guest.vcpus).collect(),
@@ -270,6 +276,7 @@ impl<'a, B: Backend> Runner<'a, B> {
                     BackendEvent::PauseLoopExit { vcpu } => self.pause_loop_exit(vcpu)?,
                     BackendEvent::Halted { vcpu } => self.halted(vcpu)?,
                     BackendEvent::Wake { vcpu } => self.wake_released(vcpu)?,
+                    BackendEvent::Send { vcpu, to, bytes } => self.send(vcpu, to, bytes)?,
                     BackendEvent::Failed { vcpu, message } => {
                         return Err(RealError::Backend(format!("real vCPUs failed: vCPU {vcpu}: {message}")))
                     }
@@ -278,11 +285,11 @@ impl<'a, B: Backend> Runner<'a, B> {
         }
     }
 
-    /// The earliest slice end, tick, VM start or end of a guest's sleep.
+    /// The earliest slice end, tick, VM start, end of a guest's sleep or message arrival.
     fn next_deadline(&self) -> Option<Time> {
         let start = self.starts.iter().filter(|(_, done)| !done).map(|&(at, _)| at).min();
         let times = self.slice_end.iter().chain(&self.next_tick).chain(&self.sleep_until);
-        times.flatten().copied().chain(start).min()
+        times.flatten().copied().chain(start).chain(self.network.next_arrival()).min()
     }
 
     /// The VMs due to start their workload: their vCPUs may run it now, and each that halted
@@ -314,6 +321,7 @@ impl<'a, B: Backend> Runner<'a, B> {
         self.world.observe_guests(|v| (backend.activity(v), backend.in_kernel(v)));
         self.start_due_vms(now)?;
         self.wake_sleepers(now)?;
+        self.deliver_due(now)?;
         while let Some((at, id)) = self.world.take_due_timer() {
             self.late(at);
             self.world.with_cx(None, |cx| self.policy.timer(cx, id));
@@ -492,6 +500,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             let counters = self.backend.counters(v);
             self.vms[self.vm_of[v]].spin_s += counters.spin_cycles as f64 / tsc_hz;
             self.vms[self.vm_of[v]].ple_exits += counters.ple_exits;
+            self.vms[self.vm_of[v]].messages_received += counters.messages_received;
             guest_executed_s[self.vm_of[v]] += (counters.spin_cycles + counters.compute_cycles) as f64 / tsc_hz;
         }
         for (tally, &launches) in self.vms.iter_mut().zip(&self.world.co_launches) {
