@@ -4,11 +4,14 @@ and in the simulator with the same seeds, as `vsched real --compare` runs one pa
 
     python scripts/real_suite.py --reps 5                 # every policy, a markdown table
     python scripts/real_suite.py --reps 3 --policies rr,credit --json suite.json
+    python scripts/real_suite.py --reps 3 --machine-costs    # the simulator with this machine's costs
 
-For each pair it prints the slowdown of the scenario's first VM (its completion over its
-median completion alone, in each world): the simulator's and real vCPUs' median
-[min–max] and real over simulated, the same for its spin share, and how many real runs
-other processes disturbed. A pair whose real runs were mostly disturbed is reported as such,
+For each pair it prints the slowdown of the scenario's first VM that also runs alone (its
+completion over its median completion alone, in each world): the simulator's and real
+vCPUs' median [min–max] and real over simulated, the same for its spin share; what each
+world exercised of the policy's own mechanisms (median counts over the runs: pause-loop
+exits, BOOSTs, yields, gang launches, packets between VMs); and how many real runs other
+processes disturbed. A pair whose real runs were mostly disturbed is reported as such,
 not compared. The last line counts the pairs within 15 % (slowdown). Run it on a quiet
 host (docs/real-vcpus.md, "Measured: simulator against real vCPUs").
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,22 +43,59 @@ def pairs() -> list[tuple[Path, Path]]:
     return found
 
 
-def measure(hog: Path, alone: Path, policy: str, reps: int) -> dict[str, Any]:
+def measure(hog: Path, alone: Path, policy: str, reps: int, with_machine_costs: bool) -> dict[str, Any]:
     """One row of the suite."""
     row: dict[str, Any] = {"scenario": hog.stem, "policy": policy}
     try:
-        result = vsched.real.compare(hog, baseline=alone, policy=policy, reps=reps)
+        result = vsched.real.compare(
+            hog, baseline=alone, policy=policy, reps=reps, with_machine_costs=with_machine_costs
+        )
     except vsched.real.DisturbedHost as error:
         row["refused"] = str(error)
         return row
-    first = result["vms"][0]
+    # The first VM that also runs alone (the hog has no slowdown).
+    with_slowdown = [vm for vm in result["vms"] if vm["figures"]["slowdown"]["sim"]["median"] is not None]
+    first = (with_slowdown or result["vms"])[0]
     row["vm"] = first["name"]
+    reports = result["reports"]
+    row["mechanisms"] = {world: mechanisms(reports[world]) for world in ("sim", "real")}
+    row["machine_costs"] = result["machine_costs"]
     row["disturbed_runs"] = result["disturbed_runs"]
     row["real_runs"] = result["real_runs"]
     for key in ("slowdown", "spin_share"):
         figure = first["figures"][key]
         row[key] = {"sim": figure["sim"], "real": figure["real"], "real_over_sim": figure["real_over_sim"]}
     return row
+
+
+# What a policy does beyond its base, counted in each run (medians over the runs): pause-loop
+# exits its yield path answers, BOOSTs and yields it counts, gangs it launches, and the packets
+# between VMs that cvs-comm reads.
+MECHANISMS = {
+    "ple": lambda run: run["host"]["ple_exits"],
+    "boosts": lambda run: counters(run, "boost"),
+    "yields": lambda run: counters(run, "yield"),
+    "co": lambda run: run["host"]["co_launches"],
+    "packets": lambda run: sum(vm["rx_packets"] or 0 for vm in run["vms"]),
+}
+
+
+def counters(run: dict[str, Any], word: str) -> int:
+    """The sum of the policy's counters whose name holds `word` (`credit.boosts`, `kvm_dy.yields`)."""
+    return sum(value for name, value in run["host"]["policy_counters"].items() if word in name)
+
+
+def mechanisms(report: dict[str, Any]) -> dict[str, float]:
+    """The median count of each mechanism over the report's runs."""
+    return {
+        name: statistics.median(count(run) for run in report["runs"]) for name, count in MECHANISMS.items()
+    }
+
+
+def shown(counts: dict[str, float]) -> str:
+    """The mechanisms a world exercised, e.g. `ple 1.2k, boosts 340`."""
+    parts = [f"{name} {value:.3g}" for name, value in counts.items() if value]
+    return ", ".join(parts) or "—"
 
 
 def spread(entry: dict[str, Any], percent: bool = False) -> str:
@@ -73,19 +114,27 @@ def ratio(value: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     columns = ["scenario", "policy", "slowdown sim", "slowdown real", "real/sim"]
-    columns += ["spin share sim", "spin share real", "real/sim", "disturbed"]
+    columns += [
+        "spin share sim",
+        "spin share real",
+        "real/sim",
+        "mechanisms sim",
+        "mechanisms real",
+        "disturbed",
+    ]
     lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     for row in rows:
         if "refused" in row:
             lines.append(
-                f"| {row['scenario']} | {row['policy']} | refused: most real runs disturbed | | | | | | |"
+                f"| {row['scenario']} | {row['policy']} | refused: most real runs disturbed | | | | | | | | |"
             )
             continue
         slow, spin = row["slowdown"], row["spin_share"]
         lines.append(
             f"| {row['scenario']} | {row['policy']} | {spread(slow['sim'])} | {spread(slow['real'])} | "
             f"{ratio(slow['real_over_sim'])} | {spread(spin['sim'], True)} | {spread(spin['real'], True)} | "
-            f"{ratio(spin['real_over_sim'])} | {row['disturbed_runs']} of {row['real_runs']} |"
+            f"{ratio(spin['real_over_sim'])} | {shown(row['mechanisms']['sim'])} | "
+            f"{shown(row['mechanisms']['real'])} | {row['disturbed_runs']} of {row['real_runs']} |"
         )
     compared = [r for r in rows if "refused" not in r and r["slowdown"]["real_over_sim"] is not None]
     agree = sum(abs(r["slowdown"]["real_over_sim"] - 1) <= AGREE for r in compared)
@@ -104,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--policies", help="comma-separated policies (default: every registered one)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--machine-costs",
+        action="store_true",
+        help="run the simulator with this machine's costs as each pair's real runs measured them",
+    )
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error("--reps: expected at least 1")
@@ -118,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     for hog, alone in pairs():
         for policy in policies:
             print(f"{hog.stem} under {policy} ...", file=sys.stderr, flush=True)
-            rows.append(measure(hog, alone, policy, args.reps))
+            rows.append(measure(hog, alone, policy, args.reps, args.machine_costs))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     print(table(rows))

@@ -22,7 +22,15 @@ from rich import box
 from rich.console import Group
 from rich.table import Table
 
-from vsched import ProgressCallback, ScenarioError, ScenarioLike, _check_int, _core, read_scenario
+from vsched import (
+    ProgressCallback,
+    ScenarioError,
+    ScenarioLike,
+    _check_int,
+    _core,
+    _with_overrides,
+    read_scenario,
+)
 from vsched.repetitions import seed_and_reps
 from vsched.report import format_value
 
@@ -50,6 +58,47 @@ def _disturbed_above(runs: Sequence[dict[str, Any]]) -> str:
 
 
 SLOWDOWN = "slowdown"
+
+
+def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
+    """This machine's costs, measured by the real runs of `real` (a `run_json` report of
+    `scenario_text`), as the simulator's host keys (`vsched run --set`), so that the simulator
+    models this machine rather than a hardware era's:
+
+    - `host.vm_exit_us`: a pause-loop exit's cost here (`real.ple_exit_us`, median over the
+      reports joined), with `host.ple_handler_us` 0 (it is part of that cost);
+    - `host.ple_window_cycles`: the window stretched as the real guests stretch it
+      (`real.ple_window_stretch`, crates/vsched-kvm/src/ple_scaling.rs);
+    - `host.context_switch_us`: what a switch costs here, per switch: the time the scheduler
+      gave the VMs that their guests did not execute, less their pause-loop exits' cost, over
+      the run's context switches (median over the runs); never below the scenario's own.
+
+    docs/real-vcpus.md, "The simulator with this machine's costs"."""
+    import tomllib
+
+    host = tomllib.loads(scenario_text).get("host", {})
+    measured = real.get("real", {})
+    exit_us = measured.get("ple_exit_us")
+    stretch = measured.get("ple_window_stretch")
+    switch_us = []
+    for run in real["runs"]:
+        switches = run["host"]["context_switches"]
+        lost = sum(vm["cpu_s"] - (vm.get("guest_executed_s") or 0.0) for vm in run["vms"])
+        exits = (exit_us or 0.0) * 1e-6 * sum(vm.get("ple_exits") or 0 for vm in run["vms"])
+        if switches > 0:
+            switch_us.append(max(0.0, lost - exits) / switches * 1e6)
+    costs: dict[str, float] = {}
+    if switch_us:
+        costs["host.context_switch_us"] = round(
+            max(statistics.median(switch_us), host.get("context_switch_us", 0.0)), 3
+        )
+    if exit_us is not None and stretch is not None:
+        costs["host.vm_exit_us"] = round(exit_us, 3)
+        costs["host.ple_handler_us"] = 0.0
+        window = host.get("ple_window_cycles", 4096)
+        if window > 0:
+            costs["host.ple_window_cycles"] = min(round(window * stretch), 2**32 - 1)
+    return costs
 
 
 def unavailable_reason() -> str | None:
@@ -197,12 +246,16 @@ def compare(
     memory_per_vm: int | None = None,
     progress: Callable[[str], None] | None = None,
     allow_disturbed: bool = False,
+    with_machine_costs: bool = False,
 ) -> dict[str, Any]:
     """Run `scenario` (and `baseline`, if given) on real vCPUs and on the simulator with the
     same policy and seeds, and return `comparison(...)` with the four reports under
     `reports`. Real runs go one repetition at a time, the scenario's and the baseline's in
     turn; `progress(message)` hears of each. Raises `DisturbedHost` when more than half the
-    real runs were disturbed, unless `allow_disturbed`. Other arguments as for `run_json`."""
+    real runs were disturbed, unless `allow_disturbed`. With `with_machine_costs`, the
+    simulator runs with this machine's costs as the scenario's real runs measured them
+    (`machine_costs`, the same for the baseline; under `machine_costs` in the result).
+    Other arguments as for `run_json`."""
     text = read_scenario(scenario)
     baseline_text = None if baseline is None else read_scenario(baseline)
     for checked in (text, baseline_text):
@@ -222,13 +275,18 @@ def compare(
             baseline_runs.append(json.loads(run_json(baseline_text, seed=seed + rep, reps=1, **options)))
     if progress is not None:
         progress("simulator")
-    sim = json.loads(_core.run(text, seed=seed, reps=reps, policy=policy))
+    real = _joined(real_runs, seed)
+    costs = machine_costs(real, text) if with_machine_costs else {}
+    sim_text, sim_baseline_text = (
+        None if t is None else _with_overrides(t, costs) for t in (text, baseline_text)
+    )
+    assert sim_text is not None
+    sim = json.loads(_core.run(sim_text, seed=seed, reps=reps, policy=policy))
     sim_baseline = (
         None
-        if baseline_text is None
-        else json.loads(_core.run(baseline_text, seed=seed, reps=reps, policy=policy))
+        if sim_baseline_text is None
+        else json.loads(_core.run(sim_baseline_text, seed=seed, reps=reps, policy=policy))
     )
-    real = _joined(real_runs, seed)
     real_baseline = _joined(baseline_runs, seed) if baseline_runs else None
     runs = real["runs"] + ([] if real_baseline is None else real_baseline["runs"])
     spoiled = disturbed(runs)
@@ -242,6 +300,7 @@ def compare(
     result["disturbed_runs"] = spoiled
     result["real_runs"] = len(runs)
     result["disturbed_above"] = _disturbed_above(runs)
+    result["machine_costs"] = costs or None
     result["reports"] = {
         "sim": sim,
         "real": real,
@@ -286,6 +345,11 @@ def comparison_table(result: dict[str, Any]) -> Group:
         against += (
             f"; {spoiled} of {result['real_runs']} real runs disturbed (others took over "
             f"{result['disturbed_above']} of their CPUs)"
+        )
+    costs = result.get("machine_costs")
+    if costs:
+        against += "; the simulator with this machine's costs: " + ", ".join(
+            f"{key.removeprefix('host.')} {value:g}" for key, value in costs.items()
         )
     title = (
         f"{result['scenario']}, policy {result['policy']}: simulator against real vCPUs{backend}, "

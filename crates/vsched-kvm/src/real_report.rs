@@ -41,7 +41,8 @@ pub const DEFAULT_MEMORY_PER_VM: u64 = 64 << 20;
 pub const MEMORY_PER_VM_RANGE: std::ops::RangeInclusive<u64> = (1 << 20)..=(16 << 30);
 
 /// Per-VM figures real vCPUs cannot measure: no guest kernel (ticks, timers, paravirtual
-/// features, IPIs), no I/O or serving workloads, no co-start record.
+/// features, IPIs), no I/O or serving workloads, no co-start record. (Messages between
+/// ranks are measured: `runner::messages`.)
 pub const VM_UNMEASURED: &[&str] = &[
     "requests",
     "costarts",
@@ -55,8 +56,6 @@ pub const VM_UNMEASURED: &[&str] = &[
     "preempt_delays_expired",
     "guest_ticks",
     "timer_wakes",
-    "messages_received",
-    "rx_packets",
 ];
 /// Host figures real vCPUs cannot measure: cache refills are not observed.
 pub const HOST_UNMEASURED: &[&str] = &["cache_refill_s"];

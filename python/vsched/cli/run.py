@@ -227,6 +227,14 @@ def real(
             "(the title still names them).",
         ),
     ] = False,
+    machine_costs: Annotated[
+        bool,
+        typer.Option(
+            "--machine-costs",
+            help="With --compare: run the simulator with this machine's costs as the real runs measured "
+            "them (a switch, a pause-loop exit and its stretched window), not the hardware era's.",
+        ),
+    ] = False,
     trace: Annotated[
         Optional[Path],
         typer.Option(
@@ -250,6 +258,8 @@ def real(
         check_input_file("--baseline", baseline)
     if allow_disturbed and not compare:
         raise CliError("--allow-disturbed: only meaningful with --compare")
+    if machine_costs and not compare:
+        raise CliError("--machine-costs: only meaningful with --compare")
     if trace is not None and compare:
         raise CliError("--trace: not with --compare (trace one run of one world at a time)")
     if trace_limit and trace is None:
@@ -264,7 +274,12 @@ def real(
     }
     if compare:
         result = vsched.real.compare(
-            scenario, baseline=baseline, progress=say_on_terminal, allow_disturbed=allow_disturbed, **options
+            scenario,
+            baseline=baseline,
+            progress=say_on_terminal,
+            allow_disturbed=allow_disturbed,
+            with_machine_costs=machine_costs,
+            **options,
         )
         if json_output:
             print_json(result)
