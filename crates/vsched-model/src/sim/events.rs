@@ -167,8 +167,15 @@ impl Simulation {
                     return Err(self.core.stall_error(stall, Some(watchdog.events())));
                 }
             }
-            if self.handle(ev) {
+            #[cfg(feature = "window-census")]
+            let census_host = self.census.is_some().then(|| self.core.event_host(&ev));
+            let handled = self.handle(ev);
+            if handled {
                 self.core.events += 1;
+            }
+            #[cfg(feature = "window-census")]
+            if let (Some(census), Some((host, crosses))) = (&mut self.census, census_host) {
+                census.record(now, host, handled, crosses);
             }
             self.drain();
             self.stop_polls_beside_others();
