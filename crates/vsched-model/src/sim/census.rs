@@ -8,7 +8,10 @@
 //! the handled events of every host, and for each core count `P` the most events one core
 //! handles in it when hosts are dealt to cores in contiguous blocks: the window's critical
 //! path. It also counts the events of each connected component of the hosts' communication
-//! graph (hosts joined by a job whose ranks span them), which need no barrier between them.
+//! graph (hosts joined by a job whose ranks span them), which need no barrier between them,
+//! and the messages from other hosts that a host handles at the same time and priority as
+//! another of its events: where a per-host tie-break could order events otherwise than the
+//! one queue's sequence numbers do.
 
 use serde_json::{json, Value};
 use vsched_engine::Time;
@@ -16,6 +19,9 @@ use vsched_engine::Time;
 use super::events::Ev;
 use super::network::Stage;
 use super::state::Core;
+
+/// Tie-break priorities (`Ev::priority`: 0 to 5).
+const PRIORITIES: usize = 6;
 
 /// The census of one lookahead.
 struct Windows {
@@ -48,6 +54,15 @@ pub struct WindowCensus {
     cross_host_messages: u64,
     /// The component of each host in the communication graph, numbered from 0.
     component: Vec<usize>,
+    /// Each host's handled events, and message arrivals from other hosts among them, at its
+    /// latest instant, by priority (`ties`).
+    instant: Vec<Time>,
+    instant_events: Vec<[u32; PRIORITIES]>,
+    instant_arrivals: Vec<[u32; PRIORITIES]>,
+    /// Messages from another host handled at the same time and priority as another event
+    /// of their receiving host: the only events whose order a per-host tie-break decides
+    /// differently from the one queue's sequence numbers (docs/parallel.md).
+    tied_arrivals: u64,
 }
 
 /// The core that host `h` of `hosts` runs on among `cores` cores: contiguous blocks, so that
@@ -151,25 +166,50 @@ impl WindowCensus {
             stale: 0,
             cross_host_messages: 0,
             component: core.host_components(),
+            instant: vec![0; hosts],
+            instant_events: vec![[0; PRIORITIES]; hosts],
+            instant_arrivals: vec![[0; PRIORITIES]; hosts],
+            tied_arrivals: 0,
         }
     }
 
-    /// Counts one popped event of `host` at `now`; `handled` false if it was stale.
-    pub(super) fn record(&mut self, now: Time, host: usize, handled: bool, crosses_hosts: bool) {
+    /// Counts one popped event of `host` at `now` with tie-break `priority`; `handled` false
+    /// if it was stale, `crosses_hosts` if it is a message arriving from another host.
+    pub(super) fn record(&mut self, now: Time, priority: u8, host: usize, handled: bool, crosses_hosts: bool) {
         for w in &mut self.windows {
             w.record(now, host, handled, &self.cores);
         }
-        if handled {
-            self.host_events[host] += 1;
-        } else {
+        if !handled {
             self.stale += 1;
+            return;
         }
+        self.host_events[host] += 1;
         self.cross_host_messages += u64::from(crosses_hosts);
+        if self.instant[host] != now {
+            self.close_instant(host);
+            self.instant[host] = now;
+        }
+        self.instant_events[host][usize::from(priority)] += 1;
+        self.instant_arrivals[host][usize::from(priority)] += u32::from(crosses_hosts);
+    }
+
+    /// Counts the arrivals of host `h`'s latest instant that shared their priority with
+    /// another of its events, and clears the instant.
+    fn close_instant(&mut self, h: usize) {
+        for (events, arrivals) in self.instant_events[h].iter_mut().zip(&mut self.instant_arrivals[h]) {
+            if *arrivals > 0 && *events > 1 {
+                self.tied_arrivals += u64::from(*arrivals);
+            }
+            (*events, *arrivals) = (0, 0);
+        }
     }
 
     /// What was counted, as JSON: per lookahead, the windows and their critical paths; per
     /// core count, the bound that the components alone set (no barrier between them).
     pub fn report(&mut self) -> Value {
+        for h in 0..self.hosts {
+            self.close_instant(h);
+        }
         let events: u64 = self.host_events.iter().sum();
         let n_components = self.component.iter().max().map_or(0, |&c| c + 1);
         let mut component_events = vec![0u64; n_components];
@@ -195,6 +235,7 @@ impl WindowCensus {
             "events": events,
             "stale_pops": self.stale,
             "cross_host_messages": self.cross_host_messages,
+            "tied_arrivals": self.tied_arrivals,
             "host_events_min": self.host_events.iter().min(),
             "host_events_max": self.host_events.iter().max(),
             "components": n_components,
