@@ -35,7 +35,7 @@ def lu_cluster_toml(hosts: int) -> str:
 def main() -> int:
     arg = sys.argv[1] if len(sys.argv) == 2 else ""
     if not arg.isdigit() or int(arg) < 2 or int(arg) % 2:
-        print(f"HOSTS: expected an even number of hosts, at least 2, got {arg!r}", file=sys.stderr)
+        print(f"error: HOSTS: expected an even number of hosts, at least 2, got {arg!r}", file=sys.stderr)
         return 2
     print(lu_cluster_toml(int(arg)))
     return 0

@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+/// One thread's call to a barrier, with its local sense (unused by `std`'s).
+type Wait = Arc<dyn Fn(&mut bool) + Send + Sync>;
+
 /// A centralized sense-reversing barrier (Mellor-Crummey and Scott, ACM TOCS 9(1), 1991, §3.1).
 struct SpinBarrier {
     threads: usize,
@@ -49,7 +52,7 @@ fn option(args: &[String], name: &str, default: usize) -> usize {
 }
 
 /// Nanoseconds per barrier over `rounds` rounds of `threads` threads calling `wait`.
-fn time_rounds(threads: usize, rounds: usize, wait: Arc<dyn Fn(&mut bool) + Send + Sync>) -> f64 {
+fn time_rounds(threads: usize, rounds: usize, wait: Wait) -> f64 {
     let started = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|_| {
@@ -72,7 +75,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let threads = option(&args, "--threads", 2);
     let rounds = option(&args, "--rounds", 100_000);
-    let kinds: [(&str, fn(usize) -> Arc<dyn Fn(&mut bool) + Send + Sync>); 2] = [
+    let kinds: [(&str, fn(usize) -> Wait); 2] = [
         ("std::sync::Barrier", |n| {
             let b = Arc::new(Barrier::new(n));
             Arc::new(move |_: &mut bool| {

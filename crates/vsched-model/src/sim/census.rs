@@ -312,3 +312,41 @@ impl super::Simulation {
         self.census.as_mut().map(WindowCensus::report)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Windows open at their first event and hold everything before `start + lookahead`; a
+    /// window's critical path is its busiest core's events, hosts dealt in contiguous blocks.
+    #[test]
+    fn windows_and_their_critical_paths() {
+        let cores = [1, 2];
+        let mut w = Windows::new(10, 4, cores.len());
+        // Window [0, 10): hosts 0, 1 (core 0 of 2) with 3 events, host 3 (core 1) with 1.
+        for (t, h) in [(0, 0), (3, 1), (9, 0), (9, 3)] {
+            w.record(t, h, true, &cores);
+        }
+        // A stale event opens the next window [10, 20) but counts no work; then host 2.
+        w.record(10, 2, false, &cores);
+        w.record(19, 2, true, &cores);
+        // [25, 35): one event.
+        w.record(25, 1, true, &cores);
+        let report = w.report(&cores, 6);
+        assert_eq!(report["windows"], 3);
+        assert_eq!(w.sizes, [4, 1, 1]);
+        // One core: every event is on the critical path; two cores: 3 + 1 + 1.
+        assert_eq!(w.critical, [6, 5]);
+        assert_eq!(report["events_per_window_median"], 1);
+        assert_eq!(report["events_per_window_max"], 4);
+    }
+
+    #[test]
+    fn hosts_are_dealt_to_cores_in_contiguous_blocks() {
+        let dealt: Vec<usize> = (0..8).map(|h| core_of(h, 8, 3)).collect();
+        assert_eq!(dealt, [0, 0, 0, 1, 1, 1, 2, 2]);
+        // More cores than hosts: each host on a core of its own.
+        let spread: Vec<usize> = (0..4).map(|h| core_of(h, 4, 8)).collect();
+        assert_eq!(spread, [0, 2, 4, 6]);
+    }
+}
