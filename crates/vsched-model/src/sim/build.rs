@@ -354,7 +354,15 @@ impl Simulation {
         // Every host runs the same policy; the first speaks for them.
         let stall_timeout =
             policies.first().map_or(Some(crate::policy::DEFAULT_STALL_TIMEOUT_NS), |p| p.stall_timeout_ns());
-        let mut sim = Simulation { core, policies, checks: cfg!(debug_assertions), stall_timeout, user_doms };
+        let mut sim = Simulation {
+            core,
+            policies,
+            checks: cfg!(debug_assertions),
+            stall_timeout,
+            user_doms,
+            #[cfg(feature = "window-census")]
+            census: None,
+        };
         for (at, ev) in lifecycle {
             sim.core.post(at, ev);
         }

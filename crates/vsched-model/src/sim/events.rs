@@ -80,7 +80,7 @@ pub(super) enum Ev {
 impl Ev {
     /// Tie-break at one instant (see the `sim` module notes: guest progress first,
     /// reschedules last, so a decision at t sees every change made at t).
-    fn priority(&self) -> u8 {
+    pub(super) fn priority(&self) -> u8 {
         match self {
             Ev::Guest { .. } | Ev::Irq { .. } => 0,
             Ev::Wake { .. } | Ev::Net { .. } | Ev::Disk { .. } | Ev::Client { .. } | Ev::GuestTimer { .. } => 1,
@@ -167,8 +167,15 @@ impl Simulation {
                     return Err(self.core.stall_error(stall, Some(watchdog.events())));
                 }
             }
-            if self.handle(ev) {
+            #[cfg(feature = "window-census")]
+            let census_host = self.census.is_some().then(|| (ev.priority(), self.core.event_host(&ev)));
+            let handled = self.handle(ev);
+            if handled {
                 self.core.events += 1;
+            }
+            #[cfg(feature = "window-census")]
+            if let (Some(census), Some((priority, (host, crosses)))) = (&mut self.census, census_host) {
+                census.record(now, priority, host, handled, crosses);
             }
             self.drain();
             self.stop_polls_beside_others();

@@ -61,6 +61,8 @@
 mod accounting;
 mod build;
 mod cache;
+#[cfg(feature = "window-census")]
+mod census;
 mod client;
 mod clocks;
 mod collect;
@@ -162,6 +164,9 @@ pub struct Simulation {
     /// Where each domain the caller listed is in `core.doms`: the simulator adds a KVM host's
     /// own threads after each host's domains (`host_threads`).
     user_doms: Vec<DomId>,
+    /// Events per lookahead window, when counted (`census`, docs/parallel.md).
+    #[cfg(feature = "window-census")]
+    census: Option<census::WindowCensus>,
 }
 
 /// How a run ends.
