@@ -5,11 +5,11 @@
 //! came back as a shutdown under kvm_pvm). The guest says it halts with a write to
 //! `HALT_ADDR` instead, an exit after which its thread waits to be started again, and says
 //! what it waits for in its `WAIT` line first: a 32-bit word of its memory and the value that
-//! ends the wait (a blocking barrier's sense, or a message count to reach), or a sleep of so many TSC cycles (`Io`). The
-//! host (the runner) checks a word wait before it blocks the vCPU, so a release that came
-//! between the guest's last check and its halt is never lost; the releasing vCPU's write to
-//! `WAKE_ADDR` makes the host wake the VM's halted waiters, as the IPIs of a guest kernel's
-//! futex wake would. A woken vCPU checks its condition again when it runs, as a futex waiter
+//! ends the wait (a blocking barrier's sense, or a message count to reach), or a sleep of so
+//! many TSC cycles (`Io`). The host (the runner) checks a word wait before it blocks the
+//! vCPU, so a release that came between the guest's last check and its halt is never lost;
+//! the releasing vCPU's write to `WAKE_ADDR` makes the host wake the VM's halted waiters, as
+//! the IPIs of a guest kernel's futex wake would. A woken vCPU checks its condition again when it runs, as a futex waiter
 //! does, and halts again if it does not hold.
 //!
 //! The time a vCPU is halted is neither computing nor spinning, and its pause-loop window
@@ -19,6 +19,8 @@ use iced_x86::code_asm::*;
 use vsched_model::{BarrierWait, Dur};
 
 use super::{at, Cycles, EmitError, Emitted, Emitter};
+use crate::guest_code::layout::*;
+use crate::guest_code::random_tables::ns_to_cycles;
 
 /// What a waiter waits for, each checked by one compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +40,6 @@ impl Until {
         }
     }
 }
-use crate::guest_code::layout::*;
-use crate::guest_code::random_tables::ns_to_cycles;
 
 impl Emitter<'_> {
     /// Halts (the exit to `HALT_ADDR`), having said what for in the `WAIT` line. Back in
