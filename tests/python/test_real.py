@@ -110,6 +110,15 @@ def test_more_vcpus_than_the_machine_takes_are_refused_naming_the_vm(cli: Cli, t
         f"vm[{usable}].vcpus: expected at most {32 * usable} vCPUs in all on real vCPUs (32 per host CPU this"
         f" process may use, {usable} here), got {32 * (usable + 1)} with this VM's"
     )
+    # A virtual cluster's VMs come after the [[vm]] tables and are named by their cluster.
+    cluster = '[[virtual_cluster]]\nname = "c"\nvcpus = 32\nhosts = [0, 0]\n'
+    cluster += '[virtual_cluster.workload]\nkind = "npb-ep"\n'
+    first = 'vcpus = 32\n[vm.workload]\nkind = "cpu_hog"\n'
+    text = '[host]\npcpus = 1\ndom0_vcpus = 0\n[scheduler]\nname = "rr"\n'
+    text += "".join(f'[[vm]]\nname = "v{i}"\n{first}' for i in range(usable - 1)) + cluster
+    assert refusal(cli("real", scenario_file(tmp_path, text))).startswith(
+        "virtual_cluster[0].vcpus: expected at most"
+    )
 
 
 def test_more_guest_memory_than_the_machine_has_is_refused(cli: Cli, tmp_path: Path) -> None:

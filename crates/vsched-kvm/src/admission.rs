@@ -34,6 +34,30 @@ pub fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The scenario table each VM comes from, for field paths: `vm[0]`, `virtual_cluster[1]`. An
+/// admitted scenario has one host and no driver domain, so its VMs are the `[[vm]]` tables
+/// in order, then each virtual cluster's members (`vsched::scenario`'s validation).
+pub fn vm_tables(scenario: &Scenario) -> Vec<String> {
+    let (mut tables, mut clusters) = (0, Vec::<&str>::new());
+    let mut names = Vec::with_capacity(scenario.vms.len());
+    for vm in &scenario.vms {
+        names.push(match &vm.job {
+            None => {
+                tables += 1;
+                format!("vm[{}]", tables - 1)
+            }
+            Some(job) => {
+                let c = clusters.iter().position(|j| j == job).unwrap_or_else(|| {
+                    clusters.push(job);
+                    clusters.len() - 1
+                });
+                format!("virtual_cluster[{c}]")
+            }
+        });
+    }
+    names
+}
+
 /// Refuses a run larger than this machine: more than [`MAX_VCPUS_PER_HOST_CPU`] vCPUs per
 /// host CPU (naming the VM whose vCPUs cross the bound), or more guest memory in all than
 /// `available_bytes` (naming `--memory-per-vm`, the size each VM gets).
@@ -45,11 +69,11 @@ pub fn check_size(
 ) -> Result<(), ConfigError> {
     let most = MAX_VCPUS_PER_HOST_CPU * host_cpus;
     let mut vcpus = 0;
-    for (i, vm) in scenario.vms.iter().enumerate() {
+    for (vm, table) in scenario.vms.iter().zip(vm_tables(scenario)) {
         vcpus += vm.vcpus;
         if vcpus > most {
             return Err(ConfigError::new(
-                format!("vm[{i}].vcpus"),
+                format!("{table}.vcpus"),
                 format!(
                     "expected at most {most} vCPUs in all on real vCPUs ({MAX_VCPUS_PER_HOST_CPU} per host CPU \
                      this process may use, {host_cpus} here), got {vcpus} with this VM's"
@@ -114,7 +138,7 @@ pub fn check_scenario(scenario: &Scenario, host_cpus: usize) -> Result<(), Confi
             "expected a compiled-in policy: policies written in Python cannot run on real vCPUs yet",
         );
     }
-    for (i, vm) in scenario.vms.iter().enumerate() {
+    for (vm, table) in scenario.vms.iter().zip(vm_tables(scenario)) {
         if matches!(vm.guest, Guest::Driver) {
             return refuse(
                 "host.dom0_vcpus".into(),
@@ -122,12 +146,11 @@ pub fn check_scenario(scenario: &Scenario, host_cpus: usize) -> Result<(), Confi
                  set host.dom0_vcpus = 0)",
             );
         }
-        // Without a driver domain, the [[vm]] tables come first, in order (`real_report::vm_specs`).
         if vm.start > 0 {
-            return refuse(format!("vm[{i}].start_s"), "expected 0: real VMs exist for the whole run");
+            return refuse(format!("{table}.start_s"), "expected 0: real VMs exist for the whole run");
         }
         if vm.stop.is_some() {
-            return refuse(format!("vm[{i}].stop_s"), "expected none: real VMs exist for the whole run");
+            return refuse(format!("{table}.stop_s"), "expected none: real VMs exist for the whole run");
         }
         let pv = &vm.pv;
         for (key, on) in [
@@ -139,7 +162,7 @@ pub fn check_scenario(scenario: &Scenario, host_cpus: usize) -> Result<(), Confi
         ] {
             if on {
                 return refuse(
-                    format!("vm[{i}].{key}"),
+                    format!("{table}.{key}"),
                     "expected false: the guest code of real vCPUs runs in ring 3 without a kernel, so \
                      it has no paravirtual features",
                 );

@@ -225,26 +225,12 @@ pub fn run_real_json_with<B: Backend>(
 
 /// A streaming trace into a new file at `path`, in `vsched run --trace`'s format.
 /// The scenario's VMs as a backend builds them, with `guests` (each VM's `guest_spec`):
-/// vCPUs numbered over the VMs in order, each VM named by the table it comes from. An
-/// admitted scenario has one host and no driver domain, so its VMs are the `[[vm]]` tables in
-/// order, then each virtual cluster's members (`scenario::validate`).
+/// vCPUs numbered over the VMs in order, each VM named by the table it comes from
+/// (`admission::vm_tables`).
 pub fn vm_specs<'a>(scenario: &'a Scenario, guests: &'a [GuestSpec]) -> Vec<VmSpec<'a>> {
-    let (mut first_vcpu, mut tables, mut clusters) = (0, 0, Vec::<&str>::new());
+    let mut first_vcpu = 0;
     let mut specs = Vec::with_capacity(guests.len());
-    for (vm, guest) in scenario.vms.iter().zip(guests) {
-        let table = match &vm.job {
-            None => {
-                tables += 1;
-                format!("vm[{}]", tables - 1)
-            }
-            Some(job) => {
-                let c = clusters.iter().position(|j| j == job).unwrap_or_else(|| {
-                    clusters.push(job);
-                    clusters.len() - 1
-                });
-                format!("virtual_cluster[{c}]")
-            }
-        };
+    for ((vm, guest), table) in scenario.vms.iter().zip(guests).zip(admission::vm_tables(scenario)) {
         let (first_rank, world) = (vm.ranks.first, vm.ranks.world);
         specs.push(VmSpec { name: &vm.name, table, guest, first_vcpu, first_rank, world });
         first_vcpu += guest.vcpus;
