@@ -43,12 +43,15 @@ def pairs() -> list[tuple[Path, Path]]:
     return found
 
 
-def measure(hog: Path, alone: Path, policy: str, reps: int, with_machine_costs: bool) -> dict[str, Any]:
-    """One row of the suite."""
+def measure(
+    hog: Path, alone: Path, policy: str, reps: int, with_machine_costs: bool, allow_disturbed: bool
+) -> dict[str, Any]:
+    """One row of the suite; with `with_machine_costs`, the simulator also runs with this
+    machine's costs as the pair's real runs measured them (the same real runs)."""
     row: dict[str, Any] = {"scenario": hog.stem, "policy": policy}
     try:
         result = vsched.real.compare(
-            hog, baseline=alone, policy=policy, reps=reps, with_machine_costs=with_machine_costs
+            hog, baseline=alone, policy=policy, reps=reps, allow_disturbed=allow_disturbed
         )
     except vsched.real.DisturbedHost as error:
         row["refused"] = str(error)
@@ -59,13 +62,39 @@ def measure(hog: Path, alone: Path, policy: str, reps: int, with_machine_costs: 
     row["vm"] = first["name"]
     reports = result["reports"]
     row["mechanisms"] = {world: mechanisms(reports[world]) for world in ("sim", "real")}
-    row["machine_costs"] = result["machine_costs"]
     row["disturbed_runs"] = result["disturbed_runs"]
     row["real_runs"] = result["real_runs"]
-    for key in ("slowdown", "spin_share"):
-        figure = first["figures"][key]
-        row[key] = {"sim": figure["sim"], "real": figure["real"], "real_over_sim": figure["real_over_sim"]}
+    row.update(figures(first))
+    if with_machine_costs:
+        row["machine"] = with_this_machine(hog, alone, policy, result, first["name"])
     return row
+
+
+def figures(vm: dict[str, Any]) -> dict[str, Any]:
+    """A compared VM's slowdown and spin share, each world's spread and real over simulated."""
+    return {
+        key: {k: vm["figures"][key][k] for k in ("sim", "real", "real_over_sim")}
+        for key in ("slowdown", "spin_share")
+    }
+
+
+def with_this_machine(
+    hog: Path, alone: Path, policy: str, result: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """The simulator's side of a comparison run again with this machine's costs, as the
+    scenario's real runs measured them (`vsched.real.machine_costs`), against the same real
+    runs."""
+    reports = result["reports"]
+    text, alone_text = hog.read_text(encoding="utf-8"), alone.read_text(encoding="utf-8")
+    costs = vsched.real.machine_costs(reports["real"], text)
+    seed, reps = result["seed"], result["reps"]
+    sim, sim_alone = (
+        json.loads(vsched.run_json(t, seed=seed, reps=reps, policy=policy, overrides=costs))
+        for t in (text, alone_text)
+    )
+    again = vsched.real.comparison(sim, reports["real"], sim_alone, reports["real_baseline"])
+    vm = next(vm for vm in again["vms"] if vm["name"] == name)
+    return {"costs": costs, "mechanisms": mechanisms(sim), **figures(vm)}
 
 
 # What a policy does beyond its base, counted in each run (medians over the runs): pause-loop
@@ -94,7 +123,7 @@ def mechanisms(report: dict[str, Any]) -> dict[str, float]:
 
 def shown(counts: dict[str, float]) -> str:
     """The mechanisms a world exercised, e.g. `ple 1.2k, boosts 340`."""
-    parts = [f"{name} {value:.3g}" for name, value in counts.items() if value]
+    parts = [f"{name} {value:,.0f}" for name, value in counts.items() if value]
     return ", ".join(parts) or "—"
 
 
@@ -112,38 +141,61 @@ def ratio(value: float | None) -> str:
     return text if abs(value - 1) <= AGREE else f"**{text}**"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]], machine: bool) -> str:
+    """The suite's markdown table and its agreement counts; `machine`: with the columns of
+    the simulator run with this machine's costs."""
     columns = ["scenario", "policy", "slowdown sim", "slowdown real", "real/sim"]
-    columns += [
-        "spin share sim",
-        "spin share real",
-        "real/sim",
-        "mechanisms sim",
-        "mechanisms real",
-        "disturbed",
-    ]
+    if machine:
+        columns += ["slowdown sim, this machine's costs", "real/sim"]
+    columns += ["spin share sim", "spin share real", "real/sim"]
+    columns += ["mechanisms sim", "mechanisms real", "disturbed"]
     lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     for row in rows:
         if "refused" in row:
+            blank = " |" * (len(columns) - 3)
             lines.append(
-                f"| {row['scenario']} | {row['policy']} | refused: most real runs disturbed | | | | | | | | |"
+                f"| {row['scenario']} | {row['policy']} | refused: most real runs disturbed |{blank}"
             )
             continue
         slow, spin = row["slowdown"], row["spin_share"]
-        lines.append(
-            f"| {row['scenario']} | {row['policy']} | {spread(slow['sim'])} | {spread(slow['real'])} | "
-            f"{ratio(slow['real_over_sim'])} | {spread(spin['sim'], True)} | {spread(spin['real'], True)} | "
-            f"{ratio(spin['real_over_sim'])} | {shown(row['mechanisms']['sim'])} | "
-            f"{shown(row['mechanisms']['real'])} | {row['disturbed_runs']} of {row['real_runs']} |"
-        )
+        cells = [row["scenario"], row["policy"], spread(slow["sim"]), spread(slow["real"])]
+        cells.append(ratio(slow["real_over_sim"]))
+        if machine:
+            costly = row["machine"]["slowdown"]
+            cells += [spread(costly["sim"]), ratio(costly["real_over_sim"])]
+        cells += [spread(spin["sim"], True), spread(spin["real"], True), ratio(spin["real_over_sim"])]
+        cells += [shown(row["mechanisms"]["sim"]), shown(row["mechanisms"]["real"])]
+        cells.append(f"{row['disturbed_runs']} of {row['real_runs']}")
+        lines.append("| " + " | ".join(cells) + " |")
     compared = [r for r in rows if "refused" not in r and r["slowdown"]["real_over_sim"] is not None]
-    agree = sum(abs(r["slowdown"]["real_over_sim"] - 1) <= AGREE for r in compared)
     lines.append("")
     lines.append(
-        f"{agree} of {len(compared)} compared pairs agree within {AGREE:.0%} (slowdown, real over "
-        f"simulated); {len(rows) - len(compared)} not compared."
+        f"{agreeing(compared, 'slowdown')} of {len(compared)} compared pairs agree within {AGREE:.0%} "
+        f"(slowdown, real over simulated); {len(rows) - len(compared)} not compared."
     )
+    if machine:
+        lines.append(
+            f"With this machine's costs: {agreeing(compared, 'machine')} of {len(compared)} agree within "
+            f"{AGREE:.0%}; with either, {agreeing(compared, 'either')}."
+        )
     return "\n".join(lines)
+
+
+def agreeing(rows: list[dict[str, Any]], which: str) -> int:
+    """The rows whose slowdown agrees within AGREE: with the simulator's defaults (`slowdown`),
+    with this machine's costs (`machine`), or with either."""
+
+    def agrees(ratio: float | None) -> bool:
+        return ratio is not None and abs(ratio - 1) <= AGREE
+
+    def default(row: dict[str, Any]) -> bool:
+        return agrees(row["slowdown"]["real_over_sim"])
+
+    def costly(row: dict[str, Any]) -> bool:
+        return agrees(row["machine"]["slowdown"]["real_over_sim"])
+
+    test = {"slowdown": default, "machine": costly, "either": lambda r: default(r) or costly(r)}[which]
+    return sum(test(row) for row in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--policies", help="comma-separated policies (default: every registered one)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--allow-disturbed",
+        action="store_true",
+        help="compare pairs even when most of their real runs were disturbed (the table counts them)",
+    )
     parser.add_argument(
         "--machine-costs",
         action="store_true",
@@ -172,10 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     for hog, alone in pairs():
         for policy in policies:
             print(f"{hog.stem} under {policy} ...", file=sys.stderr, flush=True)
-            rows.append(measure(hog, alone, policy, args.reps, args.machine_costs))
+            rows.append(measure(hog, alone, policy, args.reps, args.machine_costs, args.allow_disturbed))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    print(table(rows))
+    print(table(rows, args.machine_costs))
     return 0
 
 

@@ -574,6 +574,7 @@ def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: P
             "rr",
             "--json",
             str(out),
+            "--machine-costs",
         ],
         capture_output=True,
         text=True,
@@ -601,10 +602,18 @@ def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: P
     summary = re.fullmatch(
         r"(\d+) of (\d+) compared pairs agree within 15% \(slowdown, real over simulated\); "
         r"(\d+) not compared\.",
-        lines[-1],
+        lines[-2],
     )
-    assert summary is not None, lines[-1]
+    assert summary is not None, lines[-2]
     assert int(summary[2]) + int(summary[3]) == 5
+    # With --machine-costs, each compared row has the simulator run again with the costs its
+    # real runs measured, and the agreement of both is counted.
+    assert re.fullmatch(
+        r"With this machine's costs: \d+ of \d+ agree within 15%; with either, \d+\.", lines[-1]
+    )
+    for row in rows:
+        if "refused" not in row:
+            assert row["machine"]["costs"]["host.context_switch_us"] >= 2.0, row["machine"]
     bad = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "real_suite.py"), "--policies", "nope"],
         capture_output=True,
