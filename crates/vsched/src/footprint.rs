@@ -4,9 +4,8 @@
 //! The estimate counts what grows with the scenario's size: pCPUs, VMs, vCPUs, guest threads and
 //! their programs, locks, and the MPI mailboxes (a rank's mailbox holds the ranks it receives
 //! from, up to a counter per rank of the job: the quadratic term of a large all-to-all job).
-//! Nothing grows with
-//! simulated time: traces stream to their file, and per-request and per-sample figures are
-//! streaming statistics. The per-item sizes are measured, not derived: peak RSS of runs that
+//! Nothing grows with simulated time: traces stream to their file, and per-request and
+//! per-sample figures are streaming statistics. The per-item sizes are measured, not derived: peak RSS of runs that
 //! vary one dimension at a time, divided by the count (docs/performance.md, "Memory").
 //! The estimate is a bound on the order of magnitude, not an account: it errs high.
 
