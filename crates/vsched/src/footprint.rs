@@ -2,10 +2,10 @@
 //! a one-line refusal naming the field when it exceeds the budget (`--max-memory`).
 //!
 //! The estimate counts what grows with the scenario's size: pCPUs, VMs, vCPUs, guest threads and
-//! their programs, locks, and the MPI mailboxes (one counter per rank of the job in every
-//! rank that receives: the quadratic term of a large virtual cluster). Nothing grows with
-//! simulated time: traces stream to their file, and per-request and per-sample figures are
-//! streaming statistics. The per-item sizes are measured, not derived: peak RSS of runs that
+//! their programs, locks, and the MPI mailboxes (a rank's mailbox holds the ranks it receives
+//! from, up to a counter per rank of the job: the quadratic term of a large all-to-all job).
+//! Nothing grows with simulated time: traces stream to their file, and per-request and
+//! per-sample figures are streaming statistics. The per-item sizes are measured, not derived: peak RSS of runs that
 //! vary one dimension at a time, divided by the count (docs/performance.md, "Memory").
 //! The estimate is a bound on the order of magnitude, not an account: it errs high.
 
@@ -33,8 +33,10 @@ const LOCK_BYTES: u64 = 128;
 /// under a policy that does not co-schedule.
 const LATENCIES_BYTES: u64 = 10 * (8 << 10);
 const SKEWS_BYTES: u64 = 2 * (8 << 10);
-/// Bytes per counter of an MPI mailbox (`u32`).
-const MAILBOX_ENTRY_BYTES: u64 = 4;
+/// Bytes of a source rank in a sparse MPI mailbox (`(rank, count)`, two `u32`), and of a
+/// counter per rank of the job in a dense one (`vsched_model`'s `sim/mailbox.rs`).
+const MAILBOX_SPARSE_ENTRY_BYTES: u64 = 8;
+const MAILBOX_DENSE_ENTRY_BYTES: u64 = 4;
 /// What the process holds whatever the scenario: the interpreter, the library, the tables.
 pub(crate) const BASE_BYTES: u64 = 64 << 20;
 
@@ -59,14 +61,13 @@ impl VmFootprint {
         let instr = std::mem::size_of::<Instr>() as u64;
         let programs: u64 = guest.programs.iter().map(|p| p.len() as u64 * instr).sum();
         let threads = guest.programs.len() as u64;
-        // A thread's mailbox holds a counter per rank of the job, made at its first message.
-        let receives = guest.programs.iter().any(|p| p.iter().any(|i| matches!(i, Instr::Recv { .. })));
+        let mailboxes = guest.programs.iter().map(|p| mailbox_bytes(p, ranks.world)).sum();
         VmFootprint {
             domain: DOMAIN_BYTES,
             vcpus: vcpus as u64 * VCPU_BYTES,
             threads: threads * THREAD_BYTES + programs,
             locks: u64::from(guest.locks) * LOCK_BYTES,
-            mailboxes: if receives { threads * ranks.world as u64 * MAILBOX_ENTRY_BYTES } else { 0 },
+            mailboxes,
             statistics: 0,
         }
     }
@@ -105,6 +106,22 @@ impl VmFootprint {
         ];
         parts.iter().max_by_key(|(bytes, _)| *bytes).map(|&(_, field)| field).expect("four parts")
     }
+}
+
+/// The most a mailbox of a thread running `program`, of a job of `world` ranks, holds: an
+/// entry per rank it receives from (messages from others, never received, are not counted:
+/// MPI programs receive what is sent to them), in a vector grown by doubling from 4, until
+/// that would outgrow a counter per rank of the job.
+fn mailbox_bytes(program: &[Instr], world: usize) -> u64 {
+    let mut sources: Vec<u32> =
+        program.iter().filter_map(|i| if let Instr::Recv { from, .. } = i { Some(*from) } else { None }).collect();
+    if sources.is_empty() {
+        return 0;
+    }
+    sources.sort_unstable();
+    sources.dedup();
+    let sparse = (2 * sources.len() as u64).max(4) * MAILBOX_SPARSE_ENTRY_BYTES;
+    sparse.min(world as u64 * MAILBOX_DENSE_ENTRY_BYTES)
 }
 
 /// The running estimate of a scenario's memory, against its budget.
@@ -187,6 +204,16 @@ mod tests {
         assert_eq!(human(512), "512 B");
         assert_eq!(human(4 << 30), "4.0 GiB");
         assert_eq!(human(1536 << 20), "1.5 GiB");
+    }
+
+    #[test]
+    fn a_mailbox_is_charged_for_the_ranks_it_hears_from_up_to_a_counter_per_rank() {
+        let recv = |from| Instr::Recv { from, wait: vsched_model::BarrierWait::Spin };
+        let neighbours = [recv(3), recv(5), recv(3), Instr::Send { to: 3, bytes: 8 }];
+        assert_eq!(mailbox_bytes(&neighbours, 2048), 4 * MAILBOX_SPARSE_ENTRY_BYTES);
+        let everyone: Vec<Instr> = (1..2048).map(recv).collect();
+        assert_eq!(mailbox_bytes(&everyone, 2048), 2048 * MAILBOX_DENSE_ENTRY_BYTES);
+        assert_eq!(mailbox_bytes(&[Instr::Send { to: 1, bytes: 8 }], 2048), 0);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::events::Ev;
 use super::guest_kernel;
 use super::host_threads::{self, HostIo, WithHostThreads};
 use super::locks::Lock;
+use super::mailbox::Mailbox;
 use super::network::NetStats;
 use super::slab::Slab;
 use super::smt::Smt;
@@ -166,7 +167,7 @@ impl Simulation {
                     vcpu: first_vcpu + i % n,
                     asleep: false,
                     rank: jobs[job].len() as u32 - 1,
-                    mailbox: Vec::new(),
+                    mailbox: Mailbox::default(),
                     pass: None,
                     program: program.clone(),
                     pc: 0,

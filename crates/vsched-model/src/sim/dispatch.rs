@@ -205,7 +205,7 @@ impl Core {
 
     pub(super) fn arm_slice_timer(&mut self, p: PcpuId, at: Time) {
         self.pcpus[p].slice_timer_at = Some(at);
-        self.post(at, Ev::SliceEnd { p });
+        self.post_slice_end(p, at);
     }
 
     /// Takes `v` off its pCPU: it stops making progress; a runnable vCPU starts waiting.

@@ -27,6 +27,7 @@
 //! | `queued` | queued spinlocks: MCS and the paravirtual qspinlock |
 //! | `mutex` | the kernel mutex with optimistic spinning |
 //! | `network` | messages: shared memory, bridge, wire, and the driver domain |
+//! | `mailbox` | a thread's messages arrived and not yet received, per source rank |
 //! | `disk` | disk requests through the driver domain's blkback |
 //! | `host_threads` | a KVM host's own threads: per-CPU kernel threads, each VM's QEMU and vhost threads, the host tick |
 //! | `costart` | the co-start skew metric |
@@ -80,6 +81,7 @@ mod interpret;
 mod irq;
 mod lifecycle;
 mod locks;
+mod mailbox;
 mod mutex;
 mod network;
 mod packed_event;

@@ -248,10 +248,7 @@ impl Core {
             }
             _ if self.vcpus[th.vcpu].state == VcpuState::Offline => {} // its VM is gone
             _ => {
-                if th.mailbox.is_empty() {
-                    th.mailbox = vec![0; world];
-                }
-                th.mailbox[rank as usize] += 1;
+                th.mailbox.put(rank, world);
             }
         }
     }
@@ -267,8 +264,7 @@ impl Core {
             )));
             return Step::Wait;
         }
-        if let Some(n @ 1..) = self.curr_thread_mut(v).mailbox.get_mut(from as usize) {
-            *n -= 1;
+        if self.curr_thread_mut(v).mailbox.take(from) {
             return Step::Next;
         }
         match self.spin_limit(wait) {

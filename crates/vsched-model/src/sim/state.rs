@@ -14,6 +14,7 @@ use super::disk::{DiskReq, IoStats};
 use super::guest_kernel::GuestTick;
 use super::host_threads::HostIo;
 use super::locks::Lock;
+use super::mailbox::Mailbox;
 use super::network::{Msg, NetStats, Pass};
 use super::packed_event::PackedEv;
 use super::slab::Slab;
@@ -124,8 +125,8 @@ pub(super) struct GuestThread {
     pub(super) asleep: bool,
     /// Its rank in its job.
     pub(super) rank: u32,
-    /// Messages arrived and not yet received, per source rank (sized on first use).
-    pub(super) mailbox: Vec<u32>,
+    /// Messages arrived and not yet received, per source rank.
+    pub(super) mailbox: Mailbox,
     /// Driver domain: the pass this thread is processing.
     pub(super) pass: Option<Pass>,
     pub(super) program: Program,
