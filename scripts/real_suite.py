@@ -98,13 +98,14 @@ def with_this_machine(
 
 
 # What a policy does beyond its base, counted in each run (medians over the runs): pause-loop
-# exits its yield path answers, BOOSTs and yields it counts, gangs it launches, and the packets
-# between VMs that cvs-comm reads.
+# exits its yield path answers, BOOSTs and yields it counts, gangs it launches (co-stops under
+# relaxed co-scheduling), and the packets between VMs that cvs-comm reads.
 MECHANISMS = {
     "ple": lambda run: run["host"]["ple_exits"],
     "boosts": lambda run: counters(run, "boost"),
     "yields": lambda run: counters(run, "yield"),
     "co": lambda run: run["host"]["co_launches"],
+    "costops": lambda run: counters(run, "costops"),
     "packets": lambda run: sum(vm["rx_packets"] or 0 for vm in run["vms"]),
 }
 
@@ -204,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         "--reps", type=int, default=5, help="repetitions of each pair in each world (default 5)"
     )
     parser.add_argument("--policies", help="comma-separated policies (default: every registered one)")
+    parser.add_argument(
+        "--scenarios", help="comma-separated scenario names, e.g. spinlock-hog (default: every shipped pair)"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument(
         "--allow-disturbed",
@@ -225,8 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--policies: expected registered policies ({', '.join(registered)}), got {', '.join(unknown)}"
         )
+    shipped = pairs()
+    names = [hog.stem for hog, _ in shipped]
+    chosen = names if args.scenarios is None else args.scenarios.split(",")
+    if any(name not in names for name in chosen):
+        parser.error(f"--scenarios: expected shipped pairs ({', '.join(names)}), got {args.scenarios}")
     rows = []
-    for hog, alone in pairs():
+    for hog, alone in (pair for pair in shipped if pair[0].stem in chosen):
         for policy in policies:
             print(f"{hog.stem} under {policy} ...", file=sys.stderr, flush=True)
             rows.append(measure(hog, alone, policy, args.reps, args.machine_costs, args.allow_disturbed))
