@@ -65,8 +65,8 @@ def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
     `scenario_text`), as the simulator's host keys (`vsched run --set`), so that the simulator
     models this machine rather than a hardware era's:
 
-    - `host.vm_exit_us`: a pause-loop exit's cost here (`real.ple_exit_us`, median over the
-      reports joined), with `host.ple_handler_us` 0 (it is part of that cost);
+    - `host.vm_exit_us`: a pause-loop exit's cost here (`real.ple_exit_us`, measured once per
+      process at its first real run), with `host.ple_handler_us` 0 (it is part of that cost);
     - `host.ple_window_cycles`: the window stretched as the real guests stretch it
       (`real.ple_window_stretch`, crates/vsched-kvm/src/ple_scaling.rs);
     - `host.context_switch_us`: what a switch costs here, per switch: the time the scheduler
@@ -277,10 +277,8 @@ def compare(
         progress("simulator")
     real = _joined(real_runs, seed)
     costs = machine_costs(real, text) if with_machine_costs else {}
-    sim_text, sim_baseline_text = (
-        None if t is None else _with_overrides(t, costs) for t in (text, baseline_text)
-    )
-    assert sim_text is not None
+    sim_text = _with_overrides(text, costs)
+    sim_baseline_text = None if baseline_text is None else _with_overrides(baseline_text, costs)
     sim = json.loads(_core.run(sim_text, seed=seed, reps=reps, policy=policy))
     sim_baseline = (
         None
