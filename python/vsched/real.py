@@ -70,8 +70,9 @@ def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
     - `host.ple_window_cycles`: the window stretched as the real guests stretch it
       (`real.ple_window_stretch`, crates/vsched-kvm/src/ple_scaling.rs);
     - `host.context_switch_us`: what a switch costs here, per switch: the time the scheduler
-      gave the VMs that their guests did not execute, less their pause-loop exits' cost, over
-      the run's context switches (median over the runs); never below the scenario's own.
+      gave the VMs that their guests did not execute, less the cost of their exits that were
+      not switches (pause-loop exits, sends to another VM, each at the exit's cost), over the
+      run's context switches (median over the runs); never below the scenario's own.
 
     docs/real-vcpus.md, "The simulator with this machine's costs"."""
     import tomllib
@@ -84,9 +85,10 @@ def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
     for run in real["runs"]:
         switches = run["host"]["context_switches"]
         lost = sum(vm["cpu_s"] - (vm.get("guest_executed_s") or 0.0) for vm in run["vms"])
-        exits = (exit_us or 0.0) * 1e-6 * sum(vm.get("ple_exits") or 0 for vm in run["vms"])
+        exits = sum(vm.get("ple_exits") or 0 for vm in run["vms"]) + run.get("sends_between_vms", 0)
+        exits_s = (exit_us or 0.0) * 1e-6 * exits
         if switches > 0:
-            switch_us.append(max(0.0, lost - exits) / switches * 1e6)
+            switch_us.append(max(0.0, lost - exits_s) / switches * 1e6)
     costs: dict[str, float] = {}
     if switch_us:
         costs["host.context_switch_us"] = round(

@@ -3,9 +3,10 @@
 //!
 //! Same top-level keys, same per-run `vms` and `host` keys, plus `"backend"` (`"kvm"`), a
 //! `"real"` table (the host CPU of each pCPU, the deadline, the memory cap, the scheduler
-//! thread's nice value) and per run `scheduler_late_us` (how late the loop handled slice
-//! ends, ticks and timers: mean, p99, max) and per VM `guest_executed_s` (what its guest
-//! counted itself executing; see `RealRun`). `sim_s` is the run's length on the wall clock.
+//! thread's nice value), per run `scheduler_late_us` (how late the loop handled slice ends,
+//! ticks and timers: mean, p99, max) and `sends_between_vms` (the messages the runner carried,
+//! each an exit of its sender), and per VM `guest_executed_s` (what its guest counted itself
+//! executing; see `RealRun`). `sim_s` is the run's length on the wall clock.
 //! Figures real vCPUs cannot measure are null, in the runs and in the summary
 //! ([`VM_UNMEASURED`], [`HOST_UNMEASURED`]; docs/real-vcpus.md says why for each).
 
@@ -192,7 +193,7 @@ pub fn run_real_json_with<B: Backend>(
         isolated.push(isolation::report(before, isolation::sample(host_cpus), host_cpus.len(), wall_s));
         drop(backend);
         let late_us = |q: Option<u64>| q.map(|ns| ns as f64 / 1e3);
-        executed.push(run.guest_executed_s.clone());
+        executed.push((run.guest_executed_s.clone(), run.sends_between_vms));
         lateness.push(json!({
             "mean": run.late_ns.mean().map(|ns| ns / 1e3),
             "p99": late_us(run.late_ns.quantile(0.99)),
@@ -212,9 +213,10 @@ pub fn run_real_json_with<B: Backend>(
         "ple_window_us": ple.zip(exit_cost).map(|(w, c)| w.base_cycles as f64 * 1e6 / c.tsc_hz as f64),
     });
     let runs = doc["runs"].as_array_mut().expect("runs").iter_mut();
-    for (((run, late), executed), isolation) in runs.zip(lateness).zip(executed).zip(isolated) {
+    for (((run, late), (executed, sends)), isolation) in runs.zip(lateness).zip(executed).zip(isolated) {
         run["scheduler_late_us"] = late;
         run["isolation"] = isolation;
+        run["sends_between_vms"] = json!(sends);
         for (vm, seconds) in run["vms"].as_array_mut().expect("vms").iter_mut().zip(executed) {
             vm["guest_executed_s"] = json!(seconds);
         }
@@ -223,7 +225,6 @@ pub fn run_real_json_with<B: Backend>(
     Ok(doc.to_string())
 }
 
-/// A streaming trace into a new file at `path`, in `vsched run --trace`'s format.
 /// The scenario's VMs as a backend builds them, with `guests` (each VM's `guest_spec`):
 /// vCPUs numbered over the VMs in order, each VM named by the table it comes from
 /// (`admission::vm_tables`).
@@ -238,6 +239,7 @@ pub fn vm_specs<'a>(scenario: &'a Scenario, guests: &'a [GuestSpec]) -> Vec<VmSp
     specs
 }
 
+/// A streaming trace into a new file at `path`, in `vsched run --trace`'s format.
 fn open_trace(path: &Path, scenario: &Scenario, seed: u64, limit: usize) -> Result<Trace, RealError> {
     let fail = |e: std::io::Error| RealError::Scenario(format!("--trace: {}: {e}", path.display()));
     let limit = if limit == 0 { vsched::DEFAULT_TRACE_LIMIT } else { limit };

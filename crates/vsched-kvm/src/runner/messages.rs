@@ -79,6 +79,11 @@ impl Network {
         Network { config: scenario.network.clone(), job_of, jobs, rank_of, in_flight: BinaryHeap::new(), sent: 0 }
     }
 
+    /// Messages sent so far.
+    pub(super) fn sent(&self) -> u64 {
+        self.sent
+    }
+
     /// When the next message arrives.
     pub(super) fn next_arrival(&self) -> Option<Time> {
         self.in_flight.peek().map(|Reverse(m)| m.at)

@@ -103,6 +103,8 @@ pub struct RealRun {
     /// and spin cycles, gaps of descheduling left out). Against its `cpu_s`, the time the
     /// scheduler gave it, the difference is what stops, starts and the host took.
     pub guest_executed_s: Vec<f64>,
+    /// Messages sent to another VM: each an exit of its sender (`messages`).
+    pub sends_between_vms: u64,
 }
 
 /// Runs `scenario` once on `backend`, whose vCPUs are those of `vms` (built for this run,
@@ -516,6 +518,6 @@ impl<'a, B: Backend> Runner<'a, B> {
             policy_counters: self.world.counters().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         };
         let metrics = self.world.books.metrics(end, self.world.domains(), &self.vms, host);
-        RealRun { metrics, late_ns: self.late_ns, guest_executed_s }
+        RealRun { metrics, late_ns: self.late_ns, guest_executed_s, sends_between_vms: self.network.sent() }
     }
 }
