@@ -87,11 +87,7 @@ def with_this_machine(
     reports = result["reports"]
     text, alone_text = hog.read_text(encoding="utf-8"), alone.read_text(encoding="utf-8")
     costs = vsched.real.machine_costs(reports["real"], text)
-    seed, reps = result["seed"], result["reps"]
-    sim, sim_alone = (
-        json.loads(vsched.run_json(t, seed=seed, reps=reps, policy=policy, overrides=costs))
-        for t in (text, alone_text)
-    )
+    sim, sim_alone = vsched.real.simulate(text, alone_text, result["seed"], result["reps"], policy, costs)
     again = vsched.real.comparison(sim, reports["real"], sim_alone, reports["real_baseline"])
     vm = next(vm for vm in again["vms"] if vm["name"] == name)
     return {"costs": costs, "mechanisms": mechanisms(sim), **figures(vm)}

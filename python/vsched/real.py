@@ -103,6 +103,27 @@ def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
     return costs
 
 
+def simulate(
+    text: str,
+    baseline_text: str | None,
+    seed: int,
+    reps: int,
+    policy: str | None,
+    costs: dict[str, float] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The simulator's side of a comparison: the reports of the scenario `text` and of its
+    baseline (if any), with the same seeds and policy, and the host keys of `costs` set
+    (`machine_costs`; none: the scenario's own)."""
+
+    def one(scenario_text: str) -> dict[str, Any]:
+        report: dict[str, Any] = json.loads(
+            _core.run(_with_overrides(scenario_text, costs), seed=seed, reps=reps, policy=policy)
+        )
+        return report
+
+    return one(text), None if baseline_text is None else one(baseline_text)
+
+
 def unavailable_reason() -> str | None:
     """Why this machine cannot run real vCPUs (one line), or None if it can."""
     return _core.real_unavailable()
@@ -279,14 +300,7 @@ def compare(
         progress("simulator")
     real = _joined(real_runs, seed)
     costs = machine_costs(real, text) if with_machine_costs else {}
-    sim_text = _with_overrides(text, costs)
-    sim_baseline_text = None if baseline_text is None else _with_overrides(baseline_text, costs)
-    sim = json.loads(_core.run(sim_text, seed=seed, reps=reps, policy=policy))
-    sim_baseline = (
-        None
-        if sim_baseline_text is None
-        else json.loads(_core.run(sim_baseline_text, seed=seed, reps=reps, policy=policy))
-    )
+    sim, sim_baseline = simulate(text, baseline_text, seed, reps, policy, costs)
     real_baseline = _joined(baseline_runs, seed) if baseline_runs else None
     runs = real["runs"] + ([] if real_baseline is None else real_baseline["runs"])
     spoiled = disturbed(runs)
