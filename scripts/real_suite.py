@@ -5,6 +5,8 @@ and in the simulator with the same seeds, as `vsched real --compare` runs one pa
     python scripts/real_suite.py --reps 5                 # every policy, a markdown table
     python scripts/real_suite.py --reps 3 --policies rr,credit --json suite.json
     python scripts/real_suite.py --reps 3 --machine-costs    # the simulator with this machine's costs
+    python scripts/real_suite.py --replay suite.json --machine-costs   # no real runs: the simulator
+                                                         # again, against the real runs suite.json kept
 
 For each pair it prints the slowdown of the scenario's first VM that also runs alone (its
 completion over its median completion alone, in each world): the simulator's and real
@@ -43,11 +45,8 @@ def pairs() -> list[tuple[Path, Path]]:
     return found
 
 
-def measure(
-    hog: Path, alone: Path, policy: str, reps: int, with_machine_costs: bool, allow_disturbed: bool
-) -> dict[str, Any]:
-    """One row of the suite; with `with_machine_costs`, the simulator also runs with this
-    machine's costs as the pair's real runs measured them (the same real runs)."""
+def measure(hog: Path, alone: Path, policy: str, reps: int, allow_disturbed: bool) -> dict[str, Any]:
+    """One row of the suite: the pair under `policy` in both worlds."""
     row: dict[str, Any] = {"scenario": hog.stem, "policy": policy}
     try:
         result = vsched.real.compare(
@@ -56,17 +55,41 @@ def measure(
     except vsched.real.DisturbedHost as error:
         row["refused"] = str(error)
         return row
+    return row | summary(result)
+
+
+def replayed(hog: Path, alone: Path, earlier: dict[str, Any]) -> dict[str, Any]:
+    """A row of an earlier suite's JSON with its simulator side run again on the current
+    code, against the same real runs (kept under `real_reports`)."""
+    if "refused" in earlier:
+        return earlier
+    kept = earlier["real_reports"]
+    real, real_alone = kept["real"], kept["real_baseline"]
+    text, alone_text = hog.read_text(encoding="utf-8"), alone.read_text(encoding="utf-8")
+    sim, sim_alone = vsched.real.simulate(text, alone_text, real["seed"], real["reps"], earlier["policy"])
+    result = vsched.real.comparison(sim, real, sim_alone, real_alone)
+    runs = real["runs"] + real_alone["runs"]
+    result |= {
+        "reports": {"sim": sim, "real": real, "sim_baseline": sim_alone, "real_baseline": real_alone},
+        "disturbed_runs": vsched.real.disturbed(runs),
+        "real_runs": len(runs),
+    }
+    return {"scenario": hog.stem, "policy": earlier["policy"]} | summary(result)
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """A row's figures from a comparison (`vsched.real.compare`'s result), with the real
+    runs it kept."""
     # The first VM that also runs alone (the hog has no slowdown).
     with_slowdown = [vm for vm in result["vms"] if vm["figures"]["slowdown"]["sim"]["median"] is not None]
     first = (with_slowdown or result["vms"])[0]
-    row["vm"] = first["name"]
     reports = result["reports"]
+    row: dict[str, Any] = {"vm": first["name"]}
     row["mechanisms"] = {world: mechanisms(reports[world]) for world in ("sim", "real")}
     row["disturbed_runs"] = result["disturbed_runs"]
     row["real_runs"] = result["real_runs"]
     row.update(figures(first))
-    if with_machine_costs:
-        row["machine"] = with_this_machine(hog, alone, policy, result, first["name"])
+    row["real_reports"] = {"real": reports["real"], "real_baseline": reports["real_baseline"]}
     return row
 
 
@@ -78,18 +101,26 @@ def figures(vm: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def suite_losses(rows: list[dict[str, Any]]) -> vsched.real.MachineLosses | None:
+    """This machine's switch and migration costs, fitted over every real run of the suite
+    (`vsched.real.machine_losses`): the costs are the machine's, and many policies' runs
+    tell them apart better than one pair's six."""
+    kept = [row["real_reports"] for row in rows if "refused" not in row]
+    return vsched.real.machine_losses([report for pair in kept for report in pair.values()])
+
+
 def with_this_machine(
-    hog: Path, alone: Path, policy: str, result: dict[str, Any], name: str
+    hog: Path, alone: Path, row: dict[str, Any], losses: vsched.real.MachineLosses | None
 ) -> dict[str, Any]:
-    """The simulator's side of a comparison run again with this machine's costs, as the
-    scenario's real runs measured them (`vsched.real.machine_costs`), against the same real
-    runs."""
-    reports = result["reports"]
+    """The row's simulator side run again with this machine's costs (`losses`, and the PLE
+    exit and window its real runs measured: `vsched.real.machine_costs`), against the same
+    real runs."""
+    real, real_alone = row["real_reports"]["real"], row["real_reports"]["real_baseline"]
     text, alone_text = hog.read_text(encoding="utf-8"), alone.read_text(encoding="utf-8")
-    costs = vsched.real.machine_costs(reports["real"], text)
-    sim, sim_alone = vsched.real.simulate(text, alone_text, result["seed"], result["reps"], policy, costs)
-    again = vsched.real.comparison(sim, reports["real"], sim_alone, reports["real_baseline"])
-    vm = next(vm for vm in again["vms"] if vm["name"] == name)
+    costs = vsched.real.machine_costs(real, text, losses)
+    sim, sim_alone = vsched.real.simulate(text, alone_text, real["seed"], real["reps"], row["policy"], costs)
+    again = vsched.real.comparison(sim, real, sim_alone, real_alone)
+    vm = next(vm for vm in again["vms"] if vm["name"] == row["vm"])
     return {"costs": costs, "mechanisms": mechanisms(sim), **figures(vm)}
 
 
@@ -164,35 +195,51 @@ def table(rows: list[dict[str, Any]], machine: bool) -> str:
         cells += [shown(row["mechanisms"]["sim"]), shown(row["mechanisms"]["real"])]
         cells.append(f"{row['disturbed_runs']} of {row['real_runs']}")
         lines.append("| " + " | ".join(cells) + " |")
-    compared = [r for r in rows if "refused" not in r and r["slowdown"]["real_over_sim"] is not None]
     lines.append("")
-    lines.append(
-        f"{agreeing(compared, 'slowdown')} of {len(compared)} compared pairs agree within {AGREE:.0%} "
-        f"(slowdown, real over simulated); {len(rows) - len(compared)} not compared."
-    )
+    lines.append(agreement_line(rows, "slowdown", "With the simulator's defaults"))
     if machine:
-        lines.append(
-            f"With this machine's costs: {agreeing(compared, 'machine')} of {len(compared)} agree within "
-            f"{AGREE:.0%}; with either, {agreeing(compared, 'either')}."
-        )
+        lines.append(agreement_line(rows, "machine", "With this machine's costs"))
+        lines.append(agreement_line(rows, "either", "With either"))
     return "\n".join(lines)
+
+
+def agreement_line(rows: list[dict[str, Any]], which: str, title: str) -> str:
+    """How many pairs agree (`agreeing`), of those both worlds finished and of all the pairs
+    (a pair one world did not finish, or refused as disturbed, counted as not agreeing)."""
+    compared = [r for r in rows if "refused" not in r and any(x is not None for x in ratios(r, which))]
+    agree = agreeing(compared, which)
+    return (
+        f"{title}: {agree} of {len(compared)} compared pairs agree within {AGREE:.0%} (slowdown, real over "
+        f"simulated), {agree} of all {len(rows)} ({agree / max(len(rows), 1):.0%})."
+    )
+
+
+def ratios(row: dict[str, Any], which: str) -> list[float | None]:
+    """A row's real-over-simulated slowdowns: the defaults', this machine's costs', or both."""
+    default = row["slowdown"]["real_over_sim"]
+    costly = row["machine"]["slowdown"]["real_over_sim"] if "machine" in row else None
+    return {"slowdown": [default], "machine": [costly], "either": [default, costly]}[which]
 
 
 def agreeing(rows: list[dict[str, Any]], which: str) -> int:
     """The rows whose slowdown agrees within AGREE: with the simulator's defaults (`slowdown`),
     with this machine's costs (`machine`), or with either."""
+    return sum(
+        any(ratio is not None and abs(ratio - 1) <= AGREE for ratio in ratios(row, which)) for row in rows
+    )
 
-    def agrees(ratio: float | None) -> bool:
-        return ratio is not None and abs(ratio - 1) <= AGREE
 
-    def default(row: dict[str, Any]) -> bool:
-        return agrees(row["slowdown"]["real_over_sim"])
-
-    def costly(row: dict[str, Any]) -> bool:
-        return agrees(row["machine"]["slowdown"]["real_over_sim"])
-
-    test = {"slowdown": default, "machine": costly, "either": lambda r: default(r) or costly(r)}[which]
-    return sum(test(row) for row in rows)
+def kept_rows(parser: argparse.ArgumentParser, path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """An earlier suite's rows by (scenario, policy), each with the real runs it kept."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        parser.error(f"--replay: expected a suite's JSON (--json), could not read {path}: {error}")
+    if not isinstance(rows, list) or not all(
+        isinstance(row, dict) and ("refused" in row or "real_reports" in row) for row in rows
+    ):
+        parser.error(f"--replay: expected a suite JSON whose rows keep their real runs: {path}")
+    return {(row["scenario"], row["policy"]): row for row in rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         "--allow-disturbed",
         action="store_true",
         help="compare pairs even when most of their real runs were disturbed (the table counts them)",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="SUITE.json",
+        help="no real runs: run the simulator side again against the real runs an earlier --json kept",
     )
     parser.add_argument(
         "--machine-costs",
@@ -230,14 +283,32 @@ def main(argv: list[str] | None = None) -> int:
     chosen = names if args.scenarios is None else args.scenarios.split(",")
     if any(name not in names for name in chosen):
         parser.error(f"--scenarios: expected shipped pairs ({', '.join(names)}), got {args.scenarios}")
-    rows = []
+    earlier = None if args.replay is None else kept_rows(parser, args.replay)
+    rows, paths = [], {}
     for hog, alone in (pair for pair in shipped if pair[0].stem in chosen):
+        paths[hog.stem] = (hog, alone)
         for policy in policies:
             print(f"{hog.stem} under {policy} ...", file=sys.stderr, flush=True)
-            rows.append(measure(hog, alone, policy, args.reps, args.machine_costs, args.allow_disturbed))
+            if earlier is None:
+                rows.append(measure(hog, alone, policy, args.reps, args.allow_disturbed))
+            elif (hog.stem, policy) in earlier:
+                rows.append(replayed(hog, alone, earlier[hog.stem, policy]))
+    losses = None
+    if args.machine_costs:
+        losses = suite_losses(rows)
+        print("the simulator with this machine's costs ...", file=sys.stderr, flush=True)
+        for row in rows:
+            if "refused" not in row:
+                row["machine"] = with_this_machine(*paths[row["scenario"]], row, losses)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     print(table(rows, args.machine_costs))
+    if losses is not None:
+        print(
+            f"This machine's costs, fitted over the suite's {losses.runs} undisturbed real runs: a switch "
+            f"{losses.switch_us:.0f} µs, a migrating switch {losses.migration_us:.0f} µs more; the guests "
+            f"lost {losses.share:.1%} of their time to the host however scheduled (not simulated)."
+        )
     return 0
 
 

@@ -59,20 +59,24 @@ def _disturbed_above(runs: Sequence[dict[str, Any]]) -> str:
 
 SLOWDOWN = "slowdown"
 
+MAX_TIMER_SLOP_US = 10_000.0
+"""The longest `host.timer_slop_us` a scenario may set (crates/vsched/src/host.rs)."""
 
-def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
-    """This machine's costs, measured by the real runs of `real` (a `run_json` report of
-    `scenario_text`), as the simulator's host keys (`vsched run --set`), so that the simulator
-    models this machine rather than a hardware era's:
 
-    - `host.vm_exit_us`: a pause-loop exit's cost here (`real.ple_exit_us`, measured once per
-      process at its first real run), with `host.ple_handler_us` 0 (it is part of that cost);
+def machine_costs(
+    real: dict[str, Any], scenario_text: str, losses: MachineLosses | None = None
+) -> dict[str, float]:
+    """This machine's costs, as the simulator's host keys (`vsched run --set`), so that the
+    simulator models this machine rather than a hardware era's:
+
+    - `host.vm_exit_us`: a pause-loop exit's cost here (`real.ple_exit_us` of `real`, a
+      `run_json` report of `scenario_text`, measured once per process at its first real run),
+      with `host.ple_handler_us` 0 (it is part of that cost);
     - `host.ple_window_cycles`: the window stretched as the real guests stretch it
       (`real.ple_window_stretch`, crates/vsched-kvm/src/ple_scaling.rs);
-    - `host.context_switch_us`: what a switch costs here, per switch: the time the scheduler
-      gave the VMs that their guests did not execute, less the cost of their exits that were
-      not switches (pause-loop exits, sends to another VM, each at the exit's cost), over the
-      run's context switches (median over the runs); never below the scenario's own.
+    - `host.context_switch_us` and `host.migration_us`: what a switch costs here, and a
+      migrating switch beyond it, from `losses` (`machine_losses`; by default of `real`'s
+      runs alone); never below the scenario's own.
 
     docs/real-vcpus.md, "The simulator with this machine's costs"."""
     import tomllib
@@ -81,19 +85,12 @@ def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
     measured = real.get("real", {})
     exit_us = measured.get("ple_exit_us")
     stretch = measured.get("ple_window_stretch")
-    switch_us = []
-    for run in real["runs"]:
-        switches = run["host"]["context_switches"]
-        lost = sum(vm["cpu_s"] - (vm.get("guest_executed_s") or 0.0) for vm in run["vms"])
-        exits = sum(vm.get("ple_exits") or 0 for vm in run["vms"]) + run.get("sends_between_vms", 0)
-        exits_s = (exit_us or 0.0) * 1e-6 * exits
-        if switches > 0:
-            switch_us.append(max(0.0, lost - exits_s) / switches * 1e6)
-    costs: dict[str, float] = {}
-    if switch_us:
-        costs["host.context_switch_us"] = round(
-            max(statistics.median(switch_us), host.get("context_switch_us", 0.0)), 3
-        )
+    losses = losses if losses is not None else machine_losses([real])
+    costs: dict[str, float] = {} if losses is None else losses.host_keys(host)
+    late = [run["scheduler_late_us"]["mean"] for run in real["runs"] if run.get("scheduler_late_us")]
+    if late:
+        # Uniform in [0, slop): as late on average as the runner's loop was.
+        costs["host.timer_slop_us"] = round(min(2 * statistics.median(late), MAX_TIMER_SLOP_US), 3)
     if exit_us is not None and stretch is not None:
         costs["host.vm_exit_us"] = round(exit_us, 3)
         costs["host.ple_handler_us"] = 0.0
@@ -101,6 +98,86 @@ def machine_costs(real: dict[str, Any], scenario_text: str) -> dict[str, float]:
         if window > 0:
             costs["host.ple_window_cycles"] = min(round(window * stretch), 2**32 - 1)
     return costs
+
+
+@dataclass(frozen=True)
+class MachineLosses:
+    """Where real guests lost the time the scheduler gave them (`machine_losses`)."""
+
+    switch_us: float
+    """What a context switch costs the vCPU switched in, in µs."""
+    migration_us: float
+    """What a switch costs beyond that when the vCPU last ran on another CPU, in µs."""
+    share: float
+    """The share of the time given that a guest loses however it is scheduled: the host's own
+    interrupts and work on its CPU, which exit kvm_pvm's guests (not simulated: it slows a VM
+    alone and beside others alike, so it cancels in slowdowns)."""
+    runs: int
+    """The real runs the fit is over."""
+
+    def host_keys(self, scenario_host: dict[str, Any]) -> dict[str, float]:
+        """As the simulator's host keys; never below the scenario's own switch cost."""
+        switch = max(self.switch_us, scenario_host.get("context_switch_us", 0.0))
+        migration = max(self.migration_us, scenario_host.get("migration_us", 0.0))
+        return {"host.context_switch_us": round(switch, 3), "host.migration_us": round(migration, 3)}
+
+
+def machine_losses(reports: Sequence[dict[str, Any] | None]) -> MachineLosses | None:
+    """Split the time real guests were given but did not execute (`cpu_s - guest_executed_s`,
+    summed over a run's VMs) into its causes, over the undisturbed runs of `reports` (`run_json`
+    reports, e.g. a scenario's and its baseline's; None entries are skipped):
+
+        lost - exits x exit cost
+            = share x cpu_s + switch cost x switches + migration cost x migrating switches
+
+    Exits that are not switches (pause-loop exits, sends to another VM) are charged at the
+    synthesized exit's measured cost (`real.ple_exit_us`). The three others are the
+    non-negative least-squares fit over the runs: a VM alone switches rarely and beside a hog
+    often, and policies migrate at different shares of their switches, so the terms are told
+    apart (the more runs and the more different, the better: `scripts/real_suite.py` fits
+    them over the whole suite). None when no run switched."""
+    rows, lost = [], []
+    for report in (r for r in reports if r is not None):
+        exit_us = report.get("real", {}).get("ple_exit_us") or 0.0
+        for run in report["runs"]:
+            if run.get("isolation", {}).get("disturbed") is True:
+                continue  # other processes' time on the guests' CPUs would count as lost
+            vms = run["vms"]
+            exits = sum(vm.get("ple_exits") or 0 for vm in vms) + run.get("sends_between_vms", 0)
+            given = sum(vm["cpu_s"] for vm in vms)
+            lost.append(given - sum(vm.get("guest_executed_s") or 0.0 for vm in vms) - exits * exit_us * 1e-6)
+            host = run["host"]
+            rows.append((given, host["context_switches"], host.get("migrations") or 0))
+    if not any(switches for _, switches, _ in rows):
+        return None
+    share, per_switch, per_migration = nonnegative_least_squares(rows, lost)
+    return MachineLosses(
+        switch_us=per_switch * 1e6, migration_us=per_migration * 1e6, share=share, runs=len(rows)
+    )
+
+
+def nonnegative_least_squares(rows: Sequence[Sequence[float]], targets: Sequence[float]) -> list[float]:
+    """The coefficients c >= 0 that minimize |rows · c - targets|²: the best unconstrained fit
+    on each subset of the columns, the others 0, kept if non-negative (exact for the few
+    columns `machine_losses` has)."""
+    import itertools
+
+    import numpy
+
+    a, b = numpy.asarray(rows, dtype=float), numpy.asarray(targets, dtype=float)
+    columns = a.shape[1]
+    best, best_residual = [0.0] * columns, float(b @ b)
+    for size in range(1, columns + 1):
+        for subset in itertools.combinations(range(columns), size):
+            fit, *_ = numpy.linalg.lstsq(a[:, subset], b, rcond=None)
+            if (fit < 0).any():
+                continue
+            coefficients = numpy.zeros(columns)
+            coefficients[list(subset)] = fit
+            error = a @ coefficients - b
+            if float(error @ error) < best_residual:
+                best, best_residual = [float(c) for c in coefficients], float(error @ error)
+    return best
 
 
 def simulate(
@@ -277,7 +354,8 @@ def compare(
     turn; `progress(message)` hears of each. Raises `DisturbedHost` when more than half the
     real runs were disturbed, unless `allow_disturbed`. With `with_machine_costs`, the
     simulator runs with this machine's costs as the scenario's real runs measured them
-    (`machine_costs`, the same for the baseline; under `machine_costs` in the result).
+    (`machine_costs`, the same for the baseline; under `machine_costs` in the result, with
+    `guest_loss_share`, `MachineLosses.share`).
     Other arguments as for `run_json`."""
     text = read_scenario(scenario)
     baseline_text = None if baseline is None else read_scenario(baseline)
@@ -299,9 +377,10 @@ def compare(
     if progress is not None:
         progress("simulator")
     real = _joined(real_runs, seed)
-    costs = machine_costs(real, text) if with_machine_costs else {}
-    sim, sim_baseline = simulate(text, baseline_text, seed, reps, policy, costs)
     real_baseline = _joined(baseline_runs, seed) if baseline_runs else None
+    losses = machine_losses([real, real_baseline]) if with_machine_costs else None
+    costs = machine_costs(real, text, losses) if with_machine_costs else {}
+    sim, sim_baseline = simulate(text, baseline_text, seed, reps, policy, costs)
     runs = real["runs"] + ([] if real_baseline is None else real_baseline["runs"])
     spoiled = disturbed(runs)
     if 2 * spoiled > len(runs) and not allow_disturbed:
@@ -315,6 +394,7 @@ def compare(
     result["real_runs"] = len(runs)
     result["disturbed_above"] = _disturbed_above(runs)
     result["machine_costs"] = costs or None
+    result["guest_loss_share"] = None if losses is None else round(losses.share, 4)
     result["reports"] = {
         "sim": sim,
         "real": real,
@@ -365,6 +445,9 @@ def comparison_table(result: dict[str, Any]) -> Group:
         against += "; the simulator with this machine's costs: " + ", ".join(
             f"{key.removeprefix('host.')} {value:g}" for key, value in costs.items()
         )
+    share = result.get("guest_loss_share")
+    if share:
+        against += f"; the guests lost {share:.1%} of their time to the host however scheduled (not modelled)"
     title = (
         f"{result['scenario']}, policy {result['policy']}: simulator against real vCPUs{backend}, "
         f"median [min–max] over {result['reps']} runs (seeds {result['seed']}..{last_seed})"

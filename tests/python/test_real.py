@@ -178,32 +178,78 @@ def test_python_policies_and_bad_options_are_refused(cli: Cli, tmp_path: Path) -
     assert refusal(cli("real", tmp_path / "missing.toml")).startswith("SCENARIO: no such file")
 
 
-def test_machine_costs_are_what_the_real_runs_measured() -> None:
-    # Two runs: 11 ms and 31 ms of the time given that the guests did not execute, less 20
-    # sends to another VM in each and 100 pause-loop exits in the second, exits of 50 µs,
-    # over 100 switches each; the window stretched 20x.
-    def run(lost_s: float, ple_exits: int) -> dict[str, Any]:
-        vms = [
-            {"cpu_s": 1.0, "guest_executed_s": 1.0 - lost_s, "ple_exits": ple_exits},
-            {"cpu_s": 1.0, "guest_executed_s": 1.0, "ple_exits": 0},
-        ]
-        return {"host": {"context_switches": 100}, "vms": vms, "sends_between_vms": 20}
-
-    real = {
-        "real": {"ple_exit_us": 50.0, "ple_window_stretch": 20.0},
-        "runs": [run(0.011, 0), run(0.031, 100)],
+def _real_run(cpu_s: float, switches: int, migrations: int, ple_exits: int, lost_s: float) -> dict[str, Any]:
+    """A real run of two VMs given `cpu_s` each, whose guests did not execute `lost_s` of it
+    (all in the first VM), with 20 sends to another VM; its loop 300 µs late on average."""
+    vms = [
+        {"cpu_s": cpu_s, "guest_executed_s": cpu_s - lost_s, "ple_exits": ple_exits},
+        {"cpu_s": cpu_s, "guest_executed_s": cpu_s, "ple_exits": 0},
+    ]
+    return {
+        "host": {"context_switches": switches, "migrations": migrations},
+        "vms": vms,
+        "sends_between_vms": 20,
+        "scheduler_late_us": {"mean": 300.0, "p99": 900.0, "max": 2000.0},
     }
-    costs = vsched.real.machine_costs(real, "[host]\npcpus = 2\n")
-    # (11 ms - 1 ms) / 100 = 100 µs; (31 ms - 1 ms - 5 ms) / 100 = 250 µs; their median.
+
+
+def test_machine_costs_split_the_lost_time_into_switches_migrations_and_a_share_of_the_time() -> None:
+    # Exits of 50 µs; the guests lose 4 % of the time given however scheduled, 200 µs per
+    # switch and 300 µs more when it migrates: alone 4 switches in 2 s of CPU, beside a hog
+    # 100 or 300 switches (half or a tenth of them migrating) in 4 s.
+    def lost(cpu: float, switches: int, migrations: int, ple: int) -> float:
+        return 0.04 * 2 * cpu + 200e-6 * switches + 300e-6 * migrations + 50e-6 * (ple + 20)
+
+    def report(*runs: tuple[float, int, int, int]) -> dict[str, Any]:
+        return {
+            "real": {"ple_exit_us": 50.0, "ple_window_stretch": 20.0},
+            "runs": [_real_run(*run, lost(*run)) for run in runs],
+        }
+
+    real = report((2.0, 100, 50, 0), (2.0, 300, 30, 100))
+    alone = report((1.0, 4, 0, 0), (1.0, 4, 2, 0))
+    losses = vsched.real.machine_losses([real, alone])
+    assert losses is not None and losses.runs == 4
+    assert losses.switch_us == pytest.approx(200.0)
+    assert losses.migration_us == pytest.approx(300.0)
+    assert losses.share == pytest.approx(0.04)
+    costs = vsched.real.machine_costs(real, "[host]\npcpus = 2\n", losses)
     assert costs == {
-        "host.context_switch_us": 175.0,
+        "host.context_switch_us": 200.0,
+        "host.migration_us": 300.0,
+        "host.timer_slop_us": 600.0,  # uniform in [0, 600 µs): 300 µs late on average
         "host.vm_exit_us": 50.0,
         "host.ple_handler_us": 0.0,
         "host.ple_window_cycles": 4096 * 20,
     }
     # Never below the scenario's own switch cost; no window with pause-loop exiting off.
-    costs = vsched.real.machine_costs(real, "[host]\ncontext_switch_us = 900.0\nple_window_cycles = 0\n")
+    own = "[host]\ncontext_switch_us = 900.0\nple_window_cycles = 0\n"
+    costs = vsched.real.machine_costs(real, own, losses)
     assert costs["host.context_switch_us"] == 900.0 and "host.ple_window_cycles" not in costs
+    # A disturbed run is left out: other processes' time would count as lost.
+    alone["runs"][1]["isolation"] = {"disturbed": True}
+    alone["runs"][1]["vms"][0]["guest_executed_s"] = 0.0
+    again = vsched.real.machine_losses([real, alone])
+    assert again is not None and again.runs == 3 and again.switch_us == pytest.approx(200.0)
+
+
+def test_machine_losses_stay_non_negative_and_need_a_switch() -> None:
+    # Fewer losses with more switches: the switch cost is 0 and the share carries it all.
+    real = {
+        "real": {"ple_exit_us": 50.0},
+        "runs": [_real_run(1.0, 400, 0, 0, 0.001 + 0.05), _real_run(1.0, 10, 0, 0, 0.001 + 0.08)],
+    }
+    losses = vsched.real.machine_losses([real])
+    assert losses is not None and losses.switch_us == 0.0 and losses.migration_us == 0.0 and losses.share > 0
+    # No run switched: nothing to measure a switch by.
+    assert vsched.real.machine_losses([{"real": {}, "runs": [_real_run(1.0, 0, 0, 0, 0.1)]}, None]) is None
+
+
+def test_non_negative_least_squares_is_exact_on_exact_data_and_clamps_otherwise() -> None:
+    rows = [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0)]
+    assert vsched.real.nonnegative_least_squares(rows, [2.0, 3.0, 5.0]) == pytest.approx([2.0, 3.0])
+    # The unconstrained optimum (-1, 2) is infeasible: the best with the first at 0.
+    assert vsched.real.nonnegative_least_squares(rows, [-1.0, 2.0, 1.0]) == pytest.approx([0.0, 1.5])
 
 
 # ---- The command on the fake backend, on any machine ----
@@ -599,22 +645,36 @@ def test_the_differential_suite_prints_a_row_per_policy_and_scenario(tmp_path: P
         assert messages["vm"] == "lu.0"
         assert messages["mechanisms"]["sim"]["packets"] > 0
     # A pair is not compared when most of its real runs were disturbed, which a busy test
-    # machine may do to the fake's runs too: the counts add up either way.
-    summary = re.fullmatch(
-        r"(\d+) of (\d+) compared pairs agree within 15% \(slowdown, real over simulated\); "
-        r"(\d+) not compared\.",
-        lines[-2],
-    )
-    assert summary is not None, lines[-2]
-    assert int(summary[2]) + int(summary[3]) == 5
-    # With --machine-costs, each compared row has the simulator run again with the costs its
-    # real runs measured, and the agreement of both is counted.
-    assert re.fullmatch(
-        r"With this machine's costs: \d+ of \d+ agree within 15%; with either, \d+\.", lines[-1]
-    )
+    # machine may do to the fake's runs too: the counts add up either way. With
+    # --machine-costs, each compared row also has the simulator run with this machine's costs,
+    # fitted over the suite's real runs, and the agreement of each is counted.
+    counted = {}
+    for line in lines:
+        found = re.fullmatch(
+            r"With (the simulator's defaults|this machine's costs|either): (\d+) of (\d+) compared pairs "
+            r"agree within 15% \(slowdown, real over simulated\), (\d+) of all 5 \(\d+%\)\.",
+            line,
+        )
+        if found:
+            counted[found[1]] = (int(found[2]), int(found[3]), int(found[4]))
+    assert set(counted) == {"the simulator's defaults", "this machine's costs", "either"}, lines[-5:]
+    for agree, compared, of_all in counted.values():
+        assert agree == of_all and agree <= compared <= 5
     for row in rows:
         if "refused" not in row:
-            assert row["machine"]["costs"]["host.context_switch_us"] >= 2.0, row["machine"]
+            costs = row["machine"]["costs"]
+            assert costs["host.context_switch_us"] >= 0 and costs["host.migration_us"] >= 0, costs
+    # --replay runs the simulator side again against the real runs the JSON kept: the same rows.
+    again = tmp_path / "again.json"
+    replay = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "real_suite.py"), "--replay", str(out), "--policies", "rr"]
+        + ["--json", str(again), "--machine-costs"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(again.read_text(encoding="utf-8")) == rows
     bad = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "real_suite.py"), "--policies", "nope"],
         capture_output=True,

@@ -15,6 +15,7 @@ pub(crate) struct HostSection {
     pub(crate) pcpus: u32,
     pub(crate) cpu_ghz: Option<f64>,
     pub(crate) context_switch_us: Option<f64>,
+    pub(crate) migration_us: Option<f64>,
     pub(crate) ipi_latency_us: Option<f64>,
     /// Sockets and hardware threads per core (`vsched_model::HostConfig`).
     pub(crate) sockets: Option<u32>,
@@ -125,6 +126,7 @@ pub(crate) fn host_config(h: &HostSection) -> Result<HostConfig, ConfigError> {
         pcpus: h.pcpus as usize,
         cpu_ghz,
         context_switch_ns: micros("host.context_switch_us", h.context_switch_us, defaults.context_switch_ns)?,
+        migration_ns: micros("host.migration_us", h.migration_us, defaults.migration_ns)?,
         ipi_latency_ns: micros("host.ipi_latency_us", h.ipi_latency_us, defaults.ipi_latency_ns)?,
         sockets: h.sockets.unwrap_or(1) as usize,
         threads_per_core: h.threads_per_core.unwrap_or(1) as usize,

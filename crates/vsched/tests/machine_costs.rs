@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use vsched_model::{
-    hardware, Dur, HostConfig, Instr, LockChoice, LockKind, Simulation, Time, Until, VmType, HARDWARE, NS_PER_US,
+    hardware, Dur, HostConfig, Instr, LockChoice, LockKind, Simulation, Time, Until, Value, VmType, HARDWARE, NS_PER_US,
 };
 
 const US: Time = NS_PER_US;
@@ -110,4 +110,29 @@ fn presets_set_the_era_s_costs_and_the_scenario_overrides_each() {
     let Err(err) = vsched::Scenario::parse(&text("hardware = \"pentium\"")) else { panic!("an unknown era") };
     let err = err.to_string();
     assert!(err.contains("host.hardware") && HARDWARE.iter().all(|h| err.contains(h.name)), "{err}");
+}
+
+/// Three vCPUs of one VM, each computing 10 ms, on two pCPUs under 1 ms round robin, with
+/// switches of 10 µs and migrations of `migration_ns` beyond them. Returns the run's
+/// migrations and the CPU time the vCPUs were given beyond their 30 ms of work, in ns.
+fn switching_costs(migration_ns: Time) -> (u64, u64, f64) {
+    let work = || program(&[Instr::Compute(Dur::Fixed(10_000 * US))]);
+    let mut d = domain("vm", VmType::Hit, vec![work(), work(), work()]);
+    d.guest.finite = true;
+    let host = HostConfig { context_switch_ns: 10 * US, migration_ns, ..free_host(2) };
+    let m = Simulation::new(host, vec![d], policy("rr", &[("slice_us", Value::Int(1000))]), 1)
+        .run(100_000 * US, Until::AllDone, &mut |_| true)
+        .unwrap();
+    let given_ns = vm(&m, "vm").cpu_s * 1e9;
+    (m.host.context_switches, m.host.migrations, given_ns - 30_000.0 * US as f64)
+}
+
+#[test]
+fn a_switch_onto_another_pcpu_costs_the_migration_beyond_the_switch() {
+    for migration_ns in [0, 50 * US] {
+        let (switches, migrations, overhead_ns) = switching_costs(migration_ns);
+        assert!(migrations > 0, "three vCPUs on two pCPUs under round robin migrate");
+        let expected = (switches * 10 * US + migrations * migration_ns) as f64;
+        assert!((overhead_ns - expected).abs() < 1.0, "{migration_ns}: {overhead_ns} ns against {expected} ns");
+    }
 }

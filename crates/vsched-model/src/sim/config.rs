@@ -31,6 +31,11 @@ pub struct HostConfig {
     pub cpu_ghz: f64,
     /// Saving one vCPU's state and loading another's (VMCS switch, register state).
     pub context_switch_ns: Time,
+    /// Paid beyond `context_switch_ns` by a vCPU switched in on another pCPU than the one it
+    /// last ran on. 0 by default: on hardware a migration's cost is the cache refill, which
+    /// `cache` models; a platform whose migrating switch is dearer in itself (kvm_pvm's, its
+    /// per-CPU state reloaded: docs/real-vcpus.md) sets it.
+    pub migration_ns: Time,
     /// From sending an IPI to the target pCPU entering its scheduler.
     pub ipi_latency_ns: Time,
     /// Cost of one scheduler invocation on a pCPU (charged before the chosen vCPU runs).
@@ -118,6 +123,7 @@ impl HostConfig {
             caches: hw.caches,
             cpu_ghz: hw.cpu_ghz,
             context_switch_ns: hw.context_switch_ns,
+            migration_ns: 0,
             ipi_latency_ns: hw.ipi_latency_ns,
             sched_cost_ns: hw.sched_cost_ns,
             ple_window_cycles: 4096,

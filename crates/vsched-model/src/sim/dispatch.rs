@@ -143,6 +143,7 @@ impl Core {
                 let vc = &self.vcpus[v];
                 if vc.last_pcpu.is_some() && vc.last_pcpu != Some(p) {
                     self.hosts[h].migrations += 1;
+                    overhead += self.host.migration_ns;
                 }
                 let woke_at = vc.woke_at;
                 let refill = self.refill(v, p);
