@@ -445,6 +445,8 @@ def comparison_table(result: dict[str, Any]) -> Group:
         against += "; the simulator with this machine's costs: " + ", ".join(
             f"{key.removeprefix('host.')} {value:g}" for key, value in costs.items()
         )
+    if costs and "host.context_switch_us" not in costs:
+        against += " (no switch costs: no undisturbed real run switched)"
     share = result.get("guest_loss_share")
     if share:
         against += f"; the guests lost {share:.1%} of their time to the host however scheduled (not modelled)"
