@@ -438,9 +438,9 @@ fn a_blocking_barrier_halts_its_waiters_and_the_last_arrival_wakes_them() {
                 }
             }
             Some(BackendEvent::Wake { .. }) => {
-                for v in 0..2 {
-                    if halted[v] && backend.wait(v) == (vsched_kvm::GuestWait::Release { released: true }) {
-                        halted[v] = false;
+                for (v, halted) in halted.iter_mut().enumerate() {
+                    if *halted && backend.wait(v) == (vsched_kvm::GuestWait::Release { released: true }) {
+                        *halted = false;
                         backend.start(v, cpu_of(v)).unwrap();
                     }
                 }
@@ -529,9 +529,9 @@ fn messages_cross_vms_through_the_host_and_stay_in_a_vm_through_its_memory() {
                 }
             }
             Some(BackendEvent::Wake { .. }) => {
-                for v in 0..3 {
-                    if halted[v] && released(&backend, v) {
-                        halted[v] = false;
+                for (v, halted) in halted.iter_mut().enumerate() {
+                    if *halted && released(&backend, v) {
+                        *halted = false;
                         backend.start(v, cpu_of(v)).unwrap();
                     }
                 }

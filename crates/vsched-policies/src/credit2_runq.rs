@@ -53,7 +53,7 @@ impl Credit2 {
         let mut groups: Vec<Vec<PcpuId>> = Vec::new();
         // For each group, the pCPUs of the cores it has a member of, counted whole.
         let mut whole_cores: Vec<usize> = Vec::new();
-        for cpu in 0..n {
+        for (cpu, &siblings) in nr_siblings.iter().enumerate() {
             let mut valid: Option<usize> = None;
             for (r, g) in groups.iter().enumerate() {
                 if !matches(g[0], cpu) {
@@ -69,7 +69,7 @@ impl Credit2 {
                 }
                 // `cpu_runqueue_siblings_match`: room for the cores already in, whole, and
                 // for this pCPU's core (4.18 skips it for `all`).
-                let fits = whole_cores[r] + nr_siblings[cpu] <= max_cpus_runq || self.arrangement == Arrangement::All;
+                let fits = whole_cores[r] + siblings <= max_cpus_runq || self.arrangement == Arrangement::All;
                 if g.len() < max_cpus_runq && fits && valid.is_none_or(|v| g.len() < groups[v].len()) {
                     valid = Some(r);
                 }
@@ -80,7 +80,7 @@ impl Credit2 {
                 groups.len() - 1
             });
             if !groups[r].iter().any(|&q| same_core(q, cpu)) {
-                whole_cores[r] += nr_siblings[cpu];
+                whole_cores[r] += siblings;
             }
             groups[r].push(cpu);
         }

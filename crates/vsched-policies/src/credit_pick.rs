@@ -59,7 +59,7 @@ fn groups(n: usize, key: impl Fn(PcpuId) -> usize) -> Vec<Range<PcpuId>> {
     for p in 1..=n {
         if p == n || key(p) != key(start) {
             debug_assert!((p..n).all(|q| key(q) != key(start)), "pCPUs of group {} are not consecutive", key(start));
-            ranges.extend(std::iter::repeat(start..p).take(p - start));
+            ranges.extend(std::iter::repeat_n(start..p, p - start));
             start = p;
         }
     }
@@ -230,9 +230,9 @@ mod tests {
                 }
                 moved_in = Some(nxt);
                 cpu = chosen;
-                for q in 0..n {
+                for (q, allowed) in cpus.iter_mut().enumerate().take(n) {
                     if core_of(q) == core_of(cpu) {
-                        cpus[q] = false;
+                        *allowed = false;
                     }
                 }
             } else {

@@ -172,7 +172,7 @@ mod tests {
         let mut all = PcpuSet::new(len);
         (0..len).for_each(|q| all.insert(q));
         all.remove_common_in(&set, 64..128);
-        assert!((0..len).all(|q| all.contains(q) == !(flags[q] && (64..128).contains(&q))));
+        assert!((0..len).all(|q| all.contains(q) != (flags[q] && (64..128).contains(&q))));
         let mut both = PcpuSet::new(len);
         both.insert(70);
         both.insert(150);

@@ -16,6 +16,8 @@ use std::time::Instant;
 
 /// One thread's call to a barrier, with its local sense (unused by `std`'s).
 type Wait = Arc<dyn Fn(&mut bool) + Send + Sync>;
+/// A barrier's name and how to make one for n threads.
+type Kind = (&'static str, fn(usize) -> Wait);
 
 /// A centralized sense-reversing barrier (Mellor-Crummey and Scott, ACM TOCS 9(1), 1991, §3.1).
 struct SpinBarrier {
@@ -75,7 +77,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let threads = option(&args, "--threads", 2);
     let rounds = option(&args, "--rounds", 100_000);
-    let kinds: [(&str, fn(usize) -> Wait); 2] = [
+    let kinds: [Kind; 2] = [
         ("std::sync::Barrier", |n| {
             let b = Arc::new(Barrier::new(n));
             Arc::new(move |_: &mut bool| {

@@ -373,7 +373,7 @@ fn run(r: &RunSection) -> Result<Run, ConfigError> {
     // Absent: the policy's bound (`Policy::stall_timeout_ns`, sched_ext's 30 s by default); 0: off.
     let stall_timeout = match r.stall_timeout_s {
         None => None,
-        Some(s) if s == 0.0 => Some(None),
+        Some(0.0) => Some(None),
         Some(s) if s.is_finite() && (0.001..=MAX_HORIZON_S).contains(&s) => Some(Some(vsched_engine::secs_to_ns(s))),
         Some(s) => {
             return Err(err(
