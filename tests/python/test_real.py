@@ -565,6 +565,13 @@ def test_a_virtual_cluster_exchanges_messages_that_cvs_comm_counts(cli: Cli, tmp
     for vm in cluster:
         assert vm["rx_packets"] == sim_vms[vm["name"]]["rx_packets"] > 0, vm
         assert vm["messages_received"] == sim_vms[vm["name"]]["messages_received"] > 0, vm
+    # The cluster's own row, as the simulator reports it: from its first VM's start to its
+    # last VM's finish.
+    (lu,) = run["virtual_clusters"]
+    assert {k: lu[k] for k in ("name", "workload", "vms", "ranks")} == {
+        k: sim["runs"][0]["virtual_clusters"][0][k] for k in ("name", "workload", "vms", "ranks")
+    }
+    assert lu["completion_s"] >= max(vm["completion_s"] for vm in cluster)
     # cvs-comm chose between the cluster's VMs by their packets (16 times of 175 picks in a
     # run at a load of 8; 4 of 82 in the simulator): how often depends on which vCPUs meet in
     # a run queue, so it is asserted on an undisturbed run only.

@@ -10,7 +10,7 @@
 use vsched_engine::Time;
 use vsched_model::entitlement::EntitlementMeter;
 use vsched_model::metrics::fairness;
-use vsched_model::{DomId, DomainInfo, HostMetrics, RunMetrics, VcpuState, VmMetrics};
+use vsched_model::{ClusterMetrics, DomId, DomainInfo, HostMetrics, RunMetrics, VcpuState, VmMetrics};
 
 /// Per-vCPU and per-pCPU times, integrated as states change.
 pub(crate) struct Books {
@@ -146,6 +146,39 @@ pub(crate) struct VmTally {
     pub(crate) virtual_cluster: Option<String>,
 }
 
+/// Each virtual cluster, in the order its first VM comes: its VMs, ranks (their vCPUs) and
+/// completion from its first VM's start to its last VM's finish, as the simulator reports it
+/// (`sim/collect.rs`, `cluster_metrics`).
+fn virtual_clusters(domains: &[DomainInfo], vms: &[VmTally]) -> Vec<ClusterMetrics> {
+    let mut clusters: Vec<(ClusterMetrics, Time, Option<Time>)> = Vec::new();
+    for (info, tally) in domains.iter().zip(vms) {
+        let Some(name) = &tally.virtual_cluster else { continue };
+        let at = clusters.iter().position(|(c, _, _)| &c.name == name).unwrap_or_else(|| {
+            let empty = ClusterMetrics {
+                name: name.clone(),
+                workload: tally.workload.to_string(),
+                vms: 0,
+                ranks: 0,
+                completion_s: None,
+            };
+            clusters.push((empty, Time::MAX, Some(0)));
+            clusters.len() - 1
+        });
+        let (cluster, started, finished) = &mut clusters[at];
+        cluster.vms += 1;
+        cluster.ranks += info.vcpus;
+        *started = (*started).min(tally.started_at);
+        *finished = finished.zip(tally.finished_at).map(|(a, b)| a.max(b));
+    }
+    clusters
+        .into_iter()
+        .map(|(cluster, started, finished)| ClusterMetrics {
+            completion_s: finished.map(|t| secs(t - started)),
+            ..cluster
+        })
+        .collect()
+}
+
 /// What the runner measured of the host, beside the books.
 pub(crate) struct HostTally {
     pub(crate) context_switches: u64,
@@ -257,7 +290,7 @@ impl Books {
             hosts: Vec::new(),
             network: None,
             io: None,
-            virtual_clusters: Vec::new(),
+            virtual_clusters: virtual_clusters(domains, vms),
         }
     }
 }
