@@ -78,6 +78,7 @@ __all__ = [
     "YieldReason",
     "bench",
     "bench_scale",
+    "scale_scenario",
     "bench_scenario",
     "policies",
     "read_scenario",
@@ -398,6 +399,13 @@ def bench_scale(runs: int = 3) -> dict[str, Any]:
     _check_count("--runs", runs, _core.MAX_SCALE_RUNS)
     figures: dict[str, Any] = json.loads(_core.bench_scale(runs))
     return figures
+
+
+def scale_scenario(name: str) -> str:
+    """The TOML text of a scenario of `vsched bench --scale` (`hogs-512p-2048v-credit`, ...),
+    or of its cluster at any even number of hosts up to 1,024 (`lu-128hosts-credit`), to run,
+    profile or measure on its own. Raises ScenarioError naming `--scale-scenario` otherwise."""
+    return _core.scale_scenario(name)
 
 
 def __getattr__(name: str) -> Any:

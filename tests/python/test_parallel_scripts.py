@@ -1,6 +1,6 @@
-"""The scripts behind docs/parallel.md: `lu_cluster_scenario.py` prints a valid cluster of the
-size asked, `parallel_estimate.py` computes `N c / (C c + W B)` from a census, and both refuse
-bad input in one line with exit 2."""
+"""What docs/parallel.md runs: `vsched bench --scale-scenario lu-Nhosts-credit` prints a valid
+cluster of the size asked, `parallel_estimate.py` computes `N c / (C c + W B)` from a census,
+and both refuse bad input in one line with exit 2."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_generated_cluster_has_the_hosts_asked_for() -> None:
-    process = run_script("lu_cluster_scenario.py", "6")
+    command = [sys.executable, "-m", "vsched", "bench", "--scale-scenario", "lu-6hosts-credit"]
+    process = subprocess.run(command, capture_output=True, text=True, check=False)
     assert process.returncode == 0, process.stderr
+    assert process.stdout == vsched.scale_scenario("lu-6hosts-credit")
     scenario = vsched.Scenario.from_toml(process.stdout)
     scenario.validate()
     assert scenario["cluster"]["hosts"] == 6
@@ -42,10 +44,17 @@ def test_the_estimate_is_the_formula(tmp_path: Path) -> None:
     assert process.stdout.strip().endswith("P=8: 2.00 / 1.43")
 
 
+def test_a_cluster_of_odd_size_is_refused_in_one_line() -> None:
+    command = [sys.executable, "-m", "vsched", "bench", "--scale-scenario", "lu-3hosts-credit"]
+    process = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert process.returncode == 2 and process.stdout == ""
+    assert process.stderr.splitlines() == [process.stderr.strip()], process.stderr
+    assert "or lu-Nhosts-credit for an even N in 2..=1024" in process.stderr
+
+
 @pytest.mark.parametrize(
     ("script", "args", "fragment"),
     [
-        ("lu_cluster_scenario.py", ["3"], "HOSTS: expected an even number"),
         ("parallel_estimate.py", ["no-such.jsonl"], "census: expected JSON lines"),
         ("parallel_estimate.py", ["x.jsonl", "--barrier-ns", "1,fast"], "--barrier-ns: expected numbers"),
         ("parallel_estimate.py", ["x.jsonl", "--c-ns", "nan"], "--c-ns: expected a positive number"),

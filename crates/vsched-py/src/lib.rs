@@ -329,6 +329,12 @@ fn run_bench_scale(py: Python<'_>, runs: u32) -> PyResult<String> {
     interruptible(py, |keep_going| vsched::bench_scale_json_with(runs, keep_going))
 }
 
+/// The TOML text of a scale scenario (`vsched bench --scale-scenario NAME`).
+#[pyfunction]
+fn scale_scenario(name: &str) -> PyResult<String> {
+    vsched::scale_scenario_toml(name).map_err(to_py_err)
+}
+
 // The seed papers' scenarios, embedded by build.rs: (path under scenarios/papers, TOML text).
 include!(concat!(env!("OUT_DIR"), "/paper_scenarios.rs"));
 
@@ -369,6 +375,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench_scale, m)?)?;
+    m.add_function(wrap_pyfunction!(scale_scenario, m)?)?;
     m.add("MAX_BENCH_RUNS", vsched::MAX_BENCH_RUNS)?;
     m.add("MAX_SCALE_RUNS", vsched::MAX_SCALE_RUNS)?;
     m.add("MAX_BENCH_COPIES", vsched::MAX_BENCH_COPIES)?;

@@ -141,13 +141,21 @@ pub fn scale_scenario_names() -> Vec<String> {
     scenarios().into_iter().map(Shape::name).collect()
 }
 
-/// The TOML text of the scale scenario `name` (one of [`scale_scenario_names`]), to run or
-/// profile on its own.
+/// The TOML text of the scale scenario `name`, to run or profile on its own: one of
+/// [`scale_scenario_names`], or the cluster at any even number of hosts a scenario may have
+/// (`lu-128hosts-credit`; docs/parallel.md measures 128 to 1,024).
 pub fn scale_scenario_toml(name: &str) -> Result<String, Error> {
-    scenarios().into_iter().find(|s| s.name() == name).map(Shape::toml).ok_or_else(|| {
+    let cluster = name
+        .strip_prefix("lu-")
+        .and_then(|rest| rest.strip_suffix("hosts-credit"))
+        .and_then(|hosts| hosts.parse::<usize>().ok())
+        .filter(|&hosts| hosts >= 2 && hosts % 2 == 0 && hosts <= crate::scenario::MAX_HOSTS as usize)
+        .map(|hosts| Shape::LuCluster { hosts });
+    cluster.or_else(|| scenarios().into_iter().find(|s| s.name() == name)).map(Shape::toml).ok_or_else(|| {
         Error::Scenario(format!(
-            "--scale-scenario: expected one of {}, got {name:?}",
-            scale_scenario_names().join(", ")
+            "--scale-scenario: expected one of {}, or lu-Nhosts-credit for an even N in 2..={}, got {name:?}",
+            scale_scenario_names().join(", "),
+            crate::scenario::MAX_HOSTS
         ))
     })
 }
@@ -255,6 +263,12 @@ mod tests {
         let cluster = parse(&scale_scenario_toml("lu-256hosts-credit").unwrap()).unwrap();
         assert_eq!(cluster.hosts, 256);
         assert_eq!(cluster.vms.iter().filter(|v| v.name.starts_with("lu127.")).count(), 2);
+        // The cluster at any even size a scenario may have.
+        let six = parse(&scale_scenario_toml("lu-6hosts-credit").unwrap()).unwrap();
+        assert_eq!((six.hosts, six.name.as_str()), (6, "lu-6hosts-credit"));
+        for odd in ["lu-7hosts-credit", "lu-0hosts-credit", "lu-2048hosts-credit"] {
+            assert!(scale_scenario_toml(odd).is_err(), "{odd}");
+        }
     }
 
     #[test]

@@ -113,6 +113,16 @@ def bench(
             help="Compare the cost of an event on large hosts and clusters with small ones (issue 59).",
         ),
     ] = False,
+    scale_scenario: Annotated[
+        Optional[str],
+        typer.Option(
+            "--scale-scenario",
+            metavar="NAME",
+            help="Print a --scale scenario's TOML (e.g. hogs-512p-2048v-credit, or lu-Nhosts-credit at "
+            "any even N up to 1024) instead of timing.",
+            show_default=False,
+        ),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Time the simulator on the standard benchmark scenario, or on a scenario file of yours.
@@ -121,6 +131,14 @@ def bench(
     binary-heap event loop timed on this machine at the run's own queue length
     (docs/performance.md).
     """
+    if scale_scenario is not None:
+        given = {"SCENARIO": scenario is not None, "--scale": scale, "--runs": runs is not None}
+        given |= {"--sim-s": sim_s is not None, "--copies": copies != 1, "--json": json_output}
+        for option, is_given in given.items():
+            if is_given:
+                raise CliError(f"{option}: does not apply to --scale-scenario, which prints a scenario")
+        print(vsched.scale_scenario(scale_scenario), end="")
+        return
     if scale:
         bench_scale(scenario, sim_s, copies, runs, json_output)
         return

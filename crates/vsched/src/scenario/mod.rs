@@ -14,6 +14,7 @@ mod values;
 mod vm;
 
 pub use policy::supports_vm_lifecycle;
+pub(crate) use validate::MAX_HOSTS;
 pub use values::check_reps;
 pub(crate) use values::{err, micros, parse_toml};
 

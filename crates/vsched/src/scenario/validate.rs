@@ -28,7 +28,7 @@ use crate::guest_kernel::dom0_tick;
 use crate::host::{self, HostSection};
 
 /// The most hosts a cluster may have.
-const MAX_HOSTS: u32 = 1024;
+pub(crate) const MAX_HOSTS: u32 = 1024;
 
 /// The checked scenario of file `f`, whose policy is named at `policy_field`, refused if its
 /// estimated memory exceeds `max_memory` bytes (`footprint`).
