@@ -156,10 +156,17 @@ def shown(counts: dict[str, float]) -> str:
 
 
 def spread(entry: dict[str, Any], percent: bool = False) -> str:
-    if entry["median"] is None:
+    """A world's median [min–max]; a run whose VM did not finish counts as `unfinished`,
+    beyond every finished one (`vsched.real.Spread`)."""
+    if entry["runs"] == 0:
         return "—"
     scale, unit = (100, " %") if percent else (1, "")
-    return f"{scale * entry['median']:.3g}{unit} [{scale * entry['min']:.3g}–{scale * entry['max']:.3g}]"
+
+    def shown(value: float | None) -> str:
+        return "unfinished" if value is None else f"{scale * value:.3g}"
+
+    median = shown(entry["median"]) + (unit if entry["median"] is not None else "")
+    return f"{median} [{shown(entry['min'])}–{shown(entry['max'])}]"
 
 
 def ratio(value: float | None) -> str:

@@ -12,6 +12,7 @@ repetition, so that a change in the shared host's load falls on both.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections.abc import Sequence
@@ -250,37 +251,72 @@ def run_json(
 
 @dataclass(frozen=True)
 class Spread:
-    """The median, smallest and largest of a figure over runs (None: no run had it)."""
+    """The median, smallest and largest of a figure over runs (None: no run had it). A run
+    whose VM did not finish its work counts as `UNFINISHED`, beyond every finished one: the
+    median of three runs two of which did not finish is unfinished, not the one that did."""
 
     median: float | None
     low: float | None
     high: float | None
     runs: int
+    unfinished: int = 0
 
     @staticmethod
     def of(values: Sequence[float | None]) -> Spread:
         known = [v for v in values if v is not None]
         if not known:
             return Spread(None, None, None, 0)
-        return Spread(statistics.median(known), min(known), max(known), len(known))
+        unfinished = sum(v == UNFINISHED for v in known)
+        return Spread(statistics.median(known), min(known), max(known), len(known), unfinished)
 
     def as_json(self) -> dict[str, Any]:
-        return {"median": self.median, "min": self.low, "max": self.high, "runs": self.runs}
+        """In JSON, unfinished is null beside the count of unfinished runs."""
+
+        def finite(value: float | None) -> float | None:
+            return None if value == UNFINISHED else value
+
+        return {
+            "median": finite(self.median),
+            "min": finite(self.low),
+            "max": finite(self.high),
+            "runs": self.runs,
+            "unfinished": self.unfinished,
+        }
+
+    @staticmethod
+    def from_json(entry: dict[str, Any]) -> Spread:
+        unfinished = entry.get("unfinished", 0)
+
+        def value(v: float | None) -> float | None:
+            return UNFINISHED if v is None and unfinished else v
+
+        median, low, high = (value(entry[k]) for k in ("median", "min", "max"))
+        return Spread(median, low, high, entry["runs"], unfinished)
 
     def text(self, key: str) -> str:
         if self.median is None or self.low is None or self.high is None:
             return "—"
-        return (
-            f"{format_value(key, self.median)} [{format_value(key, self.low)}–{format_value(key, self.high)}]"
-        )
+
+        def shown(value: float) -> str:
+            return "unfinished" if value == UNFINISHED else format_value(key, value)
+
+        return f"{shown(self.median)} [{shown(self.low)}–{shown(self.high)}]"
+
+
+UNFINISHED = math.inf
+"""A completion or slowdown of a run whose VM did not finish its work (`Spread`)."""
 
 
 def _per_vm(report: dict[str, Any], key: str) -> dict[str, list[float | None]]:
-    """`key` of each VM (by name) in each run of `report`."""
+    """`key` of each VM (by name) in each run of `report`; a completion of a VM that did not
+    finish its work is `UNFINISHED`."""
     values: dict[str, list[float | None]] = {}
     for run in report["runs"]:
         for vm in run["vms"]:
-            values.setdefault(vm["name"], []).append(vm.get(key))
+            value = vm.get(key)
+            if key == "completion_s" and vm.get("finished") is False:
+                value = UNFINISHED
+            values.setdefault(vm["name"], []).append(value)
     return values
 
 
@@ -297,7 +333,13 @@ def _slowdowns(report: dict[str, Any], baseline: dict[str, Any]) -> dict[str, li
 
 
 def _ratio(real: Spread, sim: Spread) -> float | None:
-    if real.median is None or sim.median is None or sim.median == 0:
+    """Real over simulated medians; None when either is missing or unfinished."""
+    if (
+        real.median is None
+        or sim.median is None
+        or sim.median == 0
+        or UNFINISHED in (real.median, sim.median)
+    ):
         return None
     return real.median / sim.median
 
@@ -424,7 +466,7 @@ def comparison_table(result: dict[str, Any]) -> Group:
     for vm in result["vms"]:
         first = True
         for key, figure in vm["figures"].items():
-            sim, real = (Spread(**_spread_args(figure[w])) for w in ("sim", "real"))
+            sim, real = (Spread.from_json(figure[w]) for w in ("sim", "real"))
             if sim.median is None and real.median is None:
                 continue  # e.g. the completion of a workload that never ends
             ratio = figure["real_over_sim"]
@@ -456,7 +498,3 @@ def comparison_table(result: dict[str, Any]) -> Group:
         f"{against}"
     )
     return Group(title, table)
-
-
-def _spread_args(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"median": entry["median"], "low": entry["min"], "high": entry["max"], "runs": entry["runs"]}

@@ -245,6 +245,26 @@ def test_machine_losses_stay_non_negative_and_need_a_switch() -> None:
     assert vsched.real.machine_losses([{"real": {}, "runs": [_real_run(1.0, 0, 0, 0, 0.1)]}, None]) is None
 
 
+def test_a_run_that_did_not_finish_counts_beyond_every_finished_one() -> None:
+    # Three runs of a VM alone finish in 1 s; beside a hog one finishes in 1.5 s and two do not.
+    def report(*completions: float | None) -> dict[str, Any]:
+        vm = {"name": "spin", "workload": "spinlock", "vcpus": 2}
+        runs = [{"vms": [vm | {"completion_s": c, "finished": c is not None}]} for c in completions]
+        return {"scenario": "s", "policy": "p", "seed": 1, "reps": len(runs), "runs": runs}
+
+    alone, hog = report(1.0, 1.0, 1.0), report(1.5, None, None)
+    result = vsched.real.comparison(alone, hog, alone, alone)
+    slowdown = result["vms"][0]["figures"]["slowdown"]
+    # Real: the median run did not finish, not the one that did; no ratio to compare.
+    assert slowdown["real"] == {"median": None, "min": 1.5, "max": None, "runs": 3, "unfinished": 2}
+    assert slowdown["sim"]["median"] == 1.0 and slowdown["real_over_sim"] is None
+    spread = vsched.real.Spread.from_json(slowdown["real"])
+    assert spread.text("slowdown") == "unfinished [1.500–unfinished]"
+    # A workload that never ends has no completion at all, which is not "unfinished".
+    never = vsched.real.Spread.of([None, None])
+    assert never.as_json() == {"median": None, "min": None, "max": None, "runs": 0, "unfinished": 0}
+
+
 def test_non_negative_least_squares_is_exact_on_exact_data_and_clamps_otherwise() -> None:
     rows = [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0)]
     assert vsched.real.nonnegative_least_squares(rows, [2.0, 3.0, 5.0]) == pytest.approx([2.0, 3.0])
