@@ -60,6 +60,9 @@ def _disturbed_above(runs: Sequence[dict[str, Any]]) -> str:
 
 SLOWDOWN = "slowdown"
 
+HOST_THREADS = "host-threads"
+"""The workload of the VM that stands for a KVM host's own threads in a simulator report."""
+
 MAX_TIMER_SLOP_US = 10_000.0
 """The longest `host.timer_slop_us` a scenario may set (crates/vsched/src/host.rs)."""
 
@@ -437,6 +440,7 @@ def compare(
     result["disturbed_above"] = _disturbed_above(runs)
     result["machine_costs"] = costs or None
     result["guest_loss_share"] = None if losses is None else round(losses.share, 4)
+    result["sim_host_threads"] = any(vm["workload"] == HOST_THREADS for vm in sim["runs"][0]["vms"])
     result["reports"] = {
         "sim": sim,
         "real": real,
@@ -489,6 +493,11 @@ def comparison_table(result: dict[str, Any]) -> Group:
         )
     if costs and "host.context_switch_us" not in costs:
         against += " (no switch costs: no undisturbed real run switched)"
+    if result.get("sim_host_threads"):
+        against += (
+            "; the simulator ran the KVM host's threads, which the runner's policy does not see "
+            "(host.host_threads = false compares like with like)"
+        )
     share = result.get("guest_loss_share")
     if share:
         against += f"; the guests lost {share:.1%} of their time to the host however scheduled (not modelled)"

@@ -340,6 +340,34 @@ def test_compare_sets_the_simulator_beside_real_vcpus(cli: Cli, tmp_path: Path) 
     table = cli("real", hog, "--compare", "--baseline", alone, "--reps", "2", "--allow-disturbed").stdout
     for fragment in ("simulator against real vCPUs (fake backend)", "slowdown", "real/sim", "spin_share"):
         assert fragment in table
+    # The shipped scenarios keep the KVM host's threads out of the simulator, as the runner's
+    # policy never sees them; a scenario that lets a KVM policy add them is told so.
+    assert comparison["sim_host_threads"] is False and "host's threads" not in table
+    kvm = tmp_path / "kvm.toml"
+    kvm.write_text(hog.read_text(encoding="utf-8").replace("host_threads = false", ""), encoding="utf-8")
+    noted = cli("real", kvm, "--compare", "--reps", "1", "--policy", "cfs", "--allow-disturbed").stdout
+    assert "the simulator ran the KVM host's threads" in " ".join(noted.split()), noted
+
+
+@pytest.mark.usefixtures("fake")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_vcpus_start_on_the_pcpus_the_simulator_starts_them_on(cli: Cli, tmp_path: Path, seed: int) -> None:
+    # At its VM's start the runner wakes the vCPUs that halted waiting for it in the order the
+    # simulator does; under CFS that order decides which vCPUs share a pCPU (on seed 2, waking
+    # spin.v0 first put both spin vCPUs on one pCPU, where a ticket lock convoys).
+    def first_pcpus(command: str, trace: Path) -> dict[str, int]:
+        hog = SCENARIOS / "spinlock-hog.toml"
+        result = cli(command, hog, "--policy", "cfs", "--seed", str(seed), "--reps", "1", "--trace", trace)
+        assert result.exit_code == 0, result
+        first: dict[str, int] = {}
+        for interval in sorted(vsched.trace_reader.load_trace(trace).intervals, key=lambda i: i.start_ms):
+            # Past the halts of vCPUs given a pCPU before their VM's start (µs long): 0.1 ms.
+            if interval.end_ms - interval.start_ms > 0.1:
+                first.setdefault(interval.vcpu_label, interval.pcpu)
+        return first
+
+    real, simulated = first_pcpus("real", tmp_path / "real.json"), first_pcpus("run", tmp_path / "sim.json")
+    assert real == simulated and real["spin.v0"] != real["spin.v1"]
 
 
 @pytest.mark.usefixtures("fake")

@@ -18,7 +18,8 @@
 //!   scenario and seed: `Simulation::workload_starts`). Every vCPU is inserted runnable at
 //!   time 0; one given a pCPU before its VM's start halts at once (`sleep`), as a guest with
 //!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
-//!   which is Credit's BOOST;
+//!   which is Credit's BOOST, the VM's halted vCPUs in the order the simulator wakes them
+//!   (`StartHalt`): under CFS that order decides which vCPUs end up sharing a pCPU;
 //! - what guests do on their own (a program that ends, a pause-loop exit, a halt, a wake):
 //!   `guest_events`; a message to another VM: `messages`.
 //!
@@ -152,6 +153,12 @@ struct Runner<'a, B: Backend> {
     network: messages::Network,
     /// vCPUs whose VM has not started its workload yet.
     unstarted: Vec<bool>,
+    /// When and in which order each unstarted vCPU halted (`StartHalt`), for the order of
+    /// the wakes at its VM's start.
+    start_halts: Vec<Option<StartHalt>>,
+    /// Per pCPU, the instant of its last halt of an unstarted vCPU and how many it has
+    /// halted at that instant.
+    halts_at: Vec<(Time, u32)>,
     /// When each VM starts its workload, and whether it has.
     starts: Vec<(Time, bool)>,
     vm_of: Vec<usize>,
@@ -167,6 +174,15 @@ struct Runner<'a, B: Backend> {
     sched_invocations: u64,
     events: u64,
     late_ns: Histogram,
+}
+
+/// When an unstarted vCPU halted: the instant, how many the same pCPU had halted before it
+/// at that instant, and the pCPU.
+#[derive(Clone, Copy)]
+struct StartHalt {
+    at: Time,
+    round: u32,
+    pcpu: PcpuId,
 }
 
 impl<'a, B: Backend> Runner<'a, B> {
@@ -208,6 +224,8 @@ impl<'a, B: Backend> Runner<'a, B> {
             sleep_until: vec![None; vm_of.len()],
             network: messages::Network::new(scenario, vms),
             unstarted: vm_of.iter().map(|&d| starts[d] > 0).collect(),
+            start_halts: vec![None; vm_of.len()],
+            halts_at: vec![(0, 0); n_pcpus],
             starts: starts.iter().map(|&at| (at, at == 0)).collect(),
             vms: vms
                 .iter()
@@ -304,7 +322,13 @@ impl<'a, B: Backend> Runner<'a, B> {
             }
             self.starts[d].1 = true;
             self.late(at);
-            for v in (0..self.vm_of.len()).filter(|&v| self.vm_of[v] == d) {
+            let mut members: Vec<VcpuId> = (0..self.vm_of.len()).filter(|&v| self.vm_of[v] == d).collect();
+            // In the order the simulator's would wake: its halted vCPUs post their wake-ups
+            // as they halt (`sim/interpret.rs`, `ThreadState::Unstarted`), each one dispatch
+            // after it was given its pCPU, so a pCPU's second halt at an instant comes after
+            // every pCPU's first (`StartHalt`).
+            members.sort_by_key(|&v| self.start_halts[v].map(|h| (h.at, h.round, h.pcpu)));
+            for v in members {
                 self.unstarted[v] = false;
                 if self.world.state(v) == VcpuState::Blocked {
                     self.world.set_state(v, VcpuState::Runnable);
@@ -404,6 +428,14 @@ impl<'a, B: Backend> Runner<'a, B> {
             }
             // Its VM has not started, or its guest ended while it was stopped: it halts as soon
             // as it runs.
+            if self.unstarted[v] {
+                let (at, count) = &mut self.halts_at[p];
+                if *at != now {
+                    (*at, *count) = (now, 0);
+                }
+                self.start_halts[v] = Some(StartHalt { at: now, round: *count, pcpu: p });
+                *count += 1;
+            }
             self.block(p, v);
             prev = Some(v);
         }
