@@ -323,9 +323,12 @@ impl Cosched {
         let slot = &self.slot;
         self.fair.charge_all(cx, |p| slot[p].gang_dom(cx));
 
-        // 1. Units in fair-share order.
+        // 1. Units in fair-share order: by (virtual time, domain, first vCPU). A domain's
+        // units are built by vCPU id, so only the domains are sorted (a few hundred at 512
+        // pCPUs, against a unit per runnable HIT vCPU).
         let mut units = Vec::new();
         let mut runnable_doms = Vec::new();
+        let mut units_of = Vec::new();
         for d in 0..cx.domains().len() {
             let vcpus = cx.vcpus_of(d);
             let before = units.len();
@@ -339,16 +342,17 @@ impl Cosched {
             }
             if units.len() > before {
                 runnable_doms.push(d);
+                units_of.push(before..units.len());
             }
         }
         self.fair.settle(&runnable_doms);
-        // No two units share a key (a domain has one gang unit, or one unit per vCPU).
-        units.sort_unstable_by_key(|u| (self.fair.vtime(u.dom), u.dom, u.members.start));
+        let mut by_share: Vec<usize> = (0..runnable_doms.len()).collect();
+        by_share.sort_unstable_by_key(|&i| (self.fair.vtime(runnable_doms[i]), runnable_doms[i]));
 
         // 2. First fit.
         let mut free = n;
-        let mut chosen = Vec::new();
-        for u in units {
+        let mut chosen: Vec<&Unit> = Vec::new();
+        for u in by_share.into_iter().flat_map(|i| &units[units_of[i].clone()]) {
             if u.members.len() <= free {
                 free -= u.members.len();
                 chosen.push(u);
