@@ -536,7 +536,8 @@ impl Policy for Cosched {
         None
     }
 
-    /// Contract: nothing to queue; every plan looks at all runnable vCPUs.
+    /// Contract: nothing to queue but the filler index; every plan looks at all runnable
+    /// vCPUs.
     fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
         self.note_filler(cx, v);
         if cx.mid_run() {
