@@ -71,6 +71,14 @@ pub trait World {
     fn pinned(&self, _v: VcpuId) -> Option<PcpuId> {
         None
     }
+    /// How many of domain `d`'s vCPUs are runnable or running. A world that keeps the count
+    /// answers at once; this default looks at each vCPU.
+    fn runnable_vcpus(&self, d: DomId) -> usize {
+        let dom = self.domain(d);
+        (dom.first_vcpu..dom.first_vcpu + dom.vcpus)
+            .filter(|&v| matches!(self.state(v), VcpuState::Runnable | VcpuState::Running(_)))
+            .count()
+    }
 
     /// Asks `p` to call `pick_next`: at once on `here`, otherwise by an IPI that lands after
     /// the host's IPI latency. Returns whether an IPI was sent (a request already pending
@@ -249,6 +257,12 @@ impl<'a> Cx<'a> {
     #[inline]
     pub fn pinned(&self, v: VcpuId) -> Option<PcpuId> {
         self.world.pinned(v)
+    }
+    /// How many vCPUs of domain `d` are runnable (`is_runnable`), without a walk over them
+    /// where the world keeps the count (the simulator does).
+    #[inline]
+    pub fn runnable_vcpus(&self, d: DomId) -> usize {
+        self.world.runnable_vcpus(d)
     }
 
     // ---- Actions ----

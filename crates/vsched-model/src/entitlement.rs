@@ -108,6 +108,11 @@ impl EntitlementMeter {
         self.note_change(vm);
     }
 
+    /// How many vCPUs of VM `vm` ask for a pCPU now (runnable or running).
+    pub fn asking(&self, vm: usize) -> usize {
+        self.asking[vm] as usize
+    }
+
     fn note_change(&mut self, vm: usize) {
         self.stale = true;
         self.changed = match self.changed {

@@ -84,11 +84,15 @@
 //! does not fit, or on behalf of blocked gang members (the engine's `frag_idle_s`) — and
 //! priority inversion behind a wide gang.
 
+use std::ops::Range;
+
 use vsched_model::{
     ConfigError, Cx, Decision, DomId, DomainInfo, ParamDefault, ParamRange, ParamSpec, Params, PcpuId, Policy,
-    PolicyInfo, Time, VcpuId, VmType, NS_PER_MS,
+    PolicyInfo, Time, VcpuId, VcpuState, VmType, NS_PER_MS,
 };
 
+use crate::cosched_fillers::Fillers;
+use crate::pcpu_set::PcpuSet;
 use crate::rounds::{release_first, FairShare, Handoff};
 
 // ---- Constants (defaults; each is a scenario parameter) ----
@@ -139,7 +143,7 @@ impl Slot {
 struct Unit {
     dom: DomId,
     gang: bool,
-    members: Vec<VcpuId>,
+    members: Range<VcpuId>,
 }
 
 pub struct Cosched {
@@ -164,10 +168,19 @@ pub struct Cosched {
     slot: Vec<Slot>,
     /// Reschedules in flight.
     handoff: Handoff,
+    /// The pCPUs that idle: those whose last decision was to idle (what a pCPU runs changes
+    /// only by its own decision), the only ones a waking filler or a waiting gang may take.
+    idle: PcpuSet,
     // Per vCPU.
     /// The pCPU this vCPU is planned on this round.
     slot_of: Vec<Option<PcpuId>>,
+    /// The HIT vCPUs that may wait as fillers, for `pick_filler`.
+    fillers: Fillers,
     // Per domain.
+    /// Scheduled as a gang (`gang_by_type`, kept from `reset` and each type change).
+    gang: Vec<bool>,
+    /// The domains that are gangs, by id.
+    gangs: Vec<DomId>,
     /// Planned as a gang this round.
     planned: Vec<bool>,
 }
@@ -188,7 +201,11 @@ impl Cosched {
             cursor: 0,
             slot: Vec::new(),
             handoff: Handoff::new(0),
+            idle: PcpuSet::new(0),
             slot_of: Vec::new(),
+            fillers: Fillers::new(0, 0),
+            gang: Vec::new(),
+            gangs: Vec::new(),
             planned: Vec::new(),
         }
     }
@@ -199,8 +216,8 @@ impl Cosched {
         Cosched { gang_all: true, timer_base, ..Cosched::new(SLICE_MS as Time * NS_PER_MS, Placement::Rotate) }
     }
 
-    /// Whether domain `d` is scheduled as a gang.
-    fn is_gang(&self, cx: &Cx, d: DomId) -> bool {
+    /// Whether domain `d` is to be scheduled as a gang, by its type and width.
+    fn gang_by_type(&self, cx: &Cx, d: DomId) -> bool {
         let dom = cx.domain(d);
         if self.gang_all {
             dom.vcpus > 1 && dom.vcpus <= cx.n_pcpus()
@@ -209,18 +226,54 @@ impl Cosched {
         }
     }
 
+    /// Sorts the domains into gangs and the others (at a reset and a type change).
+    fn classify(&mut self, cx: &Cx) {
+        self.gang = (0..cx.domains().len()).map(|d| self.gang_by_type(cx, d)).collect();
+        self.gangs = (0..cx.domains().len()).filter(|&d| self.gang[d]).collect();
+    }
+
+    /// Whether domain `d` is scheduled as a gang.
+    fn is_gang(&self, d: DomId) -> bool {
+        self.gang[d]
+    }
+
     fn is_hit(&self, cx: &Cx, v: VcpuId) -> bool {
-        !self.is_gang(cx, cx.dom_of(v))
+        !self.is_gang(cx.dom_of(v))
     }
 
     /// Fresh state: no plan, and fair-share history from now.
     fn reset(&mut self, cx: &Cx) {
         let n = cx.n_pcpus();
+        self.classify(cx);
         self.fair = FairShare::new(cx);
         self.slot = vec![Slot::Free; n];
         self.handoff = Handoff::new(n);
+        self.idle = PcpuSet::new(n);
+        (0..n).for_each(|p| self.idle.set(p, cx.curr(p).is_none()));
         self.slot_of = vec![None; cx.n_vcpus()];
+        self.fillers = Fillers::new(cx.n_vcpus(), cx.domains().len());
+        self.refill_fillers(cx);
         self.planned = vec![false; cx.domains().len()];
+    }
+
+    /// `v` may have become a waiting filler (woken, descheduled, inserted): the index must
+    /// hear of every such change (`cosched_fillers.rs`); it checks the rest at a pick.
+    fn note_filler(&mut self, cx: &Cx, v: VcpuId) {
+        let d = cx.dom_of(v);
+        if !self.is_gang(d) && self.slot_of[v].is_none() && cx.is_runnable(v) {
+            self.fillers.add(v, d, cx.vcpus_of(d), self.fair.vtime(d));
+        }
+    }
+
+    /// The index of fillers afresh, after the plan changed: every waiting unplanned HIT vCPU
+    /// (a filler running now is the index's again when it is descheduled).
+    fn refill_fillers(&mut self, cx: &Cx) {
+        self.fillers.clear();
+        for v in 0..cx.n_vcpus() {
+            if cx.state(v) == VcpuState::Runnable {
+                self.note_filler(cx, v);
+            }
+        }
     }
 
     /// Takes over a host another policy was scheduling (`cvs-adaptive` switching to
@@ -270,28 +323,36 @@ impl Cosched {
         let slot = &self.slot;
         self.fair.charge_all(cx, |p| slot[p].gang_dom(cx));
 
-        // 1. Units in fair-share order.
+        // 1. Units in fair-share order: by (virtual time, domain, first vCPU). A domain's
+        // units are built by vCPU id, so only the domains are sorted (a few hundred at 512
+        // pCPUs, against a unit per runnable HIT vCPU).
         let mut units = Vec::new();
         let mut runnable_doms = Vec::new();
+        let mut units_of = Vec::new();
         for d in 0..cx.domains().len() {
-            let runnable: Vec<VcpuId> = cx.vcpus_of(d).filter(|&v| cx.is_runnable(v)).collect();
-            if runnable.is_empty() {
-                continue;
-            }
-            runnable_doms.push(d);
-            if self.is_gang(cx, d) {
-                units.push(Unit { dom: d, gang: true, members: cx.vcpus_of(d).collect() });
+            let vcpus = cx.vcpus_of(d);
+            let before = units.len();
+            if self.is_gang(d) {
+                if vcpus.clone().any(|v| cx.is_runnable(v)) {
+                    units.push(Unit { dom: d, gang: true, members: vcpus });
+                }
             } else {
-                units.extend(runnable.into_iter().map(|v| Unit { dom: d, gang: false, members: vec![v] }));
+                let runnable = vcpus.filter(|&v| cx.is_runnable(v));
+                units.extend(runnable.map(|v| Unit { dom: d, gang: false, members: v..v + 1 }));
+            }
+            if units.len() > before {
+                runnable_doms.push(d);
+                units_of.push(before..units.len());
             }
         }
         self.fair.settle(&runnable_doms);
-        units.sort_by_key(|u| (self.fair.vtime(u.dom), u.dom, u.members[0]));
+        let mut by_share: Vec<usize> = (0..runnable_doms.len()).collect();
+        by_share.sort_unstable_by_key(|&i| (self.fair.vtime(runnable_doms[i]), runnable_doms[i]));
 
         // 2. First fit.
         let mut free = n;
-        let mut chosen = Vec::new();
-        for u in units {
+        let mut chosen: Vec<&Unit> = Vec::new();
+        for u in by_share.into_iter().flat_map(|i| &units[units_of[i].clone()]) {
             if u.members.len() <= free {
                 free -= u.members.len();
                 chosen.push(u);
@@ -303,7 +364,7 @@ impl Cosched {
         let mut new_slot_of: Vec<Option<PcpuId>> = vec![None; cx.n_vcpus()];
         let make = |u: &Unit, v: VcpuId| if u.gang { Slot::Gang(v) } else { Slot::Hit(v) };
         for u in &chosen {
-            for &v in &u.members {
+            for v in u.members.clone() {
                 if let Some(q) = cx.running_on(v) {
                     new_slot[q] = Some(make(u, v));
                     new_slot_of[v] = Some(q);
@@ -311,7 +372,7 @@ impl Cosched {
             }
         }
         for u in &chosen {
-            for &v in &u.members {
+            for v in u.members.clone() {
                 if let Some(q) = self.slot_of[v].filter(|&q| new_slot_of[v].is_none() && new_slot[q].is_none()) {
                     new_slot[q] = Some(make(u, v));
                     new_slot_of[v] = Some(q);
@@ -319,14 +380,20 @@ impl Cosched {
             }
         }
         let cursor = self.cursor;
+        // Slots only fill from here on, so the first free one from the cursor never moves
+        // back: the hand-out goes on from the last one found.
+        let mut scan_from = 0;
         for u in &chosen {
-            for &v in &u.members {
+            for v in u.members.clone() {
                 if new_slot_of[v].is_some() {
                     continue;
                 }
                 let last = cx.last_pcpu(v).filter(|&q| self.placement == Placement::Sticky && new_slot[q].is_none());
                 let q = last
-                    .or_else(|| (0..n).map(|k| (cursor + k) % n).find(|&q| new_slot[q].is_none()))
+                    .or_else(|| {
+                        scan_from = (scan_from..n).find(|&k| new_slot[(cursor + k) % n].is_none())?;
+                        Some((cursor + scan_from) % n)
+                    })
                     .expect("first fit left room for every chosen vCPU");
                 new_slot[q] = Some(make(u, v));
                 new_slot_of[v] = Some(q);
@@ -335,6 +402,7 @@ impl Cosched {
         self.cursor = (self.cursor + 1) % n;
         self.slot = new_slot.into_iter().map(|s| s.unwrap_or(Slot::Free)).collect();
         self.slot_of = new_slot_of;
+        self.refill_fillers(cx);
         self.handoff.clear_awaiting();
 
         // Gang launches: gangs planned now that were not planned last round.
@@ -368,17 +436,24 @@ impl Cosched {
         self.fair.charge_held(cx, p, self.slot[p].gang_dom(cx));
     }
 
-    /// The waiting HIT vCPU of lowest virtual time that is not planned anywhere (`prev`
-    /// may continue if it is such a filler on `p`).
-    fn pick_filler(&self, cx: &Cx, p: PcpuId) -> Option<VcpuId> {
-        (0..cx.n_vcpus())
-            .filter(|&v| {
-                self.is_hit(cx, v)
-                    && self.slot_of[v].is_none()
-                    && cx.is_runnable(v)
-                    && cx.running_on(v).is_none_or(|q| q == p)
-            })
-            .min_by_key(|&v| (self.fair.vtime(cx.dom_of(v)), v))
+    /// The waiting HIT vCPU of lowest `(virtual time, vCPU)` that is not planned anywhere
+    /// (`prev` may continue if it is such a filler on `p`).
+    fn pick_filler(&mut self, cx: &Cx, p: PcpuId) -> Option<VcpuId> {
+        let (gang, slot_of, fair) = (&self.gang, &self.slot_of, &self.fair);
+        let is_filler = |v: VcpuId| !gang[cx.dom_of(v)] && slot_of[v].is_none() && cx.is_runnable(v);
+        let here = cx.curr(p).filter(|&u| is_filler(u));
+        let waiting =
+            self.fillers.lowest(|d| fair.vtime(d), |d| cx.vcpus_of(d), |v| is_filler(v) && cx.running_on(v).is_none());
+        here.into_iter().chain(waiting).min_by_key(|&v| (fair.vtime(cx.dom_of(v)), v))
+    }
+
+    /// Whether `q` idles and may be taken by a waking filler or a waiting gang: no
+    /// reschedule in flight, not held for a gang, no runnable vCPU planned on it.
+    fn takeable(&self, cx: &Cx, q: PcpuId) -> bool {
+        cx.curr(q).is_none()
+            && !self.handoff.in_transit(q)
+            && !matches!(self.slot[q], Slot::Gang(_))
+            && self.planned_vcpu(cx, q).is_none()
     }
 
     /// Ousterhout's alternate selection at gang granularity: `p` is about to idle mid-round
@@ -387,24 +462,24 @@ impl Cosched {
     /// round, the one of lowest virtual time starts on them at once, for the rest of the
     /// round (strictness kept: all its vCPUs get a slot together). Returns whether one did.
     fn start_waiting_gang(&mut self, cx: &mut Cx, p: PcpuId) -> bool {
-        let n = cx.n_pcpus();
-        let free: Vec<PcpuId> = std::iter::once(p)
-            .chain((0..n).map(|k| (self.cursor + k) % n).filter(|&q| {
-                q != p
-                    && cx.curr(q).is_none()
-                    && !self.handoff.in_transit(q)
-                    && !matches!(self.slot[q], Slot::Gang(_))
-                    && self.planned_vcpu(cx, q).is_none()
-            }))
-            .collect();
-        let gang = (0..cx.domains().len())
-            .filter(|&d| {
-                self.is_gang(cx, d)
-                    && !self.planned[d]
-                    && cx.vcpus_of(d).count() <= free.len()
-                    && cx.vcpus_of(d).any(|v| cx.is_runnable(v))
-                    && cx.vcpus_of(d).all(|v| cx.running_on(v).is_none())
-            })
+        let waits = |d: DomId| {
+            !self.planned[d]
+                && cx.vcpus_of(d).any(|v| cx.is_runnable(v))
+                && cx.vcpus_of(d).all(|v| cx.running_on(v).is_none())
+        };
+        if !self.gangs.iter().any(|&d| waits(d)) {
+            return false;
+        }
+        // The idle pCPUs from the cursor on, round the host.
+        let (n, cursor) = (cx.n_pcpus(), self.cursor);
+        let from_cursor = self.idle.iter_in(cursor..n).chain(self.idle.iter_in(0..cursor));
+        let free: Vec<PcpuId> =
+            std::iter::once(p).chain(from_cursor.filter(|&q| q != p && self.takeable(cx, q))).collect();
+        let gang = self
+            .gangs
+            .iter()
+            .copied()
+            .filter(|&d| cx.vcpus_of(d).len() <= free.len() && waits(d))
             .min_by_key(|&d| (self.fair.vtime(d), d));
         let Some(d) = gang else { return false };
         // Runnable members first, so that `p` runs one.
@@ -461,8 +536,10 @@ impl Policy for Cosched {
         None
     }
 
-    /// Contract: nothing to queue; every plan looks at all runnable vCPUs.
-    fn vcpu_insert(&mut self, cx: &mut Cx, _v: VcpuId) {
+    /// Contract: nothing to queue but the filler index; every plan looks at all runnable
+    /// vCPUs.
+    fn vcpu_insert(&mut self, cx: &mut Cx, v: VcpuId) {
+        self.note_filler(cx, v);
         if cx.mid_run() {
             self.replan_soon(cx);
         }
@@ -489,12 +566,8 @@ impl Policy for Cosched {
         if !self.is_hit(cx, v) {
             return;
         }
-        let idle = (0..cx.n_pcpus()).find(|&p| {
-            cx.curr(p).is_none()
-                && !self.handoff.in_transit(p)
-                && !matches!(self.slot[p], Slot::Gang(_))
-                && self.planned_vcpu(cx, p).is_none()
-        });
+        self.note_filler(cx, v);
+        let idle = self.idle.iter_in(0..cx.n_pcpus()).find(|&p| self.takeable(cx, p));
         if let Some(p) = idle {
             cx.count("cosched.hit_fills");
             self.handoff.kick(cx, p, false);
@@ -519,6 +592,10 @@ impl Policy for Cosched {
         let next = self.handoff.unless_elsewhere(cx, p, next, "cosched.awaits");
         let slot = &self.slot;
         self.handoff.release(cx, p, prev, next, |_, q, _| matches!(slot[q], Slot::Gang(_)));
+        self.idle.set(p, next.is_none());
+        if let Some(u) = prev.filter(|&u| next != Some(u)) {
+            self.note_filler(cx, u); // descheduled: it may wait as a filler now
+        }
         Decision { next, slice_ns: None }
     }
 
@@ -531,6 +608,7 @@ impl Policy for Cosched {
 
     /// A VM that changed type is scheduled by its new type from now on: re-plan at once.
     fn vm_type_changed(&mut self, cx: &mut Cx, _d: DomId, _old: VmType) {
+        self.classify(cx);
         self.plan(cx);
     }
 
@@ -540,7 +618,7 @@ impl Policy for Cosched {
         let quiet = !(0..cx.n_pcpus()).any(transit);
         for d in 0..cx.domains().len() {
             let dom = cx.domain(d);
-            if !self.is_gang(cx, d) {
+            if !self.is_gang(d) {
                 continue;
             }
             let (mut runnable, mut running) = (0, 0);

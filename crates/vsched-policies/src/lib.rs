@@ -12,6 +12,8 @@ pub mod core_gran;
 /// Not a policy: the unit world `core_gran` shows its policy.
 mod core_gran_world;
 pub mod cosched;
+/// Not a policy: `cosched`'s index of waiting fillers.
+mod cosched_fillers;
 pub mod credit;
 pub mod credit2;
 mod credit2_balance;

@@ -18,6 +18,9 @@ pub(crate) struct PcpuSet {
     len: usize,
 }
 
+/// The same bits over a host's vCPUs (`cosched`'s filler candidates, `cosched_fillers.rs`).
+pub(crate) type VcpuSet = PcpuSet;
+
 /// The bits of word `w` that lie in `range` (which must not be empty).
 #[inline]
 fn word_mask(w: usize, range: &Range<usize>) -> u64 {
@@ -61,6 +64,11 @@ impl PcpuSet {
         } else {
             self.remove(q);
         }
+    }
+
+    /// Removes every member.
+    pub(crate) fn clear(&mut self) {
+        self.words.fill(0);
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -112,6 +120,21 @@ impl PcpuSet {
         })
     }
 
+    /// The first member of `range`.
+    pub(crate) fn first_in_range(&self, range: Range<PcpuId>) -> Option<PcpuId> {
+        self.first_in(None, range)
+    }
+
+    /// The members of `range`, in increasing order.
+    pub(crate) fn iter_in(&self, range: Range<PcpuId>) -> impl Iterator<Item = PcpuId> + '_ {
+        let mut rest = range;
+        std::iter::from_fn(move || {
+            let q = self.first_in(None, rest.clone())?;
+            rest.start = q + 1;
+            Some(q)
+        })
+    }
+
     /// `cpumask_cycle(n, self & also & range)`: the first member of `range` after `n`,
     /// wrapping round the host, `n` itself last.
     pub(crate) fn cycle_in(&self, n: PcpuId, also: Option<&PcpuSet>, range: Range<PcpuId>) -> Option<PcpuId> {
@@ -154,6 +177,9 @@ mod tests {
         for range in [0..len, 0..1, 63..65, 60..130, 128..200, 199..200, 5..5] {
             let expected = flags[range.clone()].iter().filter(|&&f| f).count();
             assert_eq!(set.count_in(range.clone()), expected, "{range:?}");
+            let members: Vec<usize> = range.clone().filter(|&q| flags[q]).collect();
+            assert_eq!(set.iter_in(range.clone()).collect::<Vec<_>>(), members, "{range:?}");
+            assert_eq!(set.first_in_range(range.clone()), members.first().copied(), "{range:?}");
             for n in 0..len {
                 assert_eq!(
                     set.cycle_in(n, None, range.clone()),
@@ -178,5 +204,8 @@ mod tests {
         both.insert(150);
         assert_eq!(set.cycle_in(100, Some(&both), 0..len), [150, 70].into_iter().find(|&q| flags[q]));
         assert!(PcpuSet::new(len).is_empty() && !set.is_empty());
+        let mut emptied = set.clone();
+        emptied.clear();
+        assert!(emptied.is_empty() && emptied.iter_in(0..len).next().is_none());
     }
 }

@@ -4,6 +4,7 @@
 
 use vsched_engine::{StreamRng, Time};
 
+use super::accounting::asks_for_a_pcpu;
 use super::events::Ev;
 use super::state::{Core, ThreadState, Vcpu};
 use super::RunError;
@@ -116,6 +117,22 @@ impl World for HostView<'_> {
 
     fn pinned(&self, v: VcpuId) -> Option<PcpuId> {
         self.vc(v).pinned.map(|p| p - self.pcpu_base)
+    }
+
+    /// The entitlement meter's count: it hears of every vCPU that starts or stops asking for
+    /// a pCPU (`sim/accounting.rs`).
+    fn runnable_vcpus(&self, d: DomId) -> usize {
+        let asking = self.core.hosts[self.host].entitlement.asking(d);
+        debug_assert_eq!(
+            asking,
+            self.core.doms[self.dom_base + d]
+                .span
+                .clone()
+                .filter(|&v| asks_for_a_pcpu(self.core.vcpus[v].state))
+                .count(),
+            "the entitlement meter's count of domain {d}'s runnable vCPUs"
+        );
+        asking
     }
 
     fn resched(&mut self, p: PcpuId) -> bool {
