@@ -215,10 +215,24 @@ def agreement_line(rows: list[dict[str, Any]], which: str, title: str) -> str:
     (a pair one world did not finish, or refused as disturbed, counted as not agreeing)."""
     compared = [r for r in rows if "refused" not in r and any(x is not None for x in ratios(r, which))]
     agree = agreeing(compared, which)
+    neither = sum(neither_finished(r, which) for r in rows if r not in compared and "refused" not in r)
     return (
         f"{title}: {agree} of {len(compared)} compared pairs agree within {AGREE:.0%} (slowdown, real over "
-        f"simulated), {agree} of all {len(rows)} ({agree / max(len(rows), 1):.0%})."
+        f"simulated), {agree} of all {len(rows)} ({agree / max(len(rows), 1):.0%}); in {neither} more, "
+        "neither world's median run finished."
     )
+
+
+def neither_finished(row: dict[str, Any], which: str) -> bool:
+    """Whether the median run did not finish in either world (`vsched.real.Spread`)."""
+
+    def unfinished(slowdown: dict[str, Any]) -> bool:
+        return all(slowdown[w]["median"] is None and slowdown[w].get("unfinished") for w in ("sim", "real"))
+
+    machine = [row["machine"]["slowdown"]] if "machine" in row else []
+    sides = {"slowdown": [row["slowdown"]], "machine": machine}
+    sides["either"] = sides["slowdown"] + sides["machine"]
+    return any(unfinished(side) for side in sides[which])
 
 
 def ratios(row: dict[str, Any], which: str) -> list[float | None]:
