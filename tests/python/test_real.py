@@ -620,11 +620,10 @@ def test_a_virtual_cluster_exchanges_messages_that_cvs_comm_counts(cli: Cli, tmp
         k: sim["runs"][0]["virtual_clusters"][0][k] for k in ("name", "workload", "vms", "ranks")
     }
     assert lu["completion_s"] >= max(vm["completion_s"] for vm in cluster)
-    # cvs-comm chose between the cluster's VMs by their packets (16 times of 175 picks in a
-    # run at a load of 8; 4 of 82 in the simulator): how often depends on which vCPUs meet in
-    # a run queue, so it is asserted on an undisturbed run only.
-    if undisturbed(report):
-        assert run["host"]["policy_counters"].get("cvs_comm.picks_by_packets", 0) > 0, run["host"]
+    # Whether cvs-comm ever chooses between the cluster's VMs by their packets depends on
+    # which vCPUs meet in a run queue, which the host's timing decides (0 to 16 times a real
+    # run, even undisturbed; 1 to 8 in the simulator's seeds 1-3), so it is not asserted here:
+    # the packets it reads are (above).
 
 
 @needs_kvm
