@@ -63,18 +63,10 @@ def replayed(hog: Path, alone: Path, earlier: dict[str, Any]) -> dict[str, Any]:
     code, against the same real runs (kept under `real_reports`)."""
     if "refused" in earlier:
         return earlier
-    kept = earlier["real_reports"]
-    real, real_alone = kept["real"], kept["real_baseline"]
+    kept, policy = earlier["real_reports"], earlier["policy"]
     text, alone_text = hog.read_text(encoding="utf-8"), alone.read_text(encoding="utf-8")
-    sim, sim_alone = vsched.real.simulate(text, alone_text, real["seed"], real["reps"], earlier["policy"])
-    result = vsched.real.comparison(sim, real, sim_alone, real_alone)
-    runs = real["runs"] + real_alone["runs"]
-    result |= {
-        "reports": {"sim": sim, "real": real, "sim_baseline": sim_alone, "real_baseline": real_alone},
-        "disturbed_runs": vsched.real.disturbed(runs),
-        "real_runs": len(runs),
-    }
-    return {"scenario": hog.stem, "policy": earlier["policy"]} | summary(result)
+    result = vsched.real.against_real(text, alone_text, kept["real"], kept["real_baseline"], policy)
+    return {"scenario": hog.stem, "policy": policy} | summary(result)
 
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
@@ -118,10 +110,9 @@ def with_this_machine(
     real, real_alone = row["real_reports"]["real"], row["real_reports"]["real_baseline"]
     text, alone_text = hog.read_text(encoding="utf-8"), alone.read_text(encoding="utf-8")
     costs = vsched.real.machine_costs(real, text, losses)
-    sim, sim_alone = vsched.real.simulate(text, alone_text, real["seed"], real["reps"], row["policy"], costs)
-    again = vsched.real.comparison(sim, real, sim_alone, real_alone)
+    again = vsched.real.against_real(text, alone_text, real, real_alone, row["policy"], costs)
     vm = next(vm for vm in again["vms"] if vm["name"] == row["vm"])
-    return {"costs": costs, "mechanisms": mechanisms(sim), **figures(vm)}
+    return {"costs": costs, "mechanisms": mechanisms(again["reports"]["sim"]), **figures(vm)}
 
 
 # What a policy does beyond its base, counted in each run (medians over the runs): pause-loop
@@ -223,23 +214,26 @@ def agreement_line(rows: list[dict[str, Any]], which: str, title: str) -> str:
     )
 
 
+def slowdowns(row: dict[str, Any], which: str) -> list[dict[str, Any]]:
+    """A row's slowdown figures: with the simulator's defaults (`slowdown`), with this
+    machine's costs (`machine`), or both (`either`)."""
+    default = [row["slowdown"]]
+    costly = [row["machine"]["slowdown"]] if "machine" in row else []
+    return {"slowdown": default, "machine": costly, "either": default + costly}[which]
+
+
 def neither_finished(row: dict[str, Any], which: str) -> bool:
     """Whether the median run did not finish in either world (`vsched.real.Spread`)."""
 
     def unfinished(slowdown: dict[str, Any]) -> bool:
         return all(slowdown[w]["median"] is None and slowdown[w].get("unfinished") for w in ("sim", "real"))
 
-    machine = [row["machine"]["slowdown"]] if "machine" in row else []
-    sides = {"slowdown": [row["slowdown"]], "machine": machine}
-    sides["either"] = sides["slowdown"] + sides["machine"]
-    return any(unfinished(side) for side in sides[which])
+    return any(unfinished(slowdown) for slowdown in slowdowns(row, which))
 
 
 def ratios(row: dict[str, Any], which: str) -> list[float | None]:
-    """A row's real-over-simulated slowdowns: the defaults', this machine's costs', or both."""
-    default = row["slowdown"]["real_over_sim"]
-    costly = row["machine"]["slowdown"]["real_over_sim"] if "machine" in row else None
-    return {"slowdown": [default], "machine": [costly], "either": [default, costly]}[which]
+    """A row's real-over-simulated slowdowns (`slowdowns`)."""
+    return [slowdown["real_over_sim"] for slowdown in slowdowns(row, which)]
 
 
 def agreeing(rows: list[dict[str, Any]], which: str) -> int:

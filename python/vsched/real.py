@@ -423,9 +423,6 @@ def compare(
         progress("simulator")
     real = _joined(real_runs, seed)
     real_baseline = _joined(baseline_runs, seed) if baseline_runs else None
-    losses = machine_losses([real, real_baseline]) if with_machine_costs else None
-    costs = machine_costs(real, text, losses) if with_machine_costs else {}
-    sim, sim_baseline = simulate(text, baseline_text, seed, reps, policy, costs)
     runs = real["runs"] + ([] if real_baseline is None else real_baseline["runs"])
     spoiled = disturbed(runs)
     if 2 * spoiled > len(runs) and not allow_disturbed:
@@ -434,19 +431,36 @@ def compare(
             f"{_disturbed_above(runs)} of their host CPUs (isolation.others_share in `vsched real --json`); "
             "compare on a quiet host"
         )
+    losses = machine_losses([real, real_baseline]) if with_machine_costs else None
+    costs = machine_costs(real, text, losses) if with_machine_costs else {}
+    result = against_real(text, baseline_text, real, real_baseline, policy, costs)
+    result["guest_loss_share"] = None if losses is None else round(losses.share, 4)
+    return result
+
+
+def against_real(
+    text: str,
+    baseline_text: str | None,
+    real: dict[str, Any],
+    real_baseline: dict[str, Any] | None,
+    policy: str | None,
+    costs: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The scenario `text` (and its baseline) simulated with the seeds of the real reports
+    `real` (and `real_baseline`) and the host keys of `costs`, set beside them: `comparison`'s
+    result with the disturbed real runs counted, `machine_costs`, whether the simulator ran a
+    KVM host's threads, and the four reports under `reports`. `compare` and the differential
+    suite's replays (scripts/real_suite.py) both use it."""
+    sim, sim_baseline = simulate(text, baseline_text, real["seed"], real["reps"], policy, costs)
+    runs = real["runs"] + ([] if real_baseline is None else real_baseline["runs"])
     result = comparison(sim, real, sim_baseline, real_baseline)
-    result["disturbed_runs"] = spoiled
+    result["disturbed_runs"] = disturbed(runs)
     result["real_runs"] = len(runs)
     result["disturbed_above"] = _disturbed_above(runs)
     result["machine_costs"] = costs or None
-    result["guest_loss_share"] = None if losses is None else round(losses.share, 4)
     result["sim_host_threads"] = any(vm["workload"] == HOST_THREADS for vm in sim["runs"][0]["vms"])
-    result["reports"] = {
-        "sim": sim,
-        "real": real,
-        "sim_baseline": sim_baseline,
-        "real_baseline": real_baseline,
-    }
+    result["reports"] = {"sim": sim, "real": real, "sim_baseline": sim_baseline}
+    result["reports"]["real_baseline"] = real_baseline
     return result
 
 
