@@ -19,7 +19,7 @@
 //!   time 0; one given a pCPU before its VM's start halts at once (`sleep`), as a guest with
 //!   nothing to run does in the simulator, and at the start the runner wakes it (`wake`),
 //!   which is Credit's BOOST, the VM's halted vCPUs in the order the simulator wakes them
-//!   (`StartHalt`): under CFS that order decides which vCPUs end up sharing a pCPU;
+//!   (`starts`): under CFS that order decides which vCPUs end up sharing a pCPU;
 //! - what guests do on their own (a program that ends, a pause-loop exit, a halt, a wake):
 //!   `guest_events`; a message to another VM: `messages`.
 //!
@@ -41,6 +41,7 @@ use crate::world::RealWorld;
 
 mod guest_events;
 mod messages;
+mod starts;
 
 /// The longest the loop sleeps without looking at the stop flag.
 const POLL_NS: Time = 20 * NS_PER_MS;
@@ -153,12 +154,8 @@ struct Runner<'a, B: Backend> {
     network: messages::Network,
     /// vCPUs whose VM has not started its workload yet.
     unstarted: Vec<bool>,
-    /// When and in which order each unstarted vCPU halted (`StartHalt`), for the order of
-    /// the wakes at its VM's start.
-    start_halts: Vec<Option<StartHalt>>,
-    /// Per pCPU, the instant of its last halt of an unstarted vCPU and how many it has
-    /// halted at that instant.
-    halts_at: Vec<(Time, u32)>,
+    /// The order in which unstarted vCPUs halted, for the wakes at their VM's start.
+    start_order: starts::StartOrder,
     /// When each VM starts its workload, and whether it has.
     starts: Vec<(Time, bool)>,
     vm_of: Vec<usize>,
@@ -174,15 +171,6 @@ struct Runner<'a, B: Backend> {
     sched_invocations: u64,
     events: u64,
     late_ns: Histogram,
-}
-
-/// When an unstarted vCPU halted: the instant, how many the same pCPU had halted before it
-/// at that instant, and the pCPU.
-#[derive(Clone, Copy)]
-struct StartHalt {
-    at: Time,
-    round: u32,
-    pcpu: PcpuId,
 }
 
 impl<'a, B: Backend> Runner<'a, B> {
@@ -224,8 +212,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             sleep_until: vec![None; vm_of.len()],
             network: messages::Network::new(scenario, vms),
             unstarted: vm_of.iter().map(|&d| starts[d] > 0).collect(),
-            start_halts: vec![None; vm_of.len()],
-            halts_at: vec![(0, 0); n_pcpus],
+            start_order: starts::StartOrder::new(vm_of.len(), n_pcpus),
             starts: starts.iter().map(|&at| (at, at == 0)).collect(),
             vms: vms
                 .iter()
@@ -310,34 +297,6 @@ impl<'a, B: Backend> Runner<'a, B> {
         let start = self.starts.iter().filter(|(_, done)| !done).map(|&(at, _)| at).min();
         let times = self.slice_end.iter().chain(&self.next_tick).chain(&self.sleep_until);
         times.flatten().copied().chain(start).chain(self.network.next_arrival()).min()
-    }
-
-    /// The VMs due to start their workload: their vCPUs may run it now, and each that halted
-    /// meanwhile is woken (first in an instant, as a guest thread's start in the simulator).
-    fn start_due_vms(&mut self, now: Time) -> Result<(), RealError> {
-        for d in 0..self.starts.len() {
-            let (at, done) = self.starts[d];
-            if done || at > now {
-                continue;
-            }
-            self.starts[d].1 = true;
-            self.late(at);
-            let mut members: Vec<VcpuId> = (0..self.vm_of.len()).filter(|&v| self.vm_of[v] == d).collect();
-            // In the order the simulator's would wake: its halted vCPUs post their wake-ups
-            // as they halt (`sim/interpret.rs`, `ThreadState::Unstarted`), each one dispatch
-            // after it was given its pCPU, so a pCPU's second halt at an instant comes after
-            // every pCPU's first (`StartHalt`).
-            members.sort_by_key(|&v| self.start_halts[v].map(|h| (h.at, h.round, h.pcpu)));
-            for v in members {
-                self.unstarted[v] = false;
-                if self.world.state(v) == VcpuState::Blocked {
-                    self.world.set_state(v, VcpuState::Runnable);
-                    self.world.with_cx(None, |cx| self.policy.wake(cx, v));
-                    self.check_failure()?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Everything due at the clock's current instant, in the simulator's order.
@@ -429,12 +388,7 @@ impl<'a, B: Backend> Runner<'a, B> {
             // Its VM has not started, or its guest ended while it was stopped: it halts as soon
             // as it runs.
             if self.unstarted[v] {
-                let (at, count) = &mut self.halts_at[p];
-                if *at != now {
-                    (*at, *count) = (now, 0);
-                }
-                self.start_halts[v] = Some(StartHalt { at: now, round: *count, pcpu: p });
-                *count += 1;
+                self.start_order.halted(v, p, now);
             }
             self.block(p, v);
             prev = Some(v);
